@@ -1,0 +1,81 @@
+// Package runtime defines how capstan runs replicas: the Runtime interface the
+// endpoint and deployment controllers drive, and the replica states they see.
+// Implementations live in subpackages (local: OS processes of `capstan engine
+// sim` on this host; a Kubernetes runtime can be added behind the same seam).
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ReplicaSpec says what one replica runs. It is engine-neutral: the runtime
+// turns it into a command line (local) or a pod (kube).
+type ReplicaSpec struct {
+	// ID is unique per replica and stable across restarts of capstan, e.g.
+	// "my-endpoint.AllTraffic.gen3.0". The runtime uses it for log file names.
+	ID string
+	// Owner labels, for logs and metrics.
+	Endpoint string
+	Variant  string
+	// Engine is "sim" (the only engine so far).
+	Engine string
+	// Model is a catalog model id or alias (e.g. a Hugging Face name).
+	Model string
+	// ServedModelName is the name the engine answers to in OpenAI requests;
+	// empty means Model.
+	ServedModelName string
+	// GPU is a catalog GPU name; TensorParallel is the number of GPUs the
+	// replica spans; MIGProfile, when set, is the slice it runs on.
+	GPU            string
+	TensorParallel int
+	MIGProfile     string
+	// Args are extra engine flags (e.g. "--time-scale=0.01", "--kv-events=…").
+	Args []string
+	// Env is extra environment for the engine process.
+	Env map[string]string
+}
+
+// State is where a replica is in its life.
+type State string
+
+const (
+	StateStarting State = "Starting" // launched, not yet healthy
+	StateHealthy  State = "Healthy"  // passing health checks, may take traffic
+	StateFailed   State = "Failed"   // crashed or unhealthy; the runtime may restart it
+	StateStopped  State = "Stopped"  // stopped on request
+)
+
+// Replica is the runtime's view of one replica.
+type Replica struct {
+	Spec ReplicaSpec
+	// Addr is host:port of the replica's HTTP server, known once started.
+	Addr     string
+	State    State
+	Message  string // why it is Failed, or what it waits for
+	Restarts int
+	Since    time.Time // when State last changed
+}
+
+// ErrNotFound is returned for an unknown replica id.
+var ErrNotFound = errors.New("replica not found")
+
+// Runtime starts, watches and stops replicas.
+//
+// Error contract: Start returns an error only when the spec is invalid or the
+// replica cannot be launched at all (bad model or GPU name, no binary); a
+// replica that launches and then crashes is reported through its State, and
+// the runtime restarts it with backoff until Stop. Stop is idempotent and
+// returns once the replica's process has exited (or ctx is done).
+type Runtime interface {
+	Start(ctx context.Context, spec ReplicaSpec) error
+	Stop(ctx context.Context, id string) error
+	Get(id string) (Replica, error)
+	List() []Replica
+	// Subscribe calls fn (from a runtime goroutine, never concurrently) on every
+	// state change until ctx is done.
+	Subscribe(ctx context.Context, fn func(Replica))
+	// Close stops every replica.
+	Close(ctx context.Context) error
+}

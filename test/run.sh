@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests drive when it is missing (Debian
+# packages through apt-get, Go modules), then runs every Go test and the
+# end-to-end scripts under test/e2e. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v chromium >/dev/null || need+=(chromium)
+command -v prometheus >/dev/null || need+=(prometheus)
+command -v nginx >/dev/null || need+=(nginx)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+if ! command -v aws >/dev/null; then
+  echo "the aws CLI is required for test/e2e (pip install awscli)" >&2
+  exit 1
+fi
+
+go mod download
+go vet ./...
+go build -o bin/capstan ./cmd/capstan
+
+# -p 1 keeps process-heavy packages from competing for the 2 CI cores.
+go test -p 1 -count=1 -timeout 30m ./...
+
+for script in test/e2e/*.sh; do
+  [ -e "$script" ] || continue
+  echo "== $script"
+  CAPSTAN_BIN="$PWD/bin/capstan" bash "$script"
+done
+echo "all tests passed"
