@@ -1,16 +1,70 @@
 package cli
 
 import (
-	"errors"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
 
-// Placeholder until the owning package lands; replaced wholesale by its author.
-func newClockCommand(_ *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:    "clock",
-		Hidden: true,
-		RunE:   func(*cobra.Command, []string) error { return errors.New("clock: not implemented yet") },
+func newClockCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "clock",
+		Short: "Read or move the clock of a capstan serve started with --dev-clock",
 	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "now",
+		Short: "Print the server's current time",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return clockCall(cmd, g, http.MethodGet, nil)
+		},
+	}, &cobra.Command{
+		Use:   "advance DURATION",
+		Short: "Move the server's clock forward, e.g. 168h",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := time.ParseDuration(args[0]); err != nil {
+				return fmt.Errorf("duration %q: %w", args[0], err)
+			}
+			body, _ := json.Marshal(map[string]string{"advance": args[0]})
+			return clockCall(cmd, g, http.MethodPost, body)
+		},
+	})
+	return cmd
+}
+
+func clockCall(cmd *cobra.Command, g *globalOptions, method string, body []byte) error {
+	url := strings.TrimRight(g.serverURL(), "/") + "/_capstan/clock"
+	req, err := http.NewRequestWithContext(cmd.Context(), method, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return fmt.Errorf("reach capstan at %s: %w", g.serverURL(), err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var out struct {
+		Now     string `json:"now"`
+		Offset  string `json:"offset"`
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(raw, &out)
+	if resp.StatusCode != http.StatusOK {
+		msg := out.Message
+		if msg == "" {
+			msg = strings.TrimSpace(string(raw))
+		}
+		return fmt.Errorf("server answered %s: %s", resp.Status, msg)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s (offset %s)\n", out.Now, out.Offset)
+	return nil
 }

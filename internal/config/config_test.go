@@ -1,0 +1,62 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/catalog"
+)
+
+func TestParseDefaultValidate(t *testing.T) {
+	cat := catalog.Default()
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr string // substring; "" = valid
+	}{
+		{"empty is valid", "", ""},
+		{"full", "listen: 127.0.0.1:9000\ndataDir: /tmp/x\nregion: eu-west-1\nengine: {timeScale: 0.01}\nendpoints: {startTimeout: 30s}\nfleet: {ml.g5.xlarge: {z1: 2}}\n", ""},
+		{"unknown field rejected", "listne: 127.0.0.1:1\n", "listne"},
+		{"unknown nested field rejected", "engine: {speed: 2}\n", "speed"},
+		{"bad duration", "endpoints: {startTimeout: soon}\n", "soon"},
+		{"non-loopback without credentials", "listen: 0.0.0.0:8080\n", "listen:"},
+		{"non-loopback with credentials", "listen: 0.0.0.0:8080\ncredentials: [{accessKeyId: A, secretAccessKey: S}]\n", ""},
+		{"non-loopback insecure", "listen: 0.0.0.0:8080\ninsecureListenAny: true\n", ""},
+		{"incomplete credential", "credentials: [{accessKeyId: A}]\n", "credentials[0]"},
+		{"bad account", "accountId: '12'\n", "accountId"},
+		{"unknown fleet type", "fleet: {ml.nope: {z: 1}}\n", "fleet.ml.nope"},
+		{"negative fleet count", "fleet: {ml.g5.xlarge: {z: -1}}\n", "fleet.ml.g5.xlarge.z"},
+		{"bad time scale", "engine: {timeScale: -1}\n", "engine.timeScale"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				c.Default()
+				err = c.Validate(cat)
+			}
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	var c Config
+	c.Default()
+	if c.Listen != "127.0.0.1:8080" || c.DataDir != "./capstan-data" || c.AccountID != "000000000000" ||
+		c.Region != "us-east-1" || c.Engine.TimeScale != 1 || c.Endpoints.StartTimeout.Duration != 10*time.Minute {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if got := c.FleetCapacity(catalog.Default())["ml.p5.48xlarge"]["us-east-1a"]; got != 4 {
+		t.Fatalf("default fleet p5 in us-east-1a = %d", got)
+	}
+}

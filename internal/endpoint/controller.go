@@ -1,0 +1,569 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+// Router is the part of the gateway the controller drives. SetRoute replaces an
+// endpoint's route atomically (a backend absent from it gets no new requests);
+// Drain returns once nothing is in flight to the backend (or ctx is done).
+type Router interface {
+	SetRoute(r Route)
+	DeleteRoute(endpoint string)
+	Drain(ctx context.Context, backendID string) error
+}
+
+// Route is an endpoint's traffic split.
+type Route struct {
+	Endpoint    string
+	Variants    []VariantRoute
+	Unavailable string // why there is no backend, for the 4xx the gateway returns
+}
+
+// VariantRoute is one weighted variant and its backends.
+type VariantRoute struct {
+	Name            string
+	Weight          float64
+	RoutingStrategy string
+	Backends        []Backend
+}
+
+// Backend is one replica the gateway may send to.
+type Backend struct {
+	ID   string
+	Addr string
+}
+
+// Options tune the controller.
+type Options struct {
+	// Engine is the engine name put in replica specs ("sim").
+	Engine string
+	// EngineArgs are extra flags for every replica (e.g. "--time-scale=0.01").
+	EngineArgs []string
+	// StartTimeout is how long a deployment may take to become healthy before
+	// the endpoint fails (create) or the update is rolled back.
+	StartTimeout time.Duration
+	// DrainTimeout bounds the wait for in-flight requests on a retiring replica.
+	DrainTimeout time.Duration
+	// Resync is how often every endpoint is reconciled regardless of events.
+	Resync time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Engine == "" {
+		o.Engine = "sim"
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 10 * time.Minute
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 60 * time.Second
+	}
+	if o.Resync <= 0 {
+		o.Resync = time.Second
+	}
+}
+
+// Controller drives endpoints to their recorded intent.
+type Controller struct {
+	store  *store.Store
+	fleet  Allocator
+	rt     runtime.Runtime
+	router Router
+	clock  clock.Clock
+	log    *slog.Logger
+	opts   Options
+
+	mu      sync.Mutex
+	running map[string]bool // reconcile in flight
+	dirty   map[string]bool // requested again while in flight
+	wg      sync.WaitGroup
+	ctx     context.Context
+}
+
+// NewController returns a controller; call Run to start its loop, or
+// Reconcile to drive one endpoint synchronously.
+func NewController(s *store.Store, f Allocator, rt runtime.Runtime, r Router, c clock.Clock, log *slog.Logger, o Options) *Controller {
+	o.defaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Controller{store: s, fleet: f, rt: rt, router: r, clock: c, log: log, opts: o,
+		running: map[string]bool{}, dirty: map[string]bool{}}
+}
+
+// errConflict means the record changed under the controller; it re-reads.
+var errConflict = errors.New("endpoint changed concurrently")
+
+// Run reconciles on store changes, runtime events and a resync tick until ctx
+// is done, then waits for in-flight reconciles.
+func (c *Controller) Run(ctx context.Context) {
+	c.mu.Lock()
+	c.ctx = ctx
+	c.mu.Unlock()
+	watch := c.store.Watch(ctx)
+	go c.rt.Subscribe(ctx, func(r runtime.Replica) {
+		if r.Spec.Endpoint != "" {
+			c.Enqueue(r.Spec.Endpoint)
+		}
+	})
+	tick := c.clock.NewTicker(c.opts.Resync)
+	defer tick.Stop()
+	c.enqueueAll()
+	for {
+		select {
+		case <-ctx.Done():
+			c.wg.Wait()
+			return
+		case k, ok := <-watch:
+			if !ok {
+				c.wg.Wait()
+				return
+			}
+			if k.Kind == KindEndpoint {
+				c.Enqueue(k.Name)
+			}
+		case <-tick.C():
+			c.enqueueAll()
+		}
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	eps, err := c.list()
+	if err != nil {
+		c.log.Error("list endpoints", "err", err)
+		return
+	}
+	for _, ep := range eps {
+		c.Enqueue(ep.Name)
+	}
+}
+
+func (c *Controller) list() ([]Endpoint, error) {
+	var eps []Endpoint
+	err := c.store.View(func(tx *store.Tx) error {
+		var err error
+		eps, err = store.List[Endpoint](tx, KindEndpoint)
+		return err
+	})
+	return eps, err
+}
+
+// Enqueue asks for a reconcile of name. At most one reconcile per endpoint runs
+// at a time; a request during one runs it again afterwards.
+func (c *Controller) Enqueue(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil || c.ctx.Err() != nil {
+		return
+	}
+	if c.running[name] {
+		c.dirty[name] = true
+		return
+	}
+	c.running[name] = true
+	c.wg.Add(1)
+	ctx := c.ctx
+	go func() {
+		defer c.wg.Done()
+		for {
+			if err := c.Reconcile(ctx, name); err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
+				c.log.Warn("reconcile", "endpoint", name, "err", err)
+			}
+			c.mu.Lock()
+			if !c.dirty[name] || ctx.Err() != nil {
+				delete(c.running, name)
+				delete(c.dirty, name)
+				c.mu.Unlock()
+				return
+			}
+			delete(c.dirty, name)
+			c.mu.Unlock()
+		}
+	}()
+}
+
+func (c *Controller) load(name string) (Endpoint, bool, error) {
+	var ep Endpoint
+	var found bool
+	err := c.store.View(func(tx *store.Tx) error {
+		var err error
+		found, err = tx.Get(KindEndpoint, name, &ep)
+		return err
+	})
+	return ep, found, err
+}
+
+// save writes ep if the stored version is still ep.Version, with the fleet
+// holding set to what ep still needs; ep.Version is bumped on success.
+func (c *Controller) save(ep *Endpoint, release bool) error {
+	err := c.store.Update(func(tx *store.Tx) error {
+		var cur Endpoint
+		found, err := tx.Get(KindEndpoint, ep.Name, &cur)
+		if err != nil {
+			return err
+		}
+		if !found || cur.Version != ep.Version {
+			return errConflict
+		}
+		if release {
+			want := instanceCounts(ep.Current, ep.Pending)
+			if ep.Status == StatusFailed {
+				want = nil
+			}
+			if err := c.fleet.Set(tx, ep.Name, want); err != nil {
+				return err
+			}
+		}
+		ep.Version++
+		ep.LastModifiedTime = c.clock.Now().UTC().Truncate(time.Millisecond)
+		return tx.Put(KindEndpoint, ep.Name, ep)
+	})
+	if err != nil {
+		ep.Version = -1 // force a re-read on any further save
+	}
+	return err
+}
+
+// Reconcile moves endpoint name one or more steps towards its recorded intent.
+// It is safe to call at any time, from any state, after a crash.
+func (c *Controller) Reconcile(ctx context.Context, name string) error {
+	ep, found, err := c.load(name)
+	if err != nil {
+		return err
+	}
+	if !found {
+		c.router.DeleteRoute(name)
+		return c.stopOrphans(ctx, name, nil)
+	}
+	switch ep.Status {
+	case StatusDeleting:
+		return c.reconcileDelete(ctx, &ep)
+	case StatusFailed:
+		c.router.DeleteRoute(name)
+		return c.stopOrphans(ctx, name, nil)
+	}
+
+	// Bring up (and keep up) the serving side, and keep its route current.
+	if ep.Current != nil {
+		if err := c.ensureStarted(ctx, &ep, ep.Current); err != nil {
+			c.log.Warn("start serving replica", "endpoint", name, "err", err)
+		}
+		c.router.SetRoute(c.route(&ep))
+	}
+	if len(ep.Retiring) > 0 {
+		if err := c.retire(ctx, &ep); err != nil {
+			return err
+		}
+	}
+	if ep.Pending != nil {
+		return c.reconcilePending(ctx, &ep)
+	}
+	if ep.Current != nil {
+		return c.reconcileScale(ctx, &ep)
+	}
+	return nil
+}
+
+func replicaID(ep string, v *VariantState, gen, i int) string {
+	return fmt.Sprintf("%s.%s.gen%d.%d", ep, v.Name, gen, i)
+}
+
+// spec is the replica spec of one member of v.
+func (c *Controller) spec(ep *Endpoint, v *VariantState, id string) runtime.ReplicaSpec {
+	return runtime.ReplicaSpec{ID: id, Endpoint: ep.Name, Variant: v.Name, Engine: c.opts.Engine,
+		Model: v.Model, GPU: v.GPU, TensorParallel: max(v.GPUCount, 1), Args: append([]string(nil), c.opts.EngineArgs...)}
+}
+
+// ensureStarted starts every member of dep that the runtime does not run.
+// Member ids are in the record before their Start, so a crash between the two
+// only means the Start happens on restart.
+func (c *Controller) ensureStarted(ctx context.Context, ep *Endpoint, dep *Deployment) error {
+	var errs []error
+	for i := range dep.Variants {
+		v := &dep.Variants[i]
+		if v.ModelError != "" {
+			return errors.New(v.ModelError)
+		}
+		for _, id := range v.Replicas {
+			r, err := c.rt.Get(id)
+			if err == nil && r.State != runtime.StateStopped {
+				continue
+			}
+			if err := c.rt.Start(ctx, c.spec(ep, v, id)); err != nil {
+				errs = append(errs, fmt.Errorf("start replica %s: %w", id, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// route is the endpoint's traffic split: the serving deployment's healthy,
+// non-retiring members.
+func (c *Controller) route(ep *Endpoint) Route {
+	r := Route{Endpoint: ep.Name}
+	retiring := map[string]bool{}
+	for _, id := range ep.Retiring {
+		retiring[id] = true
+	}
+	for _, v := range ep.Current.Variants {
+		vr := VariantRoute{Name: v.Name, Weight: v.Weight, RoutingStrategy: v.RoutingStrategy}
+		for _, id := range v.Replicas {
+			if retiring[id] {
+				continue
+			}
+			if rep, err := c.rt.Get(id); err == nil && rep.State == runtime.StateHealthy && rep.Addr != "" {
+				vr.Backends = append(vr.Backends, Backend{ID: id, Addr: rep.Addr})
+			}
+		}
+		r.Variants = append(r.Variants, vr)
+	}
+	return r
+}
+
+// retire drains and stops ep.Retiring (already out of the route) and records it.
+func (c *Controller) retire(ctx context.Context, ep *Endpoint) error {
+	for _, id := range ep.Retiring {
+		dctx, cancel := context.WithTimeout(ctx, c.opts.DrainTimeout)
+		if err := c.router.Drain(dctx, id); err != nil {
+			c.log.Warn("drain", "replica", id, "err", err)
+		}
+		cancel()
+		if err := c.rt.Stop(ctx, id); err != nil {
+			return fmt.Errorf("stop replica %s: %w", id, err)
+		}
+	}
+	ep.Retiring = nil
+	return c.save(ep, true)
+}
+
+func (c *Controller) reconcilePending(ctx context.Context, ep *Endpoint) error {
+	p := ep.Pending
+	// Number the members of a fresh deployment and record them before starting.
+	changed := false
+	for i := range p.Variants {
+		v := &p.Variants[i]
+		for len(v.Replicas) < v.DesiredCount {
+			v.Replicas = append(v.Replicas, replicaID(ep.Name, v, p.Generation, v.NextIndex))
+			v.NextIndex++
+			changed = true
+		}
+	}
+	if changed {
+		if err := c.save(ep, false); err != nil {
+			return err
+		}
+	}
+	if err := c.ensureStarted(ctx, ep, p); err != nil {
+		if ctx.Err() != nil {
+			// Shutting down: the record stays as it is and the next start resumes.
+			return ctx.Err()
+		}
+		return c.failPending(ctx, ep, err.Error())
+	}
+	healthy, waiting := true, ""
+	for _, v := range p.Variants {
+		for _, id := range v.Replicas {
+			r, err := c.rt.Get(id)
+			if err != nil || r.State != runtime.StateHealthy {
+				healthy = false
+				if err == nil && waiting == "" {
+					waiting = fmt.Sprintf("replica %s is %s: %s", id, r.State, r.Message)
+				}
+			}
+		}
+	}
+	if !healthy {
+		if c.clock.Now().Sub(p.StartTime) > c.opts.StartTimeout {
+			return c.failPending(ctx, ep, fmt.Sprintf("instances did not become healthy within %s (%s)", c.opts.StartTimeout, waiting))
+		}
+		return nil
+	}
+	// Switch: the green side becomes current and the blue side retires. Record
+	// it first, so a crash after this point finishes the switch on restart.
+	var old []string
+	if ep.Current != nil {
+		for _, v := range ep.Current.Variants {
+			old = append(old, v.Replicas...)
+		}
+	}
+	ep.Current, ep.Pending = p, nil
+	ep.Retiring = append(ep.Retiring, old...)
+	if len(old) == 0 {
+		ep.Status = StatusInService
+	}
+	// Route first: a client that sees InService must find the route. (Routes
+	// live in memory, so a crash before the save loses nothing.)
+	c.router.SetRoute(c.route(ep))
+	if err := c.save(ep, false); err != nil {
+		return err
+	}
+	c.log.Info("deployment live", "endpoint", ep.Name, "config", p.ConfigName, "generation", p.Generation)
+	if len(old) > 0 {
+		if err := c.retire(ctx, ep); err != nil {
+			return err
+		}
+		ep.Status = StatusInService
+		return c.save(ep, true)
+	}
+	return nil
+}
+
+// failPending ends a deployment that cannot come up: a create fails the
+// endpoint; an update is rolled back, leaving the old deployment serving.
+func (c *Controller) failPending(ctx context.Context, ep *Endpoint, reason string) error {
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	p := ep.Pending
+	if ep.Current == nil {
+		ep.Status, ep.FailureReason = StatusFailed, reason
+	} else {
+		ep.Status, ep.FailureReason = StatusInService, "Update failed and was rolled back: "+reason
+	}
+	ep.Pending = nil
+	for _, v := range p.Variants {
+		ep.Retiring = append(ep.Retiring, v.Replicas...)
+	}
+	if err := c.save(ep, false); err != nil {
+		return err
+	}
+	c.log.Warn("deployment failed", "endpoint", ep.Name, "reason", reason)
+	return c.retire(ctx, ep)
+}
+
+// reconcileScale applies weight and instance-count changes to the serving side.
+func (c *Controller) reconcileScale(ctx context.Context, ep *Endpoint) error {
+	cur := ep.Current
+	changed := false
+	for i := range cur.Variants {
+		v := &cur.Variants[i]
+		for len(v.Replicas) < v.DesiredCount {
+			v.Replicas = append(v.Replicas, replicaID(ep.Name, v, cur.Generation, v.NextIndex))
+			v.NextIndex++
+			changed = true
+		}
+		if n := len(v.Replicas); n > v.DesiredCount {
+			ep.Retiring = append(ep.Retiring, v.Replicas[v.DesiredCount:]...)
+			v.Replicas = v.Replicas[:v.DesiredCount]
+			changed = true
+		}
+		if v.Weight != v.DesiredWeight {
+			v.Weight = v.DesiredWeight
+			changed = true
+		}
+	}
+	if changed {
+		if err := c.save(ep, false); err != nil {
+			return err
+		}
+		c.router.SetRoute(c.route(ep))
+		if len(ep.Retiring) > 0 {
+			if err := c.retire(ctx, ep); err != nil {
+				return err
+			}
+		}
+		if err := c.ensureStarted(ctx, ep, cur); err != nil {
+			c.log.Warn("start replica", "endpoint", ep.Name, "err", err)
+		}
+	}
+	if ep.Status != StatusUpdating {
+		return nil
+	}
+	for i := range cur.Variants {
+		v := &cur.Variants[i]
+		for _, id := range v.Replicas {
+			if r, err := c.rt.Get(id); err != nil || r.State != runtime.StateHealthy {
+				if c.clock.Now().Sub(v.ChangeStart) <= c.opts.StartTimeout {
+					return nil
+				}
+				// New instances never came up: give up on the unhealthy ones and
+				// keep serving with the rest.
+				var keep []string
+				for _, id := range v.Replicas {
+					if r, err := c.rt.Get(id); err == nil && r.State == runtime.StateHealthy {
+						keep = append(keep, id)
+					} else {
+						ep.Retiring = append(ep.Retiring, id)
+					}
+				}
+				v.Replicas, v.DesiredCount = keep, len(keep)
+				ep.FailureReason = fmt.Sprintf("instance %s did not become healthy within %s", id, c.opts.StartTimeout)
+				ep.Status = StatusInService
+				return c.save(ep, false)
+			}
+		}
+	}
+	c.router.SetRoute(c.route(ep))
+	ep.Status = StatusInService
+	return c.save(ep, true)
+}
+
+func (c *Controller) reconcileDelete(ctx context.Context, ep *Endpoint) error {
+	c.router.DeleteRoute(ep.Name)
+	var ids []string
+	for _, d := range []*Deployment{ep.Current, ep.Pending} {
+		if d == nil {
+			continue
+		}
+		for _, v := range d.Variants {
+			ids = append(ids, v.Replicas...)
+		}
+	}
+	ids = append(ids, ep.Retiring...)
+	for _, id := range ids {
+		dctx, cancel := context.WithTimeout(ctx, c.opts.DrainTimeout)
+		_ = c.router.Drain(dctx, id)
+		cancel()
+		if err := c.rt.Stop(ctx, id); err != nil {
+			return fmt.Errorf("stop replica %s: %w", id, err)
+		}
+	}
+	err := c.store.Update(func(tx *store.Tx) error {
+		var cur Endpoint
+		found, err := tx.Get(KindEndpoint, ep.Name, &cur)
+		if err != nil || !found {
+			return err
+		}
+		if cur.Version != ep.Version {
+			return errConflict
+		}
+		if err := c.fleet.Set(tx, ep.Name, nil); err != nil {
+			return err
+		}
+		return tx.Delete(KindEndpoint, ep.Name)
+	})
+	if err == nil {
+		c.log.Info("endpoint deleted", "endpoint", ep.Name)
+	}
+	return err
+}
+
+// stopOrphans stops replicas of endpoint name that the runtime still runs but
+// the record no longer lists (keep), e.g. after a failed create.
+func (c *Controller) stopOrphans(ctx context.Context, name string, keep map[string]bool) error {
+	var ids []string
+	for _, r := range c.rt.List() {
+		if r.Spec.Endpoint == name && r.State != runtime.StateStopped && !keep[r.Spec.ID] {
+			ids = append(ids, r.Spec.ID)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if err := c.rt.Stop(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,14 @@
+// Package endpoint owns models, endpoint configs and endpoints as capstan's own
+// types, the operations the control API performs on them (Service), and the
+// controller that drives each endpoint's lifecycle (Controller): Creating →
+// InService or Failed, blue/green UpdateEndpoint, in-place weight and capacity
+// changes, and Deleting.
+//
+// Every API write is one store transaction that also takes or releases fleet
+// instances, so the record and its capacity commit together. The controller
+// writes each step of its progress to the store (with an optimistic version
+// check) before acting on it, so after a crash it resumes from the record: the
+// record, not memory, is the truth. It talks to the outside through three small
+// interfaces it declares: Runtime (replica processes), Router (the gateway) and
+// Allocator (the fleet). It knows nothing about wire formats.
+package endpoint

@@ -1,0 +1,406 @@
+package endpoint
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+// Allocator holds fleet instances for an owner. Set replaces the owner's
+// holding with want (instance type → count) inside tx; it fails, writing
+// nothing, with an error the wire layer maps to ResourceLimitExceeded when the
+// fleet lacks instances. Set with an empty want releases everything.
+type Allocator interface {
+	Set(tx *store.Tx, owner string, want map[string]int) error
+}
+
+// Service performs the control API's operations on stored resources. Each
+// method is one store transaction.
+type Service struct {
+	store   *store.Store
+	fleet   Allocator
+	catalog *catalog.Catalog
+	clock   clock.Clock
+	log     *slog.Logger
+}
+
+// NewService returns a Service.
+func NewService(s *store.Store, f Allocator, cat *catalog.Catalog, c clock.Clock, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{store: s, fleet: f, catalog: cat, clock: c, log: log}
+}
+
+// ---- models ----
+
+// CreateModel stores m (CreationTime is set here).
+func (s *Service) CreateModel(_ context.Context, m Model) (Model, error) {
+	m.CreationTime = s.clock.Now().UTC().Truncate(1e6)
+	err := s.store.Update(func(tx *store.Tx) error {
+		if tx.Exists(KindModel, m.Name) {
+			return alreadyExists(ResModel, m.Name)
+		}
+		return tx.Put(KindModel, m.Name, m)
+	})
+	return m, err
+}
+
+// GetModel returns the named model.
+func (s *Service) GetModel(_ context.Context, name string) (Model, error) {
+	var m Model
+	err := s.store.View(func(tx *store.Tx) error {
+		found, err := tx.Get(KindModel, name, &m)
+		if err == nil && !found {
+			return notFound(ResModel, name)
+		}
+		return err
+	})
+	return m, err
+}
+
+// DeleteModel removes the named model. Running endpoints keep their resolved
+// model, as in SageMaker.
+func (s *Service) DeleteModel(_ context.Context, name string) error {
+	return s.store.Update(func(tx *store.Tx) error {
+		if !tx.Exists(KindModel, name) {
+			return notFound(ResModel, name)
+		}
+		return tx.Delete(KindModel, name)
+	})
+}
+
+// ListModels returns every model in name order.
+func (s *Service) ListModels(_ context.Context) ([]Model, error) {
+	var out []Model
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = store.List[Model](tx, KindModel)
+		return err
+	})
+	return out, err
+}
+
+// ---- endpoint configs ----
+
+// CreateEndpointConfig stores c after checking its models exist.
+func (s *Service) CreateEndpointConfig(_ context.Context, c EndpointConfig) (EndpointConfig, error) {
+	c.CreationTime = s.clock.Now().UTC().Truncate(1e6)
+	seen := map[string]bool{}
+	for _, v := range c.ProductionVariants {
+		if seen[v.VariantName] {
+			return c, invalidf("Variant name %q is used more than once. Variant names must be unique within an endpoint configuration.", v.VariantName)
+		}
+		seen[v.VariantName] = true
+	}
+	err := s.store.Update(func(tx *store.Tx) error {
+		if tx.Exists(KindConfig, c.Name) {
+			return alreadyExists(ResConfig, c.Name)
+		}
+		for _, v := range c.ProductionVariants {
+			if !tx.Exists(KindModel, v.ModelName) {
+				return notFound(ResModel, v.ModelName)
+			}
+		}
+		return tx.Put(KindConfig, c.Name, c)
+	})
+	return c, err
+}
+
+// GetEndpointConfig returns the named config.
+func (s *Service) GetEndpointConfig(_ context.Context, name string) (EndpointConfig, error) {
+	var c EndpointConfig
+	err := s.store.View(func(tx *store.Tx) error {
+		found, err := tx.Get(KindConfig, name, &c)
+		if err == nil && !found {
+			return notFound(ResConfig, name)
+		}
+		return err
+	})
+	return c, err
+}
+
+// DeleteEndpointConfig removes the named config; endpoints using it keep
+// running (SageMaker only warns against this).
+func (s *Service) DeleteEndpointConfig(_ context.Context, name string) error {
+	return s.store.Update(func(tx *store.Tx) error {
+		if !tx.Exists(KindConfig, name) {
+			return notFound(ResConfig, name)
+		}
+		return tx.Delete(KindConfig, name)
+	})
+}
+
+// ListEndpointConfigs returns every config in name order.
+func (s *Service) ListEndpointConfigs(_ context.Context) ([]EndpointConfig, error) {
+	var out []EndpointConfig
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = store.List[EndpointConfig](tx, KindConfig)
+		return err
+	})
+	return out, err
+}
+
+// ---- endpoints ----
+
+// CreateEndpoint records a Creating endpoint with its first deployment and
+// takes its instances from the fleet, in one transaction.
+func (s *Service) CreateEndpoint(_ context.Context, name, configName string, tags []Tag) (Endpoint, error) {
+	now := s.clock.Now().UTC().Truncate(1e6)
+	var ep Endpoint
+	err := s.store.Update(func(tx *store.Tx) error {
+		if tx.Exists(KindEndpoint, name) {
+			return alreadyExists(ResEndpoint, name)
+		}
+		dep, err := s.deployment(tx, configName, 1, now)
+		if err != nil {
+			return err
+		}
+		if err := s.fleet.Set(tx, name, instanceCounts(dep)); err != nil {
+			return err
+		}
+		ep = Endpoint{Name: name, Status: StatusCreating, CreationTime: now, LastModifiedTime: now,
+			Tags: tags, Generation: 1, Pending: dep, Version: 1}
+		return tx.Put(KindEndpoint, name, ep)
+	})
+	return ep, err
+}
+
+// GetEndpoint returns the stored endpoint.
+func (s *Service) GetEndpoint(_ context.Context, name string) (Endpoint, error) {
+	var ep Endpoint
+	err := s.store.View(func(tx *store.Tx) error {
+		found, err := tx.Get(KindEndpoint, name, &ep)
+		if err == nil && !found {
+			return notFound(ResEndpoint, name)
+		}
+		return err
+	})
+	return ep, err
+}
+
+// ListEndpoints returns every endpoint in name order.
+func (s *Service) ListEndpoints(_ context.Context) ([]Endpoint, error) {
+	var out []Endpoint
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		out, err = store.List[Endpoint](tx, KindEndpoint)
+		return err
+	})
+	return out, err
+}
+
+// mutable loads an endpoint for an API change, rejecting states that allow none.
+func mutable(tx *store.Tx, name string, deleting bool) (Endpoint, error) {
+	var ep Endpoint
+	found, err := tx.Get(KindEndpoint, name, &ep)
+	if err != nil {
+		return ep, err
+	}
+	if !found {
+		return ep, notFound(ResEndpoint, name)
+	}
+	switch ep.Status {
+	case StatusCreating, StatusUpdating, StatusDeleting:
+		return ep, &Error{Kind: ErrInProgress, Resource: ResEndpoint, Name: name}
+	case StatusFailed:
+		if !deleting {
+			return ep, &Error{Kind: ErrFailedState, Resource: ResEndpoint, Name: name}
+		}
+	}
+	return ep, nil
+}
+
+func (s *Service) put(tx *store.Tx, ep *Endpoint) error {
+	ep.Version++
+	ep.LastModifiedTime = s.clock.Now().UTC().Truncate(1e6)
+	return tx.Put(KindEndpoint, ep.Name, ep)
+}
+
+// UpdateEndpoint starts a blue/green deployment of configName: the endpoint
+// holds instances for both sides until the switch.
+func (s *Service) UpdateEndpoint(_ context.Context, name, configName string) (Endpoint, error) {
+	now := s.clock.Now().UTC().Truncate(1e6)
+	var ep Endpoint
+	err := s.store.Update(func(tx *store.Tx) error {
+		var err error
+		if ep, err = mutable(tx, name, false); err != nil {
+			return err
+		}
+		dep, err := s.deployment(tx, configName, ep.Generation+1, now)
+		if err != nil {
+			return err
+		}
+		if err := s.fleet.Set(tx, name, instanceCounts(ep.Current, dep)); err != nil {
+			return err
+		}
+		ep.Generation++
+		ep.Pending = dep
+		ep.Status = StatusUpdating
+		ep.FailureReason = ""
+		return s.put(tx, &ep)
+	})
+	return ep, err
+}
+
+// UpdateWeightsAndCapacities changes variant weights and instance counts in place.
+func (s *Service) UpdateWeightsAndCapacities(_ context.Context, name string, desired []Desired) (Endpoint, error) {
+	now := s.clock.Now().UTC().Truncate(1e6)
+	var ep Endpoint
+	err := s.store.Update(func(tx *store.Tx) error {
+		var err error
+		if ep, err = mutable(tx, name, false); err != nil {
+			return err
+		}
+		if ep.Current == nil {
+			return invalidf("Endpoint %q has no deployed variants.", name)
+		}
+		var missing []string
+		for _, d := range desired {
+			found := false
+			for i := range ep.Current.Variants {
+				v := &ep.Current.Variants[i]
+				if v.Name != d.VariantName {
+					continue
+				}
+				found = true
+				if d.Weight != nil {
+					v.DesiredWeight = *d.Weight
+				}
+				if d.InstanceCount != nil {
+					v.DesiredCount = *d.InstanceCount
+				}
+				v.ChangeStart = now
+			}
+			if !found {
+				missing = append(missing, d.VariantName)
+			}
+		}
+		if len(missing) > 0 {
+			return invalidf("The variant(s) \"[%s]\" is/are not present in the endpoint %q.", strings.Join(missing, ", "), name)
+		}
+		total := 0.0
+		for _, v := range ep.Current.Variants {
+			total += v.DesiredWeight
+		}
+		if total <= 0 {
+			return invalidf("The sum of the desired weights of the variants of endpoint %q must be greater than 0.", name)
+		}
+		if err := s.fleet.Set(tx, name, instanceCounts(ep.Current)); err != nil {
+			return err
+		}
+		ep.Status = StatusUpdating
+		ep.FailureReason = ""
+		return s.put(tx, &ep)
+	})
+	return ep, err
+}
+
+// DeleteEndpoint marks the endpoint Deleting; the controller stops its
+// replicas, releases its instances and removes the record.
+func (s *Service) DeleteEndpoint(_ context.Context, name string) error {
+	return s.store.Update(func(tx *store.Tx) error {
+		ep, err := mutable(tx, name, true)
+		if err != nil {
+			return err
+		}
+		ep.Status = StatusDeleting
+		return s.put(tx, &ep)
+	})
+}
+
+// deployment builds generation gen of configName, resolving models.
+func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.Time) (*Deployment, error) {
+	var cfg EndpointConfig
+	found, err := tx.Get(KindConfig, configName, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, notFound(ResConfig, configName)
+	}
+	dep := &Deployment{ConfigName: configName, Generation: gen, StartTime: now}
+	for _, v := range cfg.ProductionVariants {
+		var m Model
+		found, err := tx.Get(KindModel, v.ModelName, &m)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, notFound(ResModel, v.ModelName)
+		}
+		vs := VariantState{Name: v.VariantName, ModelName: v.ModelName, InstanceType: v.InstanceType,
+			Weight: v.Weight(), DesiredWeight: v.Weight(), DesiredCount: v.InitialInstanceCount}
+		if v.RoutingConfig != nil {
+			vs.RoutingStrategy = v.RoutingConfig.RoutingStrategy
+		}
+		if it, err := s.catalog.InstanceType(v.InstanceType); err != nil {
+			vs.ModelError = fmt.Sprintf("instance type %s is not in the catalog", v.InstanceType)
+		} else {
+			vs.GPU, vs.GPUCount = it.GPU, it.GPUCount
+		}
+		if id, err := ResolveModel(s.catalog, m); err != nil {
+			vs.ModelError = err.Error()
+		} else {
+			vs.Model = id
+		}
+		dep.Variants = append(dep.Variants, vs)
+	}
+	return dep, nil
+}
+
+// ResolveModel decides which catalog model a SageMaker model runs. The rule,
+// first match wins, using the primary container (or the first of Containers):
+//  1. Environment["HF_MODEL_ID"] (Hugging Face name, e.g. meta-llama/Llama-3.1-8B-Instruct)
+//  2. Environment["SM_MODEL_ID"] (a catalog id or alias, e.g. llama-3.1-8b)
+//  3. ModelDataUrl: the object key without a trailing ".tar.gz" or "/", then its
+//     last path segment (s3://bucket/models/llama-3.1-8b.tar.gz → llama-3.1-8b).
+//
+// Each candidate is looked up by catalog id or alias. A named model that is not
+// in the catalog is an error naming the field it came from.
+func ResolveModel(cat *catalog.Catalog, m Model) (string, error) {
+	c := m.PrimaryContainer
+	if c == nil && len(m.Containers) > 0 {
+		c = &m.Containers[0]
+	}
+	if c == nil {
+		return "", fmt.Errorf("model %s has no container: set PrimaryContainer.Environment.HF_MODEL_ID to a catalog model", m.Name)
+	}
+	for _, key := range []string{"HF_MODEL_ID", "SM_MODEL_ID"} {
+		if id := strings.TrimSpace(c.Environment[key]); id != "" {
+			cm, err := cat.Model(id)
+			if err != nil {
+				return "", fmt.Errorf("model %q (PrimaryContainer.Environment.%s of model %s) is not in the model catalog; known models: %s",
+					id, key, m.Name, strings.Join(cat.ModelIDs(), ", "))
+			}
+			return cm.ID, nil
+		}
+	}
+	if c.ModelDataUrl != "" {
+		u, err := url.Parse(c.ModelDataUrl)
+		if err == nil {
+			key := strings.TrimSuffix(strings.TrimSuffix(strings.Trim(u.Path, "/"), ".tar.gz"), "/")
+			cands := []string{key}
+			if i := strings.LastIndex(key, "/"); i >= 0 {
+				cands = append(cands, key[i+1:])
+			}
+			for _, cand := range cands {
+				if cm, err := cat.Model(cand); err == nil && cand != "" {
+					return cm.ID, nil
+				}
+			}
+		}
+		return "", fmt.Errorf("ModelDataUrl %q of model %s names no model in the catalog; set PrimaryContainer.Environment.HF_MODEL_ID (known models: %s)",
+			c.ModelDataUrl, m.Name, strings.Join(cat.ModelIDs(), ", "))
+	}
+	return "", fmt.Errorf("model %s names no model: set PrimaryContainer.Environment.HF_MODEL_ID or SM_MODEL_ID to a catalog model (known models: %s)",
+		m.Name, strings.Join(cat.ModelIDs(), ", "))
+}

@@ -1,0 +1,178 @@
+package endpoint
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Store buckets.
+const (
+	KindModel    = "models"
+	KindConfig   = "endpointconfigs"
+	KindEndpoint = "endpoints"
+)
+
+// Endpoint statuses (the subset capstan produces).
+const (
+	StatusCreating  = "Creating"
+	StatusInService = "InService"
+	StatusUpdating  = "Updating"
+	StatusDeleting  = "Deleting"
+	StatusFailed    = "Failed"
+)
+
+// Tag is a key/value label, kept only to be echoed back.
+type Tag struct {
+	Key   string `json:"Key"`
+	Value string `json:"Value"`
+}
+
+// Container says what a model runs. Field names follow SageMaker's
+// ContainerDefinition because users write them; capstan reads Environment and
+// ModelDataUrl to decide which catalog model to simulate (see ResolveModel).
+type Container struct {
+	ContainerHostname string            `json:"ContainerHostname,omitempty"`
+	Image             string            `json:"Image,omitempty"`
+	Mode              string            `json:"Mode,omitempty"`
+	ModelDataUrl      string            `json:"ModelDataUrl,omitempty"`
+	Environment       map[string]string `json:"Environment,omitempty"`
+	ModelPackageName  string            `json:"ModelPackageName,omitempty"`
+	ImageConfig       json.RawMessage   `json:"ImageConfig,omitempty"`
+	ModelDataSource   json.RawMessage   `json:"ModelDataSource,omitempty"`
+}
+
+// Model is a registered model.
+type Model struct {
+	Name                     string          `json:"ModelName"`
+	CreationTime             time.Time       `json:"CreationTime"`
+	PrimaryContainer         *Container      `json:"PrimaryContainer,omitempty"`
+	Containers               []Container     `json:"Containers,omitempty"`
+	ExecutionRoleArn         string          `json:"ExecutionRoleArn,omitempty"`
+	EnableNetworkIsolation   bool            `json:"EnableNetworkIsolation,omitempty"`
+	InferenceExecutionConfig json.RawMessage `json:"InferenceExecutionConfig,omitempty"`
+	VpcConfig                json.RawMessage `json:"VpcConfig,omitempty"`
+	Tags                     []Tag           `json:"Tags,omitempty"`
+}
+
+// RoutingConfig picks the replica strategy inside a variant.
+type RoutingConfig struct {
+	RoutingStrategy string `json:"RoutingStrategy"`
+}
+
+// CapacityReservationConfig is accepted and echoed; issue 3 enforces it.
+type CapacityReservationConfig struct {
+	CapacityReservationPreference string `json:"CapacityReservationPreference,omitempty"`
+	MlReservationArn              string `json:"MlReservationArn,omitempty"`
+}
+
+// Variant is one production variant of an endpoint config.
+type Variant struct {
+	VariantName                                 string                     `json:"VariantName"`
+	ModelName                                   string                     `json:"ModelName,omitempty"`
+	InitialInstanceCount                        int                        `json:"InitialInstanceCount,omitempty"`
+	InstanceType                                string                     `json:"InstanceType,omitempty"`
+	InitialVariantWeight                        *float64                   `json:"InitialVariantWeight,omitempty"`
+	RoutingConfig                               *RoutingConfig             `json:"RoutingConfig,omitempty"`
+	CapacityReservationConfig                   *CapacityReservationConfig `json:"CapacityReservationConfig,omitempty"`
+	VolumeSizeInGB                              *int                       `json:"VolumeSizeInGB,omitempty"`
+	ModelDataDownloadTimeoutInSeconds           *int                       `json:"ModelDataDownloadTimeoutInSeconds,omitempty"`
+	ContainerStartupHealthCheckTimeoutInSeconds *int                       `json:"ContainerStartupHealthCheckTimeoutInSeconds,omitempty"`
+	InferenceAmiVersion                         string                     `json:"InferenceAmiVersion,omitempty"`
+	ServerlessConfig                            json.RawMessage            `json:"ServerlessConfig,omitempty"`
+}
+
+// Weight is InitialVariantWeight with SageMaker's default of 1.0.
+func (v Variant) Weight() float64 {
+	if v.InitialVariantWeight == nil {
+		return 1
+	}
+	return *v.InitialVariantWeight
+}
+
+// EndpointConfig is a named set of variants.
+type EndpointConfig struct {
+	Name                   string          `json:"EndpointConfigName"`
+	CreationTime           time.Time       `json:"CreationTime"`
+	ProductionVariants     []Variant       `json:"ProductionVariants"`
+	DataCaptureConfig      json.RawMessage `json:"DataCaptureConfig,omitempty"`
+	AsyncInferenceConfig   json.RawMessage `json:"AsyncInferenceConfig,omitempty"`
+	KmsKeyId               string          `json:"KmsKeyId,omitempty"`
+	ExecutionRoleArn       string          `json:"ExecutionRoleArn,omitempty"`
+	EnableNetworkIsolation bool            `json:"EnableNetworkIsolation,omitempty"`
+	Tags                   []Tag           `json:"Tags,omitempty"`
+}
+
+// Endpoint is the stored record of an endpoint and of the controller's progress.
+type Endpoint struct {
+	Name             string    `json:"name"`
+	Status           string    `json:"status"`
+	FailureReason    string    `json:"failureReason,omitempty"`
+	CreationTime     time.Time `json:"creationTime"`
+	LastModifiedTime time.Time `json:"lastModifiedTime"`
+	Tags             []Tag     `json:"tags,omitempty"`
+	// Version increases on every write; the controller writes only if the
+	// version it read is still current (optimistic concurrency with the API).
+	Version int64 `json:"version"`
+	// Generation numbers deployments; replica ids include it.
+	Generation int `json:"generation"`
+	// Current is what serves traffic (nil until the first deployment is up).
+	Current *Deployment `json:"current,omitempty"`
+	// Pending is the deployment being brought up (CreateEndpoint or the green
+	// side of UpdateEndpoint); it takes traffic only once all of it is healthy.
+	Pending *Deployment `json:"pending,omitempty"`
+	// Retiring are replicas taken out of the route that still need draining and
+	// stopping (old blue side, or instances removed by a capacity change).
+	Retiring []string `json:"retiring,omitempty"`
+}
+
+// Deployment is one endpoint config brought up as replicas.
+type Deployment struct {
+	ConfigName string         `json:"configName"`
+	Generation int            `json:"generation"`
+	StartTime  time.Time      `json:"startTime"`
+	Variants   []VariantState `json:"variants"`
+}
+
+// VariantState is one variant of a deployment and the replicas serving it.
+type VariantState struct {
+	Name            string `json:"name"`
+	ModelName       string `json:"modelName"`
+	InstanceType    string `json:"instanceType"`
+	RoutingStrategy string `json:"routingStrategy,omitempty"`
+	// Model is the catalog model id replicas run; ModelError says why it could
+	// not be resolved (the endpoint then fails with it as FailureReason).
+	Model      string `json:"model,omitempty"`
+	ModelError string `json:"modelError,omitempty"`
+	GPU        string `json:"gpu,omitempty"`
+	GPUCount   int    `json:"gpuCount,omitempty"`
+
+	Weight        float64  `json:"weight"`
+	DesiredWeight float64  `json:"desiredWeight"`
+	DesiredCount  int      `json:"desiredCount"`
+	Replicas      []string `json:"replicas"`
+	// NextIndex numbers new replicas so ids are never reused.
+	NextIndex int `json:"nextIndex"`
+	// ChangeStart is when a weight/capacity change of this variant began.
+	ChangeStart time.Time `json:"changeStart,omitempty"`
+}
+
+// Desired is one entry of UpdateEndpointWeightsAndCapacities.
+type Desired struct {
+	VariantName   string
+	Weight        *float64
+	InstanceCount *int
+}
+
+// instanceCounts sums instances per type over the given deployments.
+func instanceCounts(deps ...*Deployment) map[string]int {
+	out := map[string]int{}
+	for _, d := range deps {
+		if d == nil {
+			continue
+		}
+		for _, v := range d.Variants {
+			out[v.InstanceType] += max(len(v.Replicas), v.DesiredCount)
+		}
+	}
+	return out
+}

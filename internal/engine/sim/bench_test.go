@@ -1,0 +1,226 @@
+package sim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/kv"
+	"github.com/capstan-dev/capstan/internal/testutil"
+)
+
+// BenchmarkSchedulerStep256 measures one engine step (schedule + apply) for
+// a steady decode batch of 256 sequences. Every 1000 steps the batch is
+// replaced with the timer stopped, so the measured steps are all decode steps.
+func BenchmarkSchedulerStep256(b *testing.B) {
+	o := testOptions()
+	var e *Engine
+	refill := func() {
+		e = newTestEngine(b, o, Deps{})
+		for i := range 256 {
+			r := request{prompt: kv.Tokenize(prompt(strconv.Itoa(i), 128)), maxTokens: 1000, ignoreEOS: true, seed: uint64(i)}
+			e.prepare(context.Background(), &r)
+			if _, err := e.Submit(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		e.RunStep() // prefill of 256 × 128 tokens spans 4 steps of 8192
+		e.RunStep()
+		e.RunStep()
+		e.RunStep()
+		if len(e.running) != 256 {
+			b.Fatalf("%d running, want 256", len(e.running))
+		}
+	}
+	refill()
+	b.ReportAllocs()
+	b.ResetTimer()
+	steps := 0
+	for b.Loop() {
+		if steps == 990 {
+			b.StopTimer()
+			refill()
+			steps = 0
+			b.StartTimer()
+		}
+		e.RunStep()
+		steps++
+	}
+}
+
+// cpuTime is user+system CPU of this process.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is user+system CPU of another process, from /proc/PID/stat.
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ = 100
+}
+
+// streamClient reads one SSE completion stream and returns its token chunks.
+func streamOnce(c *http.Client, url, body string) (int, error) {
+	resp, err := c.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	n := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return n, fmt.Errorf("stream ended early after %d tokens: %w", n, err)
+		}
+		if bytes.HasPrefix(line, []byte("data: [DONE]")) {
+			return n, nil
+		}
+		if bytes.Contains(line, []byte(`"finish_reason":null`)) {
+			n++
+		}
+	}
+}
+
+// drive sends total 32-token streaming requests over conc client goroutines.
+func driveStreams(b *testing.B, url string, total, conc, maxTokens int) (tokens int64) {
+	tr := &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc, DialContext: (&net.Dialer{}).DialContext}
+	c := &http.Client{Transport: tr}
+	defer tr.CloseIdleConnections()
+	var next atomic.Int64
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(total) {
+					return
+				}
+				body := fmt.Sprintf(`{"prompt":"request %d of the streaming benchmark","max_tokens":%d,"ignore_eos":true,"stream":true}`, i, maxTokens)
+				n, err := streamOnce(c, url, body)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				got.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	return got.Load()
+}
+
+func startBenchSim(b *testing.B, args ...string) (*testutil.Process, string) {
+	bin := testutil.CapstanBinary(b)
+	all := append([]string{"engine", "sim", "--model", "llama-3.1-8b", "--gpu", "h100", "--port", "0", "--log-level", "warn"}, args...)
+	p := testutil.Start(b, context.Background(), bin, all...)
+	line := p.WaitLine(b, "listening on http://", 20*time.Second)
+	return p, strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+}
+
+// BenchmarkStreamingCPU measures CPU per 100k streamed tokens with every
+// simulated latency at zero (--time-scale 0): 32-token streams, 200
+// concurrent clients, real HTTP/SSE against a capstan process. b.N is the
+// number of requests. Reports server CPU-s (from /proc), client CPU-s
+// (getrusage of the benchmark process) and their sum per 100k tokens.
+func BenchmarkStreamingCPU(b *testing.B) {
+	p, url := startBenchSim(b, "--time-scale", "0")
+	driveStreams(b, url, 400, 200, 32) // warm connections and the engine
+	n := max(b.N, 200)
+	srv0, cli0 := procCPU(b, p.Cmd.Process.Pid), cpuTime()
+	b.ResetTimer()
+	tokens := driveStreams(b, url, n, 200, 32)
+	b.StopTimer()
+	srv, cli := procCPU(b, p.Cmd.Process.Pid)-srv0, cpuTime()-cli0
+	if tokens != int64(n)*32 {
+		b.Fatalf("got %d tokens, want %d", tokens, n*32)
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() / float64(tokens) * 1e5 }
+	b.ReportMetric(per(srv), "server-cpu-s/100k-tok")
+	b.ReportMetric(per(cli), "client-cpu-s/100k-tok")
+	b.ReportMetric(per(srv+cli), "total-cpu-s/100k-tok")
+}
+
+// BenchmarkConcurrentStreams2000 holds 2,000 streaming requests open at once,
+// all in one running batch (--max-num-seqs 2048), 128 tokens each at
+// --time-scale 0.05, and checks every stream completes.
+func BenchmarkConcurrentStreams2000(b *testing.B) {
+	p, url := startBenchSim(b, "--time-scale", "0.05", "--max-num-seqs", "2048")
+	for b.Loop() {
+		srv0 := procCPU(b, p.Cmd.Process.Pid)
+		start := time.Now()
+		tokens := driveStreams(b, url, 2000, 2000, 128)
+		if tokens != 2000*128 {
+			b.Fatalf("%d tokens, want %d", tokens, 2000*128)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "wall-s/2000-streams")
+		b.ReportMetric((procCPU(b, p.Cmd.Process.Pid) - srv0).Seconds(), "server-cpu-s/2000-streams")
+	}
+	if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid)); err == nil {
+		for _, l := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(l, "VmHWM:") {
+				kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+				b.ReportMetric(kb/1024, "server-peak-rss-MiB")
+			}
+		}
+	}
+}
+
+// BenchmarkStartupToHealthy starts the binary and polls /health every
+// millisecond; the metric is the time from exec to the first 200.
+func BenchmarkStartupToHealthy(b *testing.B) {
+	bin := testutil.CapstanBinary(b)
+	c := &http.Client{Timeout: time.Second}
+	for b.Loop() {
+		port := testutil.FreePort(b)
+		start := time.Now()
+		p := testutil.Start(b, context.Background(), bin, "engine", "sim", "--model", "llama-3.1-8b", "--gpu", "h100", "--port", strconv.Itoa(port), "--log-level", "warn")
+		url := fmt.Sprintf("http://127.0.0.1:%d/health", port)
+		for {
+			resp, err := c.Get(url)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Since(start) > 10*time.Second {
+				b.Fatal("not healthy after 10s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		b.ReportMetric(float64(time.Since(start).Microseconds())/1000, "ms-to-healthy")
+		_ = p.Cmd.Process.Kill()
+		_ = p.Cmd.Wait()
+	}
+}

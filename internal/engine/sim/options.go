@@ -1,0 +1,144 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Defaults for Options. Bandwidths: a PCIe Gen5 x16 link moves ≈ 25 GB/s in
+// practice (CPU↔GPU offload, L1); a 50 GbE-class network path to a shared
+// store ≈ 5 GB/s (L2).
+const (
+	DefaultPort                 = 8080
+	DefaultMaxNumSeqs           = 256
+	DefaultMaxNumBatchedTokens  = 8192
+	DefaultBlockSize            = 16
+	DefaultGPUMemoryUtilization = 0.9
+	DefaultMaxWaiting           = 4096
+	DefaultL1Bandwidth          = 25e9
+	DefaultL2Bandwidth          = 5e9
+	// DefaultMaxTokensCompletion and DefaultMaxTokensChat apply when a request
+	// sets no max_tokens: OpenAI's legacy completions default is 16; for chat
+	// capstan picks 256 (vLLM would use the remaining context).
+	DefaultMaxTokensCompletion = 16
+	DefaultMaxTokensChat       = 256
+	// MaxBodyBytes bounds a request body; larger bodies get a 400.
+	MaxBodyBytes = 8 << 20
+	// l2LookupTimeout bounds the admission-time L2 lookup; a slow or dead
+	// Redis degrades to cache misses.
+	l2LookupTimeout = 50 * time.Millisecond
+)
+
+// Options configure one simulated engine process. Zero values of optional
+// fields mean "default"; Validate fills them in.
+type Options struct {
+	Model                string // catalog id or alias (required)
+	GPU                  string // catalog GPU name (required)
+	TensorParallel       int
+	MIGProfile           string
+	Host                 string
+	Port                 int // 0 picks a free port
+	ServedModelName      string
+	MaxNumSeqs           int
+	MaxNumBatchedTokens  int
+	BlockSize            int
+	GPUMemoryUtilization float64
+	MaxWaiting           int
+	CPUCacheBytes        int64
+	SharedCache          string // redis://… (L2)
+	L1Bandwidth          float64
+	L2Bandwidth          float64
+	KVEvents             string // tcp://… publisher endpoint
+	KVEventsReplay       string
+	KVEventsTopic        string
+	TimeScale            float64 // 0 = no simulated waiting
+	Seed                 int64
+	StartupDelay         time.Duration
+	FailRate             float64
+	CrashAfterRequests   int
+	SlowFactor           float64
+}
+
+// Validate defaults unset fields and checks the rest, naming the flag at fault.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(flag, format string, a ...any) { errs = append(errs, fmt.Errorf("--"+flag+": "+format, a...)) }
+	if strings.TrimSpace(o.Model) == "" {
+		bad("model", "required")
+	}
+	if strings.TrimSpace(o.GPU) == "" {
+		bad("gpu", "required")
+	}
+	if o.ServedModelName == "" {
+		o.ServedModelName = o.Model
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.TensorParallel == 0 {
+		o.TensorParallel = 1
+	}
+	if o.MaxNumSeqs == 0 {
+		o.MaxNumSeqs = DefaultMaxNumSeqs
+	}
+	if o.MaxNumBatchedTokens == 0 {
+		o.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.GPUMemoryUtilization == 0 {
+		o.GPUMemoryUtilization = DefaultGPUMemoryUtilization
+	}
+	if o.MaxWaiting == 0 {
+		o.MaxWaiting = DefaultMaxWaiting
+	}
+	if o.L1Bandwidth == 0 {
+		o.L1Bandwidth = DefaultL1Bandwidth
+	}
+	if o.L2Bandwidth == 0 {
+		o.L2Bandwidth = DefaultL2Bandwidth
+	}
+	if o.SlowFactor == 0 {
+		o.SlowFactor = 1
+	}
+	switch {
+	case o.TensorParallel < 1 || o.TensorParallel > 64:
+		bad("tensor-parallel", "must be 1..64, got %d", o.TensorParallel)
+	case o.Port < 0 || o.Port > 65535:
+		bad("port", "must be 0..65535, got %d", o.Port)
+	case o.MaxNumSeqs < 1:
+		bad("max-num-seqs", "must be positive, got %d", o.MaxNumSeqs)
+	case o.MaxNumBatchedTokens < 1:
+		bad("max-num-batched-tokens", "must be positive, got %d", o.MaxNumBatchedTokens)
+	case o.BlockSize < 1 || o.BlockSize > 1024:
+		bad("block-size", "must be 1..1024, got %d", o.BlockSize)
+	case o.GPUMemoryUtilization <= 0 || o.GPUMemoryUtilization > 1:
+		bad("gpu-memory-utilization", "must be in (0, 1], got %g", o.GPUMemoryUtilization)
+	case o.MaxWaiting < 1:
+		bad("max-waiting", "must be positive, got %d", o.MaxWaiting)
+	case o.CPUCacheBytes < 0:
+		bad("cpu-cache-bytes", "must not be negative")
+	case o.L1Bandwidth < 0 || o.L2Bandwidth < 0:
+		bad("l1-bandwidth/--l2-bandwidth", "must be positive")
+	case o.TimeScale < 0:
+		bad("time-scale", "must not be negative, got %g", o.TimeScale)
+	case o.StartupDelay < 0:
+		bad("startup-delay", "must not be negative")
+	case o.FailRate < 0 || o.FailRate > 1:
+		bad("fail-rate", "must be in [0, 1], got %g", o.FailRate)
+	case o.CrashAfterRequests < 0:
+		bad("crash-after-requests", "must not be negative")
+	case o.SlowFactor < 0:
+		bad("slow-factor", "must not be negative, got %g", o.SlowFactor)
+	}
+	if o.SharedCache != "" && !strings.HasPrefix(o.SharedCache, "redis://") && !strings.HasPrefix(o.SharedCache, "rediss://") {
+		bad("shared-cache", "must be a redis:// URL, got %q", o.SharedCache)
+	}
+	if o.KVEvents != "" && !strings.Contains(o.KVEvents, "://") {
+		bad("kv-events", "must be a ZMQ endpoint such as tcp://*:5557, got %q", o.KVEvents)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,263 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func makeUsage(prompt, completion, cached int) usage {
+	u := usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+	u.PromptTokensDetails.CachedTokens = cached
+	return u
+}
+
+// responseID names a response after the engine's sequence number.
+func responseID(k kind, sq *seq) string {
+	if k == kindChat {
+		return "chatcmpl-" + strconv.FormatInt(sq.id, 36)
+	}
+	return "cmpl-" + strconv.FormatInt(sq.id, 36)
+}
+
+// unary waits for the whole generation and writes one JSON response.
+func (s *Server) unary(w http.ResponseWriter, ctx context.Context, sq *seq, p genParams) bool {
+	for {
+		if !s.wait(ctx, sq) {
+			return false
+		}
+		sq.mu.Lock()
+		done := sq.done
+		sq.mu.Unlock()
+		if done {
+			break
+		}
+	}
+	sq.mu.Lock()
+	out, reason, cached, errMsg := sq.out, sq.reason, sq.cached, sq.errorMsg
+	sq.mu.Unlock()
+	if reason == "error" {
+		writeError(w, errors.New(errMsg))
+		return false
+	}
+	var text strings.Builder
+	for i, wd := range out {
+		text.WriteString(tokenText(wd, i == 0))
+	}
+	u := makeUsage(len(sq.prompt), len(out), cached)
+	created := s.clk.Now().Unix()
+	w.Header().Set("Content-Type", "application/json")
+	var body any
+	switch p.kind {
+	case kindChat:
+		type msg struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		}
+		type choice struct {
+			Index        int     `json:"index"`
+			Message      msg     `json:"message"`
+			Logprobs     *string `json:"logprobs"`
+			FinishReason string  `json:"finish_reason"`
+		}
+		body = struct {
+			ID      string   `json:"id"`
+			Object  string   `json:"object"`
+			Created int64    `json:"created"`
+			Model   string   `json:"model"`
+			Choices []choice `json:"choices"`
+			Usage   usage    `json:"usage"`
+		}{responseID(p.kind, sq), "chat.completion", created, s.opts.ServedModelName, []choice{{0, msg{"assistant", text.String()}, nil, reason}}, u}
+	case kindCompletion:
+		type choice struct {
+			Index        int     `json:"index"`
+			Text         string  `json:"text"`
+			Logprobs     *string `json:"logprobs"`
+			FinishReason string  `json:"finish_reason"`
+		}
+		body = struct {
+			ID      string   `json:"id"`
+			Object  string   `json:"object"`
+			Created int64    `json:"created"`
+			Model   string   `json:"model"`
+			Choices []choice `json:"choices"`
+			Usage   usage    `json:"usage"`
+		}{responseID(p.kind, sq), "text_completion", created, s.opts.ServedModelName, []choice{{0, text.String(), nil, reason}}, u}
+	default:
+		body = []struct {
+			GeneratedText string `json:"generated_text"`
+		}{{text.String()}}
+	}
+	_ = json.NewEncoder(w).Encode(body)
+	return true
+}
+
+// sseWriter renders stream chunks into a reused buffer. Every chunk of one
+// response shares a prefix, so it is rendered once.
+type sseWriter struct {
+	buf    []byte
+	prefix []byte // `data: {"id":…,"choices":[{"index":0,`
+	n      int    // tokens written
+}
+
+// stream writes one SSE event per token as the engine produces them,
+// flushing once per wake-up (several tokens when the engine is ahead).
+func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sq *seq, p genParams) bool {
+	fl, _ := w.(http.Flusher)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if fl != nil {
+		fl.Flush()
+	}
+	sw := &sseWriter{buf: make([]byte, 0, 4096)}
+	id := responseID(p.kind, sq)
+	created := strconv.FormatInt(s.clk.Now().Unix(), 10)
+	model, _ := json.Marshal(s.opts.ServedModelName)
+	switch p.kind {
+	case kindChat:
+		sw.prefix = []byte(`data: {"id":"` + id + `","object":"chat.completion.chunk","created":` + created + `,"model":` + string(model) + `,"choices":[`)
+	case kindCompletion:
+		sw.prefix = []byte(`data: {"id":"` + id + `","object":"text_completion","created":` + created + `,"model":` + string(model) + `,"choices":[`)
+	}
+	var toks []uint16
+	var full strings.Builder // TGI only: generated_text at the end
+	var held int32 = -1      // TGI: the last token is held until we know it is last
+	next := 0
+	for {
+		if !s.wait(ctx, sq) {
+			return false
+		}
+		var done bool
+		var reason string
+		toks, done, reason = sq.read(toks, next)
+		sw.buf = sw.buf[:0]
+		for _, wd := range toks {
+			switch p.kind {
+			case kindTGI:
+				if held >= 0 {
+					sw.tgiToken(uint16(held), sw.n == 0, "", false, &full)
+					sw.n++
+				}
+				held = int32(wd)
+			default:
+				sw.token(p.kind, wd)
+			}
+			next++
+		}
+		if done {
+			if reason == "error" {
+				sq.mu.Lock()
+				msg := sq.errorMsg
+				sq.mu.Unlock()
+				_, body := toOpenAIError(errors.New(msg))
+				b, _ := json.Marshal(body)
+				sw.buf = append(sw.buf, "data: "...)
+				sw.buf = append(sw.buf, b...)
+				sw.buf = append(sw.buf, "\n\n"...)
+			} else {
+				sq.mu.Lock()
+				cached := sq.cached
+				sq.mu.Unlock()
+				switch p.kind {
+				case kindTGI:
+					if held >= 0 {
+						sw.tgiToken(uint16(held), sw.n == 0, "", true, &full)
+					} else {
+						sw.tgiEnd(&full)
+					}
+				default:
+					sw.final(p, reason, makeUsage(len(sq.prompt), next, cached))
+				}
+			}
+		}
+		if len(sw.buf) > 0 {
+			if _, err := w.Write(sw.buf); err != nil {
+				s.e.Abort(sq)
+				return false
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if done {
+			return reason != "error"
+		}
+	}
+}
+
+func (sw *sseWriter) token(k kind, wd uint16) {
+	sw.buf = append(sw.buf, sw.prefix...)
+	if k == kindChat {
+		if sw.n == 0 {
+			sw.buf = append(sw.buf, `{"index":0,"delta":{"role":"assistant","content":"`...)
+		} else {
+			sw.buf = append(sw.buf, `{"index":0,"delta":{"content":"`...)
+		}
+		sw.buf = append(sw.buf, tokenText(wd, sw.n == 0)...)
+		sw.buf = append(sw.buf, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	} else {
+		sw.buf = append(sw.buf, `{"index":0,"text":"`...)
+		sw.buf = append(sw.buf, tokenText(wd, sw.n == 0)...)
+		sw.buf = append(sw.buf, `","logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	}
+	sw.n++
+}
+
+func (sw *sseWriter) final(p genParams, reason string, u usage) {
+	sw.buf = append(sw.buf, sw.prefix...)
+	if p.kind == kindChat {
+		sw.buf = append(sw.buf, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
+	} else {
+		sw.buf = append(sw.buf, `{"index":0,"text":"","logprobs":null,"finish_reason":"`...)
+	}
+	sw.buf = append(sw.buf, reason...)
+	sw.buf = append(sw.buf, `"}]}`+"\n\n"...)
+	if p.includeUsage {
+		b, _ := json.Marshal(u)
+		sw.buf = append(sw.buf, sw.prefix...)
+		sw.buf = append(sw.buf, `],"usage":`...)
+		sw.buf = append(sw.buf, b...)
+		sw.buf = append(sw.buf, "}\n\n"...)
+	}
+	sw.buf = append(sw.buf, "data: [DONE]\n\n"...)
+}
+
+// tgiToken writes one TGI stream event; the last carries generated_text.
+func (sw *sseWriter) tgiToken(wd uint16, first bool, _ string, last bool, full *strings.Builder) {
+	text := tokenText(wd, first)
+	full.WriteString(text)
+	sw.buf = append(sw.buf, `data: {"index":`...)
+	sw.buf = strconv.AppendInt(sw.buf, int64(sw.n), 10)
+	sw.buf = append(sw.buf, `,"token":{"id":`...)
+	sw.buf = strconv.AppendInt(sw.buf, int64(wd), 10)
+	sw.buf = append(sw.buf, `,"text":"`...)
+	sw.buf = append(sw.buf, text...)
+	sw.buf = append(sw.buf, `","logprob":0.0,"special":false},"generated_text":`...)
+	if last {
+		sw.buf = strconv.AppendQuote(sw.buf, full.String())
+	} else {
+		sw.buf = append(sw.buf, "null"...)
+	}
+	sw.buf = append(sw.buf, `,"details":null}`+"\n\n"...)
+}
+
+// tgiEnd closes a TGI stream that produced no visible token.
+func (sw *sseWriter) tgiEnd(full *strings.Builder) {
+	sw.buf = append(sw.buf, `data: {"index":0,"token":{"id":0,"text":"","logprob":0.0,"special":true},"generated_text":`...)
+	sw.buf = strconv.AppendQuote(sw.buf, full.String())
+	sw.buf = append(sw.buf, `,"details":null}`+"\n\n"...)
+}

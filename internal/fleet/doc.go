@@ -1,0 +1,9 @@
+// Package fleet owns the simulated capacity of embedded mode: how many instances
+// of each instance type exist in each availability zone, and which owner
+// (endpoint) holds how many of them. Allocations are written through the
+// caller's store transaction, so an endpoint change and the instances it takes
+// commit together or not at all. It does not start anything; it only counts.
+//
+// Issue 3 turns this into a calendar with reservations; callers depend on the
+// small Allocator interface declared by their own package, not on this type.
+package fleet

@@ -1,0 +1,71 @@
+package fleet
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+func TestSetAllocatesAcrossZonesAndEnforcesLimit(t *testing.T) {
+	s, err := store.Open(filepath.Join(t.TempDir(), "db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f := New(Capacity{"ml.g5.xlarge": {"z-a": 2, "z-b": 1}})
+	tests := []struct {
+		name    string
+		owner   string
+		want    int
+		wantErr bool
+		avail   int
+	}{
+		{"first owner takes two", "ep1", 2, false, 0},
+		{"second owner takes the last", "ep2", 1, false, 0},
+		{"third owner finds none", "ep3", 1, true, 0},
+		{"first owner grows past total", "ep1", 3, true, 2},
+		{"first owner shrinks", "ep1", 1, false, 0},
+		{"third owner now fits", "ep3", 1, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.Update(func(tx *store.Tx) error {
+				return f.Set(tx, tc.owner, map[string]int{"ml.g5.xlarge": tc.want})
+			})
+			if tc.wantErr != (err != nil) {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if err != nil {
+				le := err.(*LimitError)
+				if !IsLimit(err) || le.Requested != tc.want || le.Available != tc.avail || le.Total != 3 {
+					t.Fatalf("LimitError = %+v", le)
+				}
+			}
+		})
+	}
+	var usage map[string]int
+	_ = s.View(func(tx *store.Tx) error { usage, err = f.Usage(tx); return err })
+	if usage["ml.g5.xlarge"] != 3 {
+		t.Fatalf("usage = %v", usage)
+	}
+	if err := s.Update(func(tx *store.Tx) error { return f.Set(tx, "ep1", nil) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.View(func(tx *store.Tx) error { usage, err = f.Usage(tx); return err })
+	if usage["ml.g5.xlarge"] != 2 {
+		t.Fatalf("after release usage = %v", usage)
+	}
+}
+
+func TestDefaultCoversEveryCatalogType(t *testing.T) {
+	cat := catalog.Default()
+	f := New(Default(cat))
+	for _, typ := range cat.InstanceTypeNames() {
+		if got := f.Total(typ); got != DefaultPerZone*len(DefaultZones) {
+			t.Errorf("%s: total %d", typ, got)
+		}
+	}
+}

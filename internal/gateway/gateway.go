@@ -1,0 +1,554 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capstan-dev/capstan/internal/clock"
+)
+
+// Backend is one replica that can serve a variant.
+type Backend struct {
+	ID   string // replica id
+	Addr string // host:port; metrics are read from http://Addr/metrics
+	// KVEventsEndpoint, when set, is where the replica publishes vLLM KV
+	// events (ZMQ, e.g. tcp://127.0.0.1:5557); the kvaware policy follows it.
+	KVEventsEndpoint string
+	// KVEventsReplay is the replica's optional replay endpoint, used to fill
+	// a gap in sequence numbers instead of forgetting the replica's blocks.
+	KVEventsReplay string
+}
+
+// VariantRoute is one production variant and its backends.
+type VariantRoute struct {
+	Name   string
+	Weight float64
+	// RoutingStrategy: "" or "LEAST_OUTSTANDING_REQUESTS" → least outstanding
+	// requests; "RANDOM" → random; "roundrobin" → round robin. Any strategy
+	// registered in the Registry works; an unknown one falls back to the
+	// default with a warning (SetRoute has no error to return).
+	RoutingStrategy string
+	Backends        []Backend
+	// Model is the catalog model id the replicas serve; cache-aware policies
+	// seed their block hashes with it (kv.RootHash) so their keys equal the
+	// engine's. Empty: learned from a replica's /v1/models "root", else the
+	// endpoint name.
+	Model string
+}
+
+// Route is everything the gateway needs to serve one endpoint.
+type Route struct {
+	Endpoint string
+	Variants []VariantRoute
+	// Unavailable, when non-empty, makes every invocation fail with this
+	// message as a ModelError (424); the control plane uses it when an
+	// endpoint's capacity reservation has expired.
+	Unavailable string
+	// MaxConcurrency bounds requests in flight for the endpoint (0: no
+	// bound); up to MaxQueue more wait for a slot, and beyond that callers
+	// get a *QueueFullError (HTTP 429 with Retry-After at the edges).
+	MaxConcurrency int
+	MaxQueue       int
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Clock      clock.Clock
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Transport  http.RoundTripper // optional; default: a pooled HTTP/1.1 transport
+	// Seed seeds variant choice and random routing; 0 means seed from the clock.
+	Seed uint64
+	// MaxAttempts bounds tries per invocation across backends (default 3).
+	MaxAttempts int
+	// Registry supplies routing plugins (default NewRegistry()).
+	Registry *Registry
+	// ScrapeInterval is how often Run reads each backend's /metrics (queue
+	// depth, KV utilisation, cache config) and probes /health (default 1s).
+	ScrapeInterval time.Duration
+	// EjectAfter consecutive failures (connect errors, 5xx) eject a backend
+	// for EjectFor (defaults 5 and 10s); a successful health probe or request
+	// readmits it early.
+	EjectAfter int
+	EjectFor   time.Duration
+	// RetryAfter is the Retry-After hint of a full queue (default 1s).
+	RetryAfter time.Duration
+}
+
+// Invocation is one request to an endpoint.
+type Invocation struct {
+	Endpoint, TargetVariant, Path string
+	Header                        http.Header
+	Body                          []byte
+}
+
+// Result is the chosen variant and backend and the upstream response.
+// The caller must Close Response.Body; the in-flight count is released then.
+type Result struct {
+	Variant   string
+	BackendID string
+	Response  *http.Response
+	// Strategy is the variant's routing strategy key; PredictedCachedTokens
+	// is how many prompt tokens the cache-aware policy expected the chosen
+	// backend to hold (0 for other policies).
+	Strategy              string
+	PredictedCachedTokens int
+}
+
+// Gateway routes invocations to replica backends.
+type Gateway struct {
+	clock    clock.Clock
+	log      *slog.Logger
+	metrics  *metrics
+	client   *http.Client
+	registry *Registry
+	maxTries int
+
+	randMu sync.Mutex
+	rng    *rand.Rand
+
+	mu     sync.RWMutex
+	routes map[string]*routeState
+
+	fmu      sync.Mutex
+	inFlight map[string]int // by backend id
+	draining map[string]int // Drain calls waiting, by backend id
+	idle     map[string]chan struct{}
+
+	tracker *tracker
+	kvIndex *kvIndex
+	opts    Options
+	queues  sync.Map // endpoint → *admission
+}
+
+type routeState struct {
+	route    Route
+	variants []*variantState
+}
+
+type variantState struct {
+	route    VariantRoute
+	strategy string
+	sched    *scheduler
+}
+
+// New returns a Gateway with no routes.
+func New(opts Options) *Gateway {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Transport == nil {
+		opts.Transport = defaultTransport()
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 3
+	}
+	if opts.Registry == nil {
+		opts.Registry = NewRegistry()
+	}
+	if opts.ScrapeInterval <= 0 {
+		opts.ScrapeInterval = time.Second
+	}
+	if opts.EjectAfter <= 0 {
+		opts.EjectAfter = 5
+	}
+	if opts.EjectFor <= 0 {
+		opts.EjectFor = 10 * time.Second
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = time.Second
+	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = uint64(opts.Clock.Now().UnixNano())
+	}
+	return &Gateway{
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		metrics:  newMetrics(opts.Registerer),
+		client:   &http.Client{Transport: opts.Transport, CheckRedirect: noRedirect},
+		registry: opts.Registry,
+		maxTries: opts.MaxAttempts,
+		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		routes:   map[string]*routeState{},
+		inFlight: map[string]int{},
+		draining: map[string]int{},
+		idle:     map[string]chan struct{}{},
+		tracker:  newTracker(),
+		kvIndex:  newKVIndex(),
+		opts:     opts,
+	}
+}
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+func defaultTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil // replicas are local; never send them through a proxy
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.DisableCompression = true // pass bodies through untouched
+	return t
+}
+
+func (g *Gateway) randFloat() float64 {
+	g.randMu.Lock()
+	defer g.randMu.Unlock()
+	return g.rng.Float64()
+}
+
+// SetRoute installs or replaces the route for r.Endpoint atomically. A
+// backend absent from the new route gets no new requests; its in-flight
+// requests finish. Routing state (e.g. a round-robin cursor) survives when a
+// variant keeps its strategy.
+func (g *Gateway) SetRoute(r Route) {
+	r = cloneRoute(r)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.routes[r.Endpoint]
+	rs := &routeState{route: r}
+	for _, v := range r.Variants {
+		var prev *variantState
+		if old != nil {
+			for _, ov := range old.variants {
+				if ov.route.Name == v.Name && ov.strategy == strategyKey(v.RoutingStrategy) {
+					prev = ov
+				}
+			}
+		}
+		vs := &variantState{route: v, strategy: strategyKey(v.RoutingStrategy)}
+		if prev != nil {
+			vs.sched = prev.sched
+		} else {
+			vs.sched = g.newScheduler(r.Endpoint, v)
+		}
+		rs.variants = append(rs.variants, vs)
+	}
+	g.routes[r.Endpoint] = rs
+}
+
+func (g *Gateway) newScheduler(endpoint string, v VariantRoute) *scheduler {
+	deps := Deps{Rand: g.randFloat, KV: g.kvIndex}
+	p, ok := g.registry.profile(v.RoutingStrategy)
+	if !ok {
+		g.log.Warn("unknown routing strategy; using the default",
+			"endpoint", endpoint, "variant", v.Name, "strategy", v.RoutingStrategy, "default", DefaultStrategy)
+		p, _ = g.registry.profile("")
+	}
+	s, err := g.registry.newScheduler(p, deps)
+	if err != nil {
+		// Only a broken in-tree registration gets here; fall back so traffic flows.
+		g.log.Error("routing profile invalid; using the default", "endpoint", endpoint, "variant", v.Name, "err", err)
+		p, _ = g.registry.profile("")
+		s, _ = g.registry.newScheduler(p, deps)
+	}
+	return s
+}
+
+func cloneRoute(r Route) Route {
+	vs := make([]VariantRoute, len(r.Variants))
+	for i, v := range r.Variants {
+		v.Backends = append([]Backend(nil), v.Backends...)
+		vs[i] = v
+	}
+	r.Variants = vs
+	return r
+}
+
+// DeleteRoute removes the endpoint's route; in-flight requests finish.
+func (g *Gateway) DeleteRoute(endpoint string) {
+	g.mu.Lock()
+	delete(g.routes, endpoint)
+	g.mu.Unlock()
+}
+
+// Route returns a copy of the endpoint's route.
+func (g *Gateway) Route(endpoint string) (Route, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	rs, ok := g.routes[endpoint]
+	if !ok {
+		return Route{}, false
+	}
+	return cloneRoute(rs.route), true
+}
+
+// Endpoints lists the routed endpoint names, sorted.
+func (g *Gateway) Endpoints() []string {
+	g.mu.RLock()
+	out := make([]string, 0, len(g.routes))
+	for name := range g.routes {
+		out = append(out, name)
+	}
+	g.mu.RUnlock()
+	sort.Strings(out)
+	return out
+}
+
+// InFlight returns the number of requests in flight to the backend.
+func (g *Gateway) InFlight(backendID string) int {
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	return g.inFlight[backendID]
+}
+
+// Drain marks the backend draining (no new requests while Drain waits) and
+// returns once nothing is in flight to it, or with ctx's error.
+func (g *Gateway) Drain(ctx context.Context, backendID string) error {
+	g.fmu.Lock()
+	g.draining[backendID]++
+	defer func() {
+		g.fmu.Lock()
+		if g.draining[backendID]--; g.draining[backendID] <= 0 {
+			delete(g.draining, backendID)
+		}
+		g.fmu.Unlock()
+	}()
+	for {
+		if g.inFlight[backendID] == 0 {
+			g.fmu.Unlock()
+			return nil
+		}
+		ch, ok := g.idle[backendID]
+		if !ok {
+			ch = make(chan struct{})
+			g.idle[backendID] = ch
+		}
+		g.fmu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("drain %s: %w", backendID, ctx.Err())
+		}
+		g.fmu.Lock()
+	}
+}
+
+func (g *Gateway) acquire(backendID string) {
+	g.fmu.Lock()
+	g.inFlight[backendID]++
+	g.fmu.Unlock()
+}
+
+func (g *Gateway) release(backendID string) {
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	if g.inFlight[backendID]--; g.inFlight[backendID] > 0 {
+		return
+	}
+	delete(g.inFlight, backendID)
+	if ch, ok := g.idle[backendID]; ok {
+		close(ch)
+		delete(g.idle, backendID)
+	}
+}
+
+func (g *Gateway) candidates(bs []Backend) []Candidate {
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	out := make([]Candidate, len(bs))
+	for i, b := range bs {
+		out[i] = Candidate{Backend: b, InFlight: g.inFlight[b.ID], Draining: g.draining[b.ID] > 0}
+	}
+	now := g.clock.Now()
+	for i := range out {
+		out[i].Stats, out[i].Ejected = g.tracker.snapshot(out[i].Backend.ID, now)
+	}
+	return out
+}
+
+func (g *Gateway) lookup(endpoint string) (*routeState, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	rs, ok := g.routes[endpoint]
+	return rs, ok
+}
+
+// chooseVariant picks TargetVariant, or a variant at random by weight among
+// those with positive weight and at least one backend.
+func (g *Gateway) chooseVariant(rs *routeState, target string) (*variantState, error) {
+	if target != "" {
+		for _, v := range rs.variants {
+			if v.route.Name == target {
+				if len(v.route.Backends) == 0 {
+					return nil, noBackendf("endpoint %s variant %s has no backends", rs.route.Endpoint, target)
+				}
+				return v, nil
+			}
+		}
+		return nil, fmt.Errorf("endpoint %s: variant %q: %w", rs.route.Endpoint, target, ErrUnknownVariant)
+	}
+	total := 0.0
+	for _, v := range rs.variants {
+		if v.route.Weight > 0 && len(v.route.Backends) > 0 {
+			total += v.route.Weight
+		}
+	}
+	if total <= 0 {
+		return nil, noBackendf("endpoint %s has no variant with weight and backends", rs.route.Endpoint)
+	}
+	x := g.randFloat() * total
+	var last *variantState
+	for _, v := range rs.variants {
+		if v.route.Weight > 0 && len(v.route.Backends) > 0 {
+			last = v
+			if x < v.route.Weight {
+				return v, nil
+			}
+			x -= v.route.Weight
+		}
+	}
+	return last, nil // float rounding at the top end
+}
+
+// hopHeaders are not forwarded (RFC 9110 §7.6.1).
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// Invoke picks a variant and a backend and forwards the request. It retries
+// on another backend when the connection fails or a 5xx arrives (nothing has
+// reached the caller yet), at most MaxAttempts tries; the last 5xx response
+// is returned as is when every try fails that way. A route with
+// MaxConcurrency waits for a slot first (or fails with *QueueFullError).
+func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
+	rs, ok := g.lookup(inv.Endpoint)
+	if !ok {
+		return nil, fmt.Errorf("endpoint %q: %w", inv.Endpoint, ErrUnknownEndpoint)
+	}
+	if rs.route.Unavailable != "" {
+		return nil, &UnavailableError{Message: rs.route.Unavailable}
+	}
+	v, err := g.chooseVariant(rs, inv.TargetVariant)
+	if err != nil {
+		return nil, err
+	}
+	variant := v.route.Name
+	release, err := g.admit(ctx, rs.route)
+	if err != nil {
+		g.metrics.requests.WithLabelValues(inv.Endpoint, variant, statusOf(err)).Inc()
+		return nil, err
+	}
+	start := g.clock.Now()
+	req := &SchedRequest{Endpoint: inv.Endpoint, Variant: variant, Model: v.route.Model, Path: inv.Path, Header: inv.Header, Body: inv.Body, Tried: map[string]bool{}}
+	var lastErr error
+	for attempt := 0; attempt < g.maxTries; attempt++ {
+		c, ok := v.sched.pick(ctx, req, g.candidates(v.route.Backends))
+		if !ok {
+			break
+		}
+		req.Tried[c.Backend.ID] = true
+		resp, err := g.forward(ctx, inv, c.Backend, variant)
+		if err != nil {
+			if ctx.Err() != nil {
+				release()
+				g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
+				return nil, fmt.Errorf("invoke %s/%s on %s: %w", inv.Endpoint, variant, c.Backend.ID, ctx.Err())
+			}
+			g.failed(c.Backend.ID)
+			lastErr = err
+			g.log.Warn("backend unreachable; retrying elsewhere", "endpoint", inv.Endpoint, "variant", variant, "backend", c.Backend.ID, "err", err, "request_id", inv.Header.Get("X-Request-Id"))
+			g.metrics.retries.WithLabelValues(inv.Endpoint, variant, "connect").Inc()
+			continue
+		}
+		if resp.StatusCode >= 500 {
+			g.failed(c.Backend.ID)
+		} else {
+			g.tracker.succeeded(c.Backend.ID)
+		}
+		lastTry := attempt == g.maxTries-1 || len(req.Tried) == len(v.route.Backends)
+		if resp.StatusCode >= 500 && !lastTry {
+			// Discard a little of the body so the connection can be reused.
+			_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+			resp.Body.Close() // releases the in-flight count
+			g.metrics.retries.WithLabelValues(inv.Endpoint, variant, "5xx").Inc()
+			g.log.Warn("backend answered 5xx; retrying elsewhere", "endpoint", inv.Endpoint, "variant", variant, "backend", c.Backend.ID, "status", resp.StatusCode, "request_id", inv.Header.Get("X-Request-Id"))
+			continue
+		}
+		g.metrics.requests.WithLabelValues(inv.Endpoint, variant, strconv.Itoa(resp.StatusCode)).Inc()
+		outcome := "miss"
+		if req.predictedBlocks > 0 {
+			outcome = "hit"
+		}
+		g.metrics.decisions.WithLabelValues(inv.Endpoint, v.strategy, outcome).Inc()
+		resp.Body = &trackedBody{ReadCloser: resp.Body, done: func() {
+			release()
+			g.metrics.latency.WithLabelValues(inv.Endpoint, variant).Observe(clock.Since(g.clock, start).Seconds())
+		}}
+		return &Result{Variant: variant, BackendID: c.Backend.ID, Response: resp,
+			Strategy: v.strategy, PredictedCachedTokens: req.predictedBlocks * req.blockSize}, nil
+	}
+	release()
+	g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
+	if lastErr != nil {
+		return nil, fmt.Errorf("endpoint %s variant %s: %w: %w", inv.Endpoint, variant, ErrNoBackend, lastErr)
+	}
+	return nil, noBackendf("endpoint %s variant %s: every backend is draining or was tried", inv.Endpoint, variant)
+}
+
+func (g *Gateway) failed(id string) {
+	if g.tracker.failed(id, g.opts.EjectAfter, g.clock.Now().Add(g.opts.EjectFor)) {
+		g.metrics.ejections.WithLabelValues(id).Inc()
+		g.log.Warn("backend ejected after consecutive failures", "backend", id, "for", g.opts.EjectFor)
+	}
+}
+
+// forward sends one attempt; on success the response body releases the
+// backend's in-flight count and the gauge when closed.
+func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, variant string) (*http.Response, error) {
+	path := inv.Path
+	if path == "" || path[0] != '/' {
+		path = "/" + path
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+b.Addr+path, bytes.NewReader(inv.Body))
+	if err != nil {
+		return nil, fmt.Errorf("build request for %s: %w", b.ID, err)
+	}
+	for k, vs := range inv.Header {
+		hreq.Header[k] = append([]string(nil), vs...)
+	}
+	for _, h := range hopHeaders {
+		hreq.Header.Del(h)
+	}
+	g.acquire(b.ID)
+	gauge := g.metrics.inFlight.WithLabelValues(inv.Endpoint, variant)
+	gauge.Inc()
+	resp, err := g.client.Do(hreq)
+	if err != nil {
+		gauge.Dec()
+		g.release(b.ID)
+		return nil, fmt.Errorf("backend %s (%s): %w", b.ID, b.Addr, err)
+	}
+	resp.Body = &trackedBody{ReadCloser: resp.Body, done: func() {
+		gauge.Dec()
+		g.release(b.ID)
+	}}
+	return resp, nil
+}
+
+// trackedBody runs done once, on the first Close.
+type trackedBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *trackedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}

@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are every Prometheus collector of the data path, defined here only.
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	inFlight *prometheus.GaugeVec
+	retries  *prometheus.CounterVec
+
+	queued    *prometheus.GaugeVec
+	rejected  *prometheus.CounterVec
+	decisions *prometheus.CounterVec
+	ejections *prometheus.CounterVec
+	kvGaps    *prometheus.CounterVec
+
+	ttfb      *prometheus.HistogramVec
+	ttft      *prometheus.HistogramVec
+	itl       *prometheus.HistogramVec
+	tokens    *prometheus.CounterVec
+	cachedTok *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "capstan", Subsystem: "gateway", Name: "requests_total",
+			Help: "Invocations by endpoint, variant and final upstream status code (\"error\" when no response arrived); retried attempts are in retries_total.",
+		}, []string{"endpoint", "variant", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "capstan", Subsystem: "gateway", Name: "request_duration_seconds",
+			Help:    "Time from invocation to the end of the upstream response body.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}, []string{"endpoint", "variant"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "capstan", Subsystem: "gateway", Name: "in_flight_requests",
+			Help: "Requests forwarded to a backend whose response body is not closed yet.",
+		}, []string{"endpoint", "variant"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "capstan", Subsystem: "gateway", Name: "retries_total",
+			Help: "Attempts retried on another backend, by reason (connect, 5xx).",
+		}, []string{"endpoint", "variant", "reason"}),
+	}
+	lat := prometheus.ExponentialBuckets(0.001, 2, 16)
+	m.queued = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "capstan", Subsystem: "gateway", Name: "queued_requests",
+		Help: "Requests waiting for a concurrency slot of their endpoint."}, []string{"endpoint"})
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capstan", Subsystem: "gateway", Name: "rejected_total",
+		Help: "Requests refused because the endpoint's queue was full (429)."}, []string{"endpoint"})
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capstan", Subsystem: "gateway", Name: "routing_decisions_total",
+		Help: "Routing decisions by policy and predicted outcome (hit: the policy expected the chosen backend to hold a prefix of the prompt)."}, []string{"endpoint", "strategy", "outcome"})
+	m.ejections = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capstan", Subsystem: "gateway", Name: "backend_ejections_total",
+		Help: "Backends ejected after consecutive failures."}, []string{"backend"})
+	m.kvGaps = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capstan", Subsystem: "gateway", Name: "kv_event_gaps_total",
+		Help: "Gaps in a backend's KV event sequence, by repair (replayed, cleared)."}, []string{"backend", "outcome"})
+	m.ttfb = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "capstan", Subsystem: "gateway", Name: "time_to_first_byte_seconds",
+		Help: "Time from request to the first response byte from the backend.", Buckets: lat}, []string{"endpoint", "variant"})
+	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "capstan", Subsystem: "gateway", Name: "time_to_first_token_seconds",
+		Help: "Streams: time from request to the first chunk carrying generated text.", Buckets: lat}, []string{"endpoint", "variant"})
+	m.itl = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "capstan", Subsystem: "gateway", Name: "inter_token_latency_seconds",
+		Help: "Streams: time between successive chunks carrying generated text.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"endpoint", "variant"})
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capstan", Subsystem: "gateway", Name: "tokens_total",
+		Help: "Tokens by direction (in: prompt, out: completion) from the responses' usage."}, []string{"endpoint", "variant", "direction"})
+	m.cachedTok = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capstan", Subsystem: "gateway", Name: "prompt_cached_tokens_total",
+		Help: "Prompt tokens served from cache (usage.prompt_tokens_details.cached_tokens, source=served) versus predicted by the routing policy (source=predicted)."}, []string{"endpoint", "strategy", "source"})
+	if reg == nil {
+		// A private registry keeps several gateways in one process (tests) from
+		// colliding while still exercising registration.
+		reg = prometheus.NewRegistry()
+	}
+	reg.MustRegister(m.requests, m.latency, m.inFlight, m.retries, m.queued, m.rejected, m.decisions,
+		m.ejections, m.kvGaps, m.ttfb, m.ttft, m.itl, m.tokens, m.cachedTok)
+	return m
+}
+
+// Observer records per-response metrics that only the protocol edge can
+// see (first byte, tokens in a stream, usage); get one with Result.Observer.
+type Observer struct {
+	m                           *metrics
+	endpoint, variant, strategy string
+	predicted                   int
+}
+
+// Observer returns the metrics recorder for this result.
+func (g *Gateway) Observer(inv Invocation, res *Result) *Observer {
+	return &Observer{m: g.metrics, endpoint: inv.Endpoint, variant: res.Variant, strategy: res.Strategy, predicted: res.PredictedCachedTokens}
+}
+
+// FirstByte records the time to the first response byte.
+func (o *Observer) FirstByte(d time.Duration) { o.m.ttfb.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds()) }
+
+// FirstToken records a stream's time to first token.
+func (o *Observer) FirstToken(d time.Duration) { o.m.ttft.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds()) }
+
+// InterToken records the gap between two token-carrying chunks.
+func (o *Observer) InterToken(d time.Duration) { o.m.itl.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds()) }
+
+// Usage records a response's token usage and the predicted-vs-served cache hit.
+func (o *Observer) Usage(prompt, completion, cached int) {
+	o.m.tokens.WithLabelValues(o.endpoint, o.variant, "in").Add(float64(prompt))
+	o.m.tokens.WithLabelValues(o.endpoint, o.variant, "out").Add(float64(completion))
+	o.m.cachedTok.WithLabelValues(o.endpoint, o.strategy, "served").Add(float64(cached))
+	o.m.cachedTok.WithLabelValues(o.endpoint, o.strategy, "predicted").Add(float64(min(o.predicted, prompt)))
+}

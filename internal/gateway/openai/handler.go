@@ -1,0 +1,363 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/gateway"
+)
+
+// DefaultMaxBodyBytes bounds a request body (a long-context prompt fits).
+const DefaultMaxBodyBytes = 16 << 20
+
+// maxModelName bounds the model field before it is looked up.
+const maxModelName = 256
+
+// RequestIDHeader is echoed on every response and forwarded upstream.
+const RequestIDHeader = "X-Request-Id"
+
+// Options configure the front door.
+type Options struct {
+	Logger       *slog.Logger
+	Clock        clock.Clock
+	MaxBodyBytes int64
+}
+
+// Handler serves the OpenAI API over a gateway.
+type Handler struct {
+	gw   *gateway.Gateway
+	log  *slog.Logger
+	clk  clock.Clock
+	max  int64
+	mux  *http.ServeMux
+	idPf string
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// NewHandler returns the front door for gw. Mount it at the server root (it
+// answers /v1/models, /v1/chat/completions and /v1/completions only).
+func NewHandler(gw *gateway.Gateway, opts Options) *Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	var pf [6]byte
+	_, _ = rand.Read(pf[:])
+	h := &Handler{gw: gw, log: opts.Logger, clk: opts.Clock, max: opts.MaxBodyBytes, mux: http.NewServeMux(), idPf: hex.EncodeToString(pf[:])}
+	h.mux.HandleFunc("GET /v1/models", h.models)
+	h.mux.HandleFunc("POST /v1/chat/completions", h.generate)
+	h.mux.HandleFunc("POST /v1/completions", h.generate)
+	h.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "unknown_url",
+			msg: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)})
+	})
+	return h
+}
+
+// Paths lists the path patterns a server should route to the handler.
+func Paths() []string {
+	return []string{"/v1/models", "/v1/chat/completions", "/v1/completions"}
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(RequestIDHeader)
+	if id == "" || len(id) > 128 {
+		id = h.newID()
+		r.Header.Set(RequestIDHeader, id)
+	}
+	w.Header().Set(RequestIDHeader, id)
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return h.idPf + hex.EncodeToString(b[:])
+}
+
+func (h *Handler) models(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, ep := range h.gw.Endpoints() {
+		out.Data = append(out.Data, model{ID: ep, Object: "model", OwnedBy: "capstan"})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// forwarded request headers: everything but hop-by-hop, length and the
+// caller's credentials (they are the gateway's business, not the engine's).
+var dropHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
+	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Authorization": true,
+	"Accept-Encoding": true}
+
+func (h *Handler) generate(w http.ResponseWriter, r *http.Request) {
+	start := h.clk.Now()
+	id := r.Header.Get(RequestIDHeader)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
+				msg: fmt.Sprintf("Request body exceeds the %d-byte limit.", h.max)})
+			return
+		}
+		writeError(w, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: "Reading the request body failed: " + err.Error()})
+		return
+	}
+	top, err := scanTop(body)
+	if err != nil {
+		writeError(w, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: "We could not parse the JSON body of your request: " + err.Error()})
+		return
+	}
+	switch {
+	case top.model == "":
+		writeError(w, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "model",
+			msg: "you must provide a model parameter"})
+		return
+	case len(top.model) > maxModelName:
+		writeError(w, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "model",
+			msg: fmt.Sprintf("model name longer than %d bytes", maxModelName)})
+		return
+	}
+	hdr := make(http.Header, len(r.Header))
+	for k, vs := range r.Header {
+		if !dropHeaders[k] {
+			hdr[k] = vs
+		}
+	}
+	inv := gateway.Invocation{Endpoint: top.model, Path: r.URL.Path, Header: hdr, Body: top.withoutModel(body)}
+	res, err := h.gw.Invoke(r.Context(), inv)
+	if err != nil {
+		h.log.Warn("openai request failed", "request_id", id, "model", top.model, "err", err)
+		writeError(w, toAPIError(err, top.model))
+		return
+	}
+	defer res.Response.Body.Close()
+	obs := h.gw.Observer(inv, res)
+	obs.FirstByte(clock.Since(h.clk, start))
+	for k, vs := range res.Response.Header {
+		if !dropHeaders[k] {
+			w.Header()[k] = vs
+		}
+	}
+	w.Header().Set("X-Capstan-Backend", res.BackendID)
+	w.WriteHeader(res.Response.StatusCode)
+	if bytes.HasPrefix([]byte(res.Response.Header.Get("Content-Type")), []byte("text/event-stream")) {
+		err = h.stream(w, res.Response.Body, obs, start)
+	} else {
+		err = copyAndMeasure(w, res.Response.Body, obs)
+	}
+	if errors.Is(err, errUpstream) && r.Context().Err() == nil {
+		// The replica died mid-stream: end the stream with an error event
+		// (what OpenAI SDKs raise) rather than a silent truncation.
+		_, _ = io.WriteString(w, "data: {\"error\":{\"message\":\"The model server failed mid-stream.\",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n")
+		_ = http.NewResponseController(w).Flush()
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		h.log.Warn("openai response interrupted", "request_id", id, "model", top.model, "backend", res.BackendID, "err", err)
+	}
+	h.log.Debug("openai request", "request_id", id, "model", top.model, "variant", res.Variant, "backend", res.BackendID,
+		"status", res.Response.StatusCode, "duration", clock.Since(h.clk, start))
+}
+
+// usage is the OpenAI usage object.
+type usage struct {
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+}
+
+func (u usage) record(o *gateway.Observer) {
+	if u.Usage == nil {
+		return
+	}
+	cached := 0
+	if u.Usage.PromptTokensDetails != nil {
+		cached = u.Usage.PromptTokensDetails.CachedTokens
+	}
+	o.Usage(u.Usage.PromptTokens, u.Usage.CompletionTokens, cached)
+}
+
+// copyAndMeasure copies a whole (small) response and reads its usage.
+func copyAndMeasure(w io.Writer, body io.Reader, obs *gateway.Observer) error {
+	var buf bytes.Buffer
+	const keep = 1 << 20
+	_, err := io.Copy(w, io.TeeReader(body, &limitedWriter{&buf, keep}))
+	if err != nil {
+		return err
+	}
+	var u usage
+	if json.Unmarshal(buf.Bytes(), &u) == nil {
+		u.record(obs)
+	}
+	return nil
+}
+
+type limitedWriter struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if room := l.n - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+var errUpstream = errors.New("read from backend")
+
+var (
+	dataPrefix = []byte("data: ")
+	doneLine   = []byte("[DONE]")
+	usageKey   = []byte(`"usage":{`)
+	emptyChoic = []byte(`"choices":[]`)
+)
+
+// stream passes server-sent events through as they arrive, flushing after
+// every read, and times the token-carrying events.
+func (h *Handler) stream(w http.ResponseWriter, body io.Reader, obs *gateway.Observer, start time.Time) error {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	var line []byte
+	var last time.Time
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return fmt.Errorf("write to client: %w", werr)
+			}
+			if ferr := rc.Flush(); ferr != nil {
+				return fmt.Errorf("flush to client: %w", ferr)
+			}
+			now := h.clk.Now()
+			chunk := buf[:n]
+			for len(chunk) > 0 {
+				nl := bytes.IndexByte(chunk, '\n')
+				if nl < 0 {
+					line = append(line, chunk...)
+					break
+				}
+				line = append(line, chunk[:nl]...)
+				chunk = chunk[nl+1:]
+				h.event(line, obs, start, now, &last)
+				line = line[:0]
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUpstream, err)
+		}
+	}
+}
+
+func (h *Handler) event(line []byte, obs *gateway.Observer, start, now time.Time, last *time.Time) {
+	data, ok := bytes.CutPrefix(line, dataPrefix)
+	if !ok || bytes.Equal(data, doneLine) {
+		return
+	}
+	if bytes.Contains(data, usageKey) {
+		var u usage
+		if json.Unmarshal(data, &u) == nil {
+			u.record(obs)
+		}
+	}
+	if bytes.Contains(data, emptyChoic) {
+		return // the usage-only chunk carries no token
+	}
+	if last.IsZero() {
+		obs.FirstToken(now.Sub(start))
+	} else {
+		obs.InterToken(now.Sub(*last))
+	}
+	*last = now
+}
+
+// apiError is an OpenAI error response.
+type apiError struct {
+	status           int
+	typ, code, param string
+	msg              string
+	retryAfter       time.Duration
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// toAPIError is the one mapping from gateway errors to OpenAI errors.
+func toAPIError(err error, model string) *apiError {
+	var qf *gateway.QueueFullError
+	var un *gateway.UnavailableError
+	switch {
+	case errors.Is(err, gateway.ErrUnknownEndpoint):
+		return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "model_not_found", param: "model",
+			msg: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model)}
+	case errors.As(err, &qf):
+		return &apiError{status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded", retryAfter: qf.RetryAfter,
+			msg: fmt.Sprintf("Too many requests queued for model `%s`; retry later.", model)}
+	case errors.As(err, &un):
+		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_unavailable", msg: un.Message}
+	case errors.Is(err, gateway.ErrNoBackend):
+		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_backend_available",
+			msg: fmt.Sprintf("No replica of model `%s` can take the request now.", model)}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{status: 499, typ: "server_error", code: "request_cancelled", msg: "The request was cancelled."}
+	default:
+		return &apiError{status: http.StatusBadGateway, typ: "server_error", code: "upstream_error", msg: "The model server failed to answer."}
+	}
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	body := struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}{}
+	body.Error.Message, body.Error.Type = e.msg, e.typ
+	if e.param != "" {
+		body.Error.Param = &e.param
+	}
+	if e.code != "" {
+		body.Error.Code = &e.code
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
+	}
+	w.WriteHeader(e.status)
+	_ = json.NewEncoder(w).Encode(body)
+}

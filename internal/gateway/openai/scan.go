@@ -1,0 +1,169 @@
+package openai
+
+import (
+	"errors"
+	"strconv"
+)
+
+// topLevel is what the front door needs from a request body, found by one
+// pass over the bytes without building a value tree.
+type topLevel struct {
+	model    string
+	hasModel bool
+	stream   bool
+	cutFrom  int // the model member's bytes (with one adjacent comma)
+	cutTo    int
+}
+
+var errBadJSON = errors.New("request body must be a JSON object")
+
+// scanTop reads the top-level members "model" and "stream" of a JSON object
+// and where the model member sits, so it can be cut out cheaply. Nested
+// values are skipped by matching brackets outside strings; full validation
+// is the engine's job.
+func scanTop(b []byte) (topLevel, error) {
+	var t topLevel
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return t, errBadJSON
+	}
+	i++
+	prevComma := -1 // position of the comma before the current member
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return t, errBadJSON
+		}
+		if b[i] == '}' {
+			if skipWS(b, i+1) != len(b) {
+				return t, errBadJSON
+			}
+			return t, nil
+		}
+		memberStart := i
+		kEnd, err := skipString(b, i)
+		if err != nil {
+			return t, err
+		}
+		key := b[i+1 : kEnd-1]
+		i = skipWS(b, kEnd)
+		if i >= len(b) || b[i] != ':' {
+			return t, errBadJSON
+		}
+		vStart := skipWS(b, i+1)
+		vEnd, err := skipValue(b, vStart)
+		if err != nil {
+			return t, err
+		}
+		switch string(key) {
+		case "model":
+			if b[vStart] == '"' {
+				s, err := strconv.Unquote(string(b[vStart:vEnd]))
+				if err != nil {
+					return t, errBadJSON
+				}
+				t.model = s
+			} else if string(b[vStart:vEnd]) != "null" {
+				return t, errModelType
+			}
+			t.hasModel = true
+			t.cutFrom, t.cutTo = memberStart, vEnd
+		case "stream":
+			t.stream = string(b[vStart:vEnd]) == "true"
+		}
+		i = skipWS(b, vEnd)
+		if i >= len(b) {
+			return t, errBadJSON
+		}
+		switch b[i] {
+		case ',':
+			if t.hasModel && t.cutFrom == memberStart {
+				t.cutTo = i + 1 // take the following comma
+			}
+			prevComma = i
+			i++
+		case '}':
+			if t.hasModel && t.cutFrom == memberStart && prevComma >= 0 {
+				t.cutFrom = prevComma // last member: take the comma before it
+			}
+		default:
+			return t, errBadJSON
+		}
+	}
+}
+
+var errModelType = errors.New("model must be a string")
+
+// withoutModel returns b with the model member cut out (b itself when there
+// is none): the engines behind an endpoint accept an absent model.
+func (t topLevel) withoutModel(b []byte) []byte {
+	if !t.hasModel {
+		return b
+	}
+	out := make([]byte, 0, len(b)-(t.cutTo-t.cutFrom))
+	out = append(out, b[:t.cutFrom]...)
+	return append(out, b[t.cutTo:]...)
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"'.
+func skipString(b []byte, i int) (int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, errBadJSON
+	}
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, nil
+		}
+	}
+	return 0, errBadJSON
+}
+
+// skipValue returns the index after the value starting at b[i].
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errBadJSON
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				e, err := skipString(b, i)
+				if err != nil {
+					return 0, err
+				}
+				i = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, nil
+				}
+			}
+		}
+		return 0, errBadJSON
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' {
+			j++
+		}
+		if j == i {
+			return 0, errBadJSON
+		}
+		return j, nil
+	}
+}

@@ -1,0 +1,65 @@
+package openai
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestScanTop(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		model   string
+		stream  bool
+		without string
+		wantErr bool
+	}{
+		{name: "first member", body: `{"model":"m1","prompt":"hi"}`, model: "m1", without: `{"prompt":"hi"}`},
+		{name: "middle member", body: `{"a":1, "model" : "m2" ,"stream":true}`, model: "m2", stream: true, without: `{"a":1, "stream":true}`},
+		{name: "last member", body: `{"stream":false,"model":"m3"}`, model: "m3", without: `{"stream":false}`},
+		{name: "only member", body: ` {"model":"m4"} `, model: "m4", without: ` {} `},
+		{name: "nested model untouched", body: `{"messages":[{"content":"\"model\": x","model":"no"}],"model":"top"}`, model: "top",
+			without: `{"messages":[{"content":"\"model\": x","model":"no"}]}`},
+		{name: "escaped name", body: `{"model":"a\u00e9\"b"}`, model: "aé\"b", without: `{}`},
+		{name: "no model", body: `{"prompt":"x"}`, without: `{"prompt":"x"}`},
+		{name: "null model", body: `{"model":null,"prompt":"x"}`, without: `{"prompt":"x"}`},
+		{name: "model not a string", body: `{"model":5}`, wantErr: true},
+		{name: "array", body: `[1,2]`, wantErr: true},
+		{name: "truncated", body: `{"model":"m","prompt":"x`, wantErr: true},
+		{name: "trailing garbage", body: `{"model":"m"} x`, wantErr: true},
+		{name: "empty", body: ``, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			top, err := scanTop([]byte(tt.body))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			if top.model != tt.model || top.stream != tt.stream {
+				t.Fatalf("model %q stream %v", top.model, top.stream)
+			}
+			got := string(top.withoutModel([]byte(tt.body)))
+			if got != tt.without {
+				t.Fatalf("without model = %s, want %s", got, tt.without)
+			}
+			if !json.Valid([]byte(got)) {
+				t.Fatalf("rewritten body is not JSON: %s", got)
+			}
+		})
+	}
+}
+
+func BenchmarkScanTop(b *testing.B) {
+	body := []byte(`{"model":"qwen","messages":[{"role":"user","content":"` + string(make([]byte, 0)) + `hello there, how are you doing today?"}],"max_tokens":16,"stream":false}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		top, err := scanTop(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = top.withoutModel(body)
+	}
+}

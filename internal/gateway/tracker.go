@@ -1,0 +1,300 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+)
+
+// BackendStats is what the gateway last read from a backend's /metrics
+// (vLLM names) and /v1/models.
+type BackendStats struct {
+	Scraped      bool
+	Waiting      int     // vllm:num_requests_waiting
+	Running      int     // vllm:num_requests_running
+	KVUsage      float64 // vllm:kv_cache_usage_perc, 0..1
+	BlockSize    int     // vllm:cache_config_info{block_size}
+	NumGPUBlocks int     // vllm:cache_config_info{num_gpu_blocks}
+	ModelRoot    string  // /v1/models data[0].root: the catalog model id
+}
+
+type backendHealth struct {
+	stats        BackendStats
+	consecFails  int
+	ejectedUntil time.Time
+	probeFailed  bool
+}
+
+// tracker holds per-backend stats and health, by backend id.
+type tracker struct {
+	mu sync.Mutex
+	m  map[string]*backendHealth
+}
+
+func newTracker() *tracker { return &tracker{m: map[string]*backendHealth{}} }
+
+func (t *tracker) get(id string) *backendHealth {
+	h, ok := t.m[id]
+	if !ok {
+		h = &backendHealth{}
+		t.m[id] = h
+	}
+	return h
+}
+
+func (t *tracker) snapshot(id string, now time.Time) (BackendStats, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.m[id]
+	if !ok {
+		return BackendStats{}, false
+	}
+	return h.stats, h.probeFailed || now.Before(h.ejectedUntil)
+}
+
+func (t *tracker) succeeded(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h, ok := t.m[id]; ok {
+		h.consecFails = 0
+		h.ejectedUntil = time.Time{}
+	}
+}
+
+// failed counts a failure; it reports whether this one ejected the backend.
+func (t *tracker) failed(id string, after int, until time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.get(id)
+	h.consecFails++
+	if h.consecFails == after {
+		h.ejectedUntil = until
+		return true
+	}
+	return false
+}
+
+func (t *tracker) setStats(id string, s BackendStats) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.get(id)
+	if s.ModelRoot == "" {
+		s.ModelRoot = h.stats.ModelRoot
+	}
+	h.stats = s
+}
+
+func (t *tracker) setProbe(id string, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.get(id)
+	h.probeFailed = !ok
+	if ok {
+		h.consecFails = 0
+		h.ejectedUntil = time.Time{}
+	}
+}
+
+func (t *tracker) modelRoot(id string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h, ok := t.m[id]; ok {
+		return h.stats.ModelRoot
+	}
+	return ""
+}
+
+// forget drops backends no route mentions any more.
+func (t *tracker) forget(keep map[string]Backend) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id := range t.m {
+		if _, ok := keep[id]; !ok {
+			delete(t.m, id)
+		}
+	}
+}
+
+// backends returns every backend of every route, by id.
+func (g *Gateway) backends() map[string]Backend {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := map[string]Backend{}
+	for _, rs := range g.routes {
+		for _, v := range rs.route.Variants {
+			for _, b := range v.Backends {
+				out[b.ID] = b
+			}
+		}
+	}
+	return out
+}
+
+// Run scrapes metrics, probes health and follows KV events of every routed
+// backend until ctx ends. Without Run the gateway still routes; cache-aware
+// policies then work from defaults and their own decisions only.
+func (g *Gateway) Run(ctx context.Context) error {
+	t := g.clock.NewTicker(g.opts.ScrapeInterval)
+	defer t.Stop()
+	subs := map[string]context.CancelFunc{} // by backend id + endpoint
+	defer func() {
+		for _, c := range subs {
+			c()
+		}
+	}()
+	for {
+		bs := g.backends()
+		g.syncSubscriptions(ctx, bs, subs)
+		g.ScrapeOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+// ScrapeOnce reads /metrics and probes /health of every routed backend once,
+// concurrently, and returns when all are done (one cycle of Run, for tests).
+func (g *Gateway) ScrapeOnce(ctx context.Context) {
+	bs := g.backends()
+	g.tracker.forget(bs)
+	ctx, cancel := context.WithTimeout(ctx, max(g.opts.ScrapeInterval, 500*time.Millisecond))
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, b := range bs {
+		wg.Go(func() {
+			st, err := g.scrape(ctx, b)
+			if err != nil {
+				g.log.Debug("backend scrape failed", "backend", b.ID, "err", err)
+			} else {
+				g.tracker.setStats(b.ID, st)
+			}
+			ok := g.probe(ctx, b)
+			_, was := g.tracker.snapshot(b.ID, g.clock.Now())
+			g.tracker.setProbe(b.ID, ok)
+			if !ok && !was {
+				g.log.Warn("backend failed its health check", "backend", b.ID, "addr", b.Addr)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (g *Gateway) probe(ctx context.Context, b Backend) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.Addr+"/health", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	// A backend without /health (404) is judged by its answers alone.
+	return resp.StatusCode < 500
+}
+
+// scrape reads the vLLM gauges the routing policies use.
+func (g *Gateway) scrape(ctx context.Context, b Backend) (BackendStats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.Addr+"/metrics", nil)
+	if err != nil {
+		return BackendStats{}, err
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return BackendStats{}, fmt.Errorf("scrape %s: %w", b.ID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return BackendStats{}, fmt.Errorf("scrape %s: status %d", b.ID, resp.StatusCode)
+	}
+	st, err := parseVLLMMetrics(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return BackendStats{}, fmt.Errorf("scrape %s: %w", b.ID, err)
+	}
+	if g.tracker.modelRoot(b.ID) == "" {
+		st.ModelRoot = g.modelRoot(ctx, b)
+	}
+	return st, nil
+}
+
+func (g *Gateway) modelRoot(ctx context.Context, b Backend) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.Addr+"/v1/models", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data []struct {
+			Root string `json:"root"`
+		} `json:"data"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) != nil || len(body.Data) == 0 {
+		return ""
+	}
+	return body.Data[0].Root
+}
+
+// parseVLLMMetrics reads Prometheus text exposition for the vLLM gauges.
+func parseVLLMMetrics(r io.Reader) (BackendStats, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return BackendStats{}, err
+	}
+	st := BackendStats{Scraped: true}
+	sum := func(name string) float64 {
+		f, ok := fams[name]
+		if !ok {
+			return 0
+		}
+		v := 0.0
+		for _, m := range f.GetMetric() {
+			v += value(m)
+		}
+		return v
+	}
+	st.Waiting = int(sum("vllm:num_requests_waiting"))
+	st.Running = int(sum("vllm:num_requests_running"))
+	st.KVUsage = sum("vllm:kv_cache_usage_perc")
+	if f, ok := fams["vllm:cache_config_info"]; ok && len(f.GetMetric()) > 0 {
+		for _, lp := range f.GetMetric()[0].GetLabel() {
+			switch lp.GetName() {
+			case "block_size":
+				st.BlockSize, _ = strconv.Atoi(lp.GetValue())
+			case "num_gpu_blocks":
+				st.NumGPUBlocks, _ = strconv.Atoi(lp.GetValue())
+			}
+		}
+	}
+	return st, nil
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}
+

@@ -1,0 +1,546 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/runtime"
+)
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// Options configure the local runtime. Zero values get the defaults noted.
+type Options struct {
+	Binary string // path to the capstan binary; default os.Executable()
+	LogDir string // replica logs: LogDir/<replica id>.log (stdout+stderr); default os.TempDir()/capstan-replicas
+	Host   string // address engines bind; default 127.0.0.1
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// HealthInterval is the check period while starting (default 50ms).
+	HealthInterval time.Duration
+	// HealthyInterval is the check period once healthy (default 1s).
+	HealthyInterval time.Duration
+	// UnhealthyThreshold consecutive failed checks of a healthy replica make
+	// it Failed and restart it (default 3).
+	UnhealthyThreshold int
+	// StartTimeout: not healthy by then → Failed, restart (default 2m).
+	// Counted in HealthInterval periods, so a dev-clock jump does not expire it.
+	StartTimeout time.Duration
+	// MaxBackoff caps the restart backoff, exponential from 100ms (default 30s).
+	MaxBackoff time.Duration
+	// StopGrace is how long Stop waits after SIGTERM before SIGKILL (default 10s).
+	StopGrace time.Duration
+	// EngineArgs are appended to every replica's command line, before spec.Args.
+	EngineArgs []string
+	// Catalog validates model and GPU names (default catalog.Default()).
+	Catalog *catalog.Catalog
+}
+
+const (
+	initialBackoff = 100 * time.Millisecond
+	announcePrefix = "listening on http://"
+	healthTimeout  = 2 * time.Second
+)
+
+// Runtime runs replicas as child processes of this process.
+type Runtime struct {
+	opts   Options
+	log    *slog.Logger
+	client *http.Client
+
+	mu     sync.Mutex
+	reps   map[string]*replica
+	subs   map[*subscriber]struct{}
+	closed bool
+}
+
+type replica struct {
+	spec     runtime.ReplicaSpec
+	logPath  string
+	stop     chan struct{} // closed by Stop
+	stopOnce sync.Once
+	done     chan struct{}   // closed when the supervisor has returned
+	view     runtime.Replica // guarded by Runtime.mu
+}
+
+// New validates opts and returns a runtime with no replicas.
+func New(opts Options) (*Runtime, error) {
+	if opts.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("local runtime: find own binary: %w", err)
+		}
+		opts.Binary = exe
+	}
+	if _, err := os.Stat(opts.Binary); err != nil {
+		return nil, fmt.Errorf("local runtime: engine binary: %w", err)
+	}
+	if opts.LogDir == "" {
+		opts.LogDir = filepath.Join(os.TempDir(), "capstan-replicas")
+	}
+	if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("local runtime: log dir: %w", err)
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = 50 * time.Millisecond
+	}
+	if opts.HealthyInterval <= 0 {
+		opts.HealthyInterval = time.Second
+	}
+	if opts.UnhealthyThreshold <= 0 {
+		opts.UnhealthyThreshold = 3
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 2 * time.Minute
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 10 * time.Second
+	}
+	if opts.Catalog == nil {
+		opts.Catalog = catalog.Default()
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	return &Runtime{
+		opts:   opts,
+		log:    opts.Logger,
+		client: &http.Client{Transport: t, Timeout: healthTimeout},
+		reps:   map[string]*replica{},
+		subs:   map[*subscriber]struct{}{},
+	}, nil
+}
+
+// replicaIDRE keeps ids safe as log file names.
+var replicaIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
+
+func (r *Runtime) validate(spec runtime.ReplicaSpec) error {
+	if !replicaIDRE.MatchString(spec.ID) || strings.Contains(spec.ID, "..") {
+		return fmt.Errorf("replica id %q: want 1-200 of [A-Za-z0-9._-], starting alphanumeric, no \"..\"", spec.ID)
+	}
+	if spec.Engine != "" && spec.Engine != "sim" {
+		return fmt.Errorf("replica %s: engine %q not supported (only \"sim\")", spec.ID, spec.Engine)
+	}
+	if _, err := r.opts.Catalog.Model(spec.Model); err != nil {
+		return fmt.Errorf("replica %s: model: %w", spec.ID, err)
+	}
+	gpu, err := r.opts.Catalog.GPU(spec.GPU)
+	if err != nil {
+		return fmt.Errorf("replica %s: gpu: %w", spec.ID, err)
+	}
+	if spec.TensorParallel < 0 {
+		return fmt.Errorf("replica %s: tensor parallel %d < 0", spec.ID, spec.TensorParallel)
+	}
+	if spec.MIGProfile != "" {
+		if _, err := gpu.MIGProfile(spec.MIGProfile); err != nil {
+			return fmt.Errorf("replica %s: mig profile: %w", spec.ID, err)
+		}
+	}
+	return nil
+}
+
+// args builds the engine command line for spec.
+func (r *Runtime) args(spec runtime.ReplicaSpec) []string {
+	args := []string{"engine", "sim", "--model", spec.Model, "--gpu", spec.GPU,
+		"--host", r.opts.Host, "--port", "0"}
+	if spec.TensorParallel > 0 {
+		args = append(args, "--tensor-parallel", strconv.Itoa(spec.TensorParallel))
+	}
+	if spec.MIGProfile != "" {
+		args = append(args, "--mig-profile", spec.MIGProfile)
+	}
+	if spec.ServedModelName != "" {
+		args = append(args, "--served-model-name", spec.ServedModelName)
+	}
+	args = append(args, r.opts.EngineArgs...)
+	return append(args, spec.Args...)
+}
+
+// Start validates spec and launches the replica's supervisor. Starting an id
+// that is Stopped starts it afresh; an id that is still running is an error.
+func (r *Runtime) Start(ctx context.Context, spec runtime.ReplicaSpec) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := r.validate(spec); err != nil {
+		return err
+	}
+	if _, err := os.Stat(r.opts.Binary); err != nil {
+		return fmt.Errorf("replica %s: engine binary: %w", spec.ID, err)
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return fmt.Errorf("replica %s: runtime closed", spec.ID)
+	}
+	if old, ok := r.reps[spec.ID]; ok && old.view.State != runtime.StateStopped {
+		r.mu.Unlock()
+		return fmt.Errorf("replica %s: already running", spec.ID)
+	}
+	rep := &replica{
+		spec:    spec,
+		logPath: filepath.Join(r.opts.LogDir, spec.ID+".log"),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	rep.view = runtime.Replica{Spec: spec, State: runtime.StateStarting, Message: "launching", Since: r.opts.Clock.Now()}
+	r.reps[spec.ID] = rep
+	r.publishLocked(rep.view)
+	r.mu.Unlock()
+	go r.supervise(rep)
+	return nil
+}
+
+// Stop terminates the replica (SIGTERM, then SIGKILL after StopGrace) and
+// returns once its process has exited or ctx is done. Unknown and already
+// stopped ids are not an error.
+func (r *Runtime) Stop(ctx context.Context, id string) error {
+	r.mu.Lock()
+	rep, ok := r.reps[id]
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	rep.stopOnce.Do(func() { close(rep.stop) })
+	select {
+	case <-rep.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop replica %s: %w", id, ctx.Err())
+	}
+}
+
+// Get returns the replica's current view.
+func (r *Runtime) Get(id string) (runtime.Replica, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rep, ok := r.reps[id]
+	if !ok {
+		return runtime.Replica{}, fmt.Errorf("replica %s: %w", id, runtime.ErrNotFound)
+	}
+	return rep.view, nil
+}
+
+// List returns every replica (Stopped ones included), sorted by id.
+func (r *Runtime) List() []runtime.Replica {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]runtime.Replica, 0, len(r.reps))
+	for _, rep := range r.reps {
+		out = append(out, rep.view)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec.ID < out[j].Spec.ID })
+	return out
+}
+
+// Subscribe calls fn, serialised, on every later state change until ctx is done.
+func (r *Runtime) Subscribe(ctx context.Context, fn func(runtime.Replica)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var s *subscriber
+	s = newSubscriber(ctx, fn, func() {
+		r.mu.Lock()
+		delete(r.subs, s)
+		r.mu.Unlock()
+	})
+	r.subs[s] = struct{}{}
+}
+
+// Close stops every replica and refuses later Starts.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	ids := make([]string, 0, len(r.reps))
+	for id := range r.reps {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	errs := make(chan error, len(ids))
+	for _, id := range ids {
+		go func() { errs <- r.Stop(ctx, id) }()
+	}
+	var all []error
+	for range ids {
+		if err := <-errs; err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+func (r *Runtime) publishLocked(v runtime.Replica) {
+	for s := range r.subs {
+		s.push(v)
+	}
+}
+
+// update applies fn to the replica's view and publishes the result.
+func (r *Runtime) update(rep *replica, fn func(v *runtime.Replica)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	before := rep.view.State
+	fn(&rep.view)
+	if rep.view.State != before {
+		rep.view.Since = r.opts.Clock.Now()
+	}
+	r.publishLocked(rep.view)
+}
+
+func (r *Runtime) setState(rep *replica, st runtime.State, msg string) {
+	r.update(rep, func(v *runtime.Replica) { v.State, v.Message = st, msg })
+}
+
+// outcome is how one process run ended.
+type outcome struct {
+	stopped    bool   // ended because Stop was called
+	wasHealthy bool   // it reached Healthy before failing
+	msg        string // why it failed
+}
+
+// supervise runs the replica until Stop, restarting it with backoff.
+func (r *Runtime) supervise(rep *replica) {
+	defer close(rep.done)
+	log := r.log.With("replica", rep.spec.ID, "endpoint", rep.spec.Endpoint, "variant", rep.spec.Variant)
+	failures := 0
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			r.update(rep, func(v *runtime.Replica) {
+				v.Restarts++
+				v.State, v.Message, v.Addr = runtime.StateStarting, "restarting", ""
+			})
+		}
+		out := r.runOnce(rep, log, attempt)
+		if out.stopped {
+			r.update(rep, func(v *runtime.Replica) { v.State, v.Message, v.Addr = runtime.StateStopped, "stopped", "" })
+			log.Info("replica stopped")
+			return
+		}
+		if out.wasHealthy {
+			failures = 0
+		}
+		failures++
+		delay := backoff(failures, r.opts.MaxBackoff)
+		log.Warn("replica failed; restarting after backoff", "reason", out.msg, "backoff", delay)
+		r.setState(rep, runtime.StateFailed, out.msg)
+		t := r.opts.Clock.NewTimer(delay)
+		select {
+		case <-rep.stop:
+			t.Stop()
+			r.update(rep, func(v *runtime.Replica) { v.State, v.Message, v.Addr = runtime.StateStopped, "stopped", "" })
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// backoff is 100ms·2^(n-1), capped.
+func backoff(n int, maxDelay time.Duration) time.Duration {
+	d := initialBackoff
+	for i := 1; i < n && d < maxDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxDelay)
+}
+
+// runOnce launches the process and watches it until it ends, fails, or is stopped.
+func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
+	logf, err := os.OpenFile(rep.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return outcome{msg: fmt.Sprintf("open log %s: %v", rep.logPath, err)}
+	}
+	defer logf.Close()
+	args := r.args(rep.spec)
+	fmt.Fprintf(logf, "--- capstan: launch attempt %d at %s: %s %s\n", attempt+1,
+		r.opts.Clock.Now().UTC().Format(time.RFC3339Nano), r.opts.Binary, strings.Join(args, " "))
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return outcome{msg: fmt.Sprintf("pipe: %v", err)}
+	}
+	cmd := exec.Command(r.opts.Binary, args...)
+	cmd.Env = os.Environ()
+	for k, v := range rep.spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = pw, logf
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return outcome{msg: fmt.Sprintf("launch %s: %v (log: %s)", r.opts.Binary, err, rep.logPath)}
+	}
+	pw.Close()
+	pid := cmd.Process.Pid
+	log.Info("replica launched", "pid", pid, "attempt", attempt+1, "log", rep.logPath)
+
+	announce := make(chan string, 1)
+	go copyStdout(pr, logf, announce)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-rep.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	// kill ends the run: SIGTERM the group, SIGKILL after the grace period.
+	kill := func(graceful bool) {
+		if graceful {
+			_ = syscall.Kill(-pid, syscall.SIGTERM)
+			t := r.opts.Clock.NewTimer(r.opts.StopGrace)
+			select {
+			case <-exited:
+				t.Stop()
+				_ = syscall.Kill(-pid, syscall.SIGKILL) // stragglers in the group
+				return
+			case <-t.C():
+				log.Warn("replica ignored SIGTERM; killing", "grace", r.opts.StopGrace)
+			}
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-exited
+	}
+
+	// The start timeout is counted in health-check periods rather than with
+	// one long timer: a dev clock jumped forward by a week fires a timer at
+	// once and would kill every replica that is still loading, while a
+	// ticker jumped over fires once.
+	maxStartTicks := max(1, int((r.opts.StartTimeout+r.opts.HealthInterval-1)/r.opts.HealthInterval))
+	startTicks := 0
+	ticker := r.opts.Clock.NewTicker(r.opts.HealthInterval)
+	defer func() { ticker.Stop() }()
+	addr := ""
+	healthy := false
+	fails := 0
+	for {
+		select {
+		case <-rep.stop:
+			kill(true)
+			return outcome{stopped: true}
+		case err := <-exited:
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			return outcome{wasHealthy: healthy, msg: fmt.Sprintf("engine %s (log: %s)", exitText(err), rep.logPath)}
+		case a, ok := <-announce:
+			if !ok {
+				announce = nil // stdout closed; exit is reported by the exited case
+				continue
+			}
+			addr = a
+			r.update(rep, func(v *runtime.Replica) { v.Addr, v.Message = a, "waiting for /health" })
+		case <-ticker.C():
+			var err error = errNotAnnounced
+			if addr != "" {
+				err = r.check(ctx, addr)
+			}
+			switch {
+			case err == nil && !healthy:
+				healthy, fails = true, 0
+				ticker.Stop()
+				ticker = r.opts.Clock.NewTicker(r.opts.HealthyInterval)
+				r.setState(rep, runtime.StateHealthy, "")
+				log.Info("replica healthy", "addr", addr)
+			case err == nil:
+				fails = 0
+			case ctx.Err() != nil:
+				// Being stopped; the stop case handles it.
+			case !healthy:
+				if startTicks++; startTicks >= maxStartTicks {
+					kill(false)
+					return outcome{msg: fmt.Sprintf("not healthy within %v, last: %v (log: %s)", r.opts.StartTimeout, err, rep.logPath)}
+				}
+			default:
+				fails++
+				if fails >= r.opts.UnhealthyThreshold {
+					kill(true)
+					return outcome{wasHealthy: true, msg: fmt.Sprintf("unhealthy: %d consecutive failed health checks, last: %v (log: %s)", fails, err, rep.logPath)}
+				}
+			}
+		}
+	}
+}
+
+var errNotAnnounced = errors.New("no announce line (\"" + announcePrefix + "HOST:PORT\") on stdout yet")
+
+// check GETs /health; only 200 counts as healthy.
+func (r *Runtime) check(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/health answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// copyStdout copies the engine's stdout into its log and sends the address
+// from the first announce line.
+func copyStdout(pr *os.File, logf *os.File, announce chan<- string) {
+	defer pr.Close()
+	defer close(announce)
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	found := false
+	for sc.Scan() {
+		line := sc.Text()
+		_, _ = logf.WriteString(line + "\n")
+		if !found {
+			if i := strings.Index(line, announcePrefix); i >= 0 {
+				found = true
+				announce <- strings.TrimRight(strings.TrimSpace(line[i+len(announcePrefix):]), "/")
+			}
+		}
+	}
+	// Drain anything after a scanner error so the child never blocks on a full pipe.
+	_, _ = io.Copy(logf, pr)
+}
+
+func exitText(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return "exited: " + ee.ProcessState.String()
+	}
+	if err == nil {
+		return "exited: exit status 0"
+	}
+	return "wait failed: " + err.Error()
+}

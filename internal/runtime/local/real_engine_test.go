@@ -1,0 +1,53 @@
+package local_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/runtime/local"
+	"github.com/capstan-dev/capstan/internal/testutil"
+)
+
+// TestRealEngine runs the real `capstan engine sim` under the runtime: the
+// announce line, /health, a crash (--crash-after-requests) reported as
+// Failed with the exit status, and the restart that follows.
+func TestRealEngine(t *testing.T) {
+	bin := testutil.CapstanBinary(t)
+	rt, _ := newRuntime(t, func(o *local.Options) {
+		o.Binary = bin
+		o.HealthInterval = 20 * time.Millisecond
+		o.HealthyInterval = 100 * time.Millisecond
+	})
+	ev := subscribe(t, rt)
+	s := spec("real.AllTraffic.0", "--crash-after-requests=1", "--startup-delay=200ms")
+	s.ServedModelName = "served-name"
+	if err := rt.Start(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	h := ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
+	resp, err := http.Post("http://"+h.Addr+"/invocations", "application/json",
+		strings.NewReader(`{"inputs":"hello","parameters":{"max_new_tokens":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "generated_text") {
+		t.Fatalf("engine answered %d %s", resp.StatusCode, body)
+	}
+	f := ev.waitFor(t, s.ID, "Failed", state(runtime.StateFailed))
+	if !strings.Contains(f.Message, "exit status") || !strings.Contains(f.Message, s.ID+".log") {
+		t.Fatalf("failure message %q", f.Message)
+	}
+	again := ev.waitFor(t, s.ID, "Healthy after restart", func(r runtime.Replica) bool {
+		return r.State == runtime.StateHealthy && r.Restarts == 1
+	})
+	if again.Addr == "" {
+		t.Fatal("restarted replica has no address")
+	}
+}

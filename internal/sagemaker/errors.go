@@ -1,0 +1,133 @@
+package sagemaker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/fleet"
+)
+
+// Wire error codes.
+const (
+	CodeValidation       = "ValidationException"
+	CodeLimitExceeded    = "ResourceLimitExceeded"
+	CodeUnknownOperation = "UnknownOperationException"
+	CodeSerialization    = "SerializationException"
+	CodeInternal         = "InternalFailure"
+	CodeTooLarge         = "RequestEntityTooLarge"
+)
+
+// wireError is an error already in the protocol's terms.
+type wireError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *wireError) Error() string { return e.Code + ": " + e.Message }
+
+func newWireError(status int, code, format string, a ...any) *wireError {
+	return &wireError{Status: status, Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// violation is one failed constraint, worded as SageMaker words it.
+type violation struct {
+	Value      string
+	Path       string
+	Constraint string
+}
+
+// validationError collects violations; its message is SageMaker's
+// "N validation error(s) detected: ..." line.
+type validationError struct{ v []violation }
+
+func (e *validationError) add(value any, path, constraint string) {
+	e.v = append(e.v, violation{fmt.Sprint(value), path, constraint})
+}
+
+func (e *validationError) err() error {
+	if len(e.v) == 0 {
+		return nil
+	}
+	return e
+}
+
+func (e *validationError) Error() string {
+	parts := make([]string, len(e.v))
+	for i, v := range e.v {
+		if v.Constraint == "Member must not be null" {
+			parts[i] = fmt.Sprintf("Value null at '%s' failed to satisfy constraint: %s", v.Path, v.Constraint)
+			continue
+		}
+		parts[i] = fmt.Sprintf("Value '%s' at '%s' failed to satisfy constraint: %s", v.Value, v.Path, v.Constraint)
+	}
+	noun := "error"
+	if len(parts) > 1 {
+		noun = "errors"
+	}
+	return fmt.Sprintf("%d validation %s detected: %s", len(parts), noun, strings.Join(parts, "; "))
+}
+
+// toWire maps any error to its wire form. It is the only place that does so
+// for the control API.
+func (a *API) toWire(err error) *wireError {
+	var we *wireError
+	if errors.As(err, &we) {
+		return we
+	}
+	var ve *validationError
+	if errors.As(err, &ve) {
+		return &wireError{http.StatusBadRequest, CodeValidation, ve.Error()}
+	}
+	var le *fleet.LimitError
+	if errors.As(err, &le) {
+		return newWireError(http.StatusBadRequest, CodeLimitExceeded,
+			"The account-level service limit '%s for endpoint usage' is %d Instances, with current utilization of %d Instances and a request delta of %d Instances. Please use AWS Service Quotas to request an increase for this quota. If AWS Service Quotas is not available, contact AWS support to request an increase for this quota.",
+			le.InstanceType, le.Total, le.Total-le.Available, le.Requested)
+	}
+	if e, ok := endpoint.AsError(err); ok {
+		arn := a.arn(e.Resource, e.Name)
+		switch e.Kind {
+		case endpoint.ErrNotFound:
+			return newWireError(http.StatusBadRequest, CodeValidation, "Could not find %s %q.", e.Resource, arn)
+		case endpoint.ErrAlreadyExists:
+			return newWireError(http.StatusBadRequest, CodeValidation, "Cannot create already existing %s %q.", e.Resource, arn)
+		case endpoint.ErrInProgress:
+			return newWireError(http.StatusBadRequest, CodeValidation, "Cannot update in-progress endpoint %q.", arn)
+		case endpoint.ErrFailedState:
+			return newWireError(http.StatusBadRequest, CodeValidation, "Cannot update endpoint %q because it is in Failed status. Only DeleteEndpoint is allowed on a Failed endpoint.", arn)
+		default:
+			return newWireError(http.StatusBadRequest, CodeValidation, "%s", e.Message)
+		}
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &se) || errors.As(err, &te) {
+		return newWireError(http.StatusBadRequest, CodeSerialization, "Could not parse the request body: %v", err)
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return newWireError(http.StatusRequestEntityTooLarge, CodeTooLarge, "Request body is larger than the limit of %d bytes.", mbe.Limit)
+	}
+	return newWireError(http.StatusInternalServerError, CodeInternal, "An internal error occurred.")
+}
+
+// writeError sends err as an awsJson1_1 error: __type in the body and the
+// X-Amzn-ErrorType header, since botocore reads one and the Go SDK the other.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, op string, err error) {
+	we := a.toWire(err)
+	if we.Status >= 500 {
+		a.log.Error("control API internal error", "op", op, "err", err)
+	} else {
+		a.log.Debug("control API error", "op", op, "code", we.Code, "message", we.Message)
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("X-Amzn-ErrorType", we.Code)
+	w.WriteHeader(we.Status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"__type": we.Code, "message": we.Message})
+}

@@ -1,0 +1,191 @@
+package sagemaker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/capstan-dev/capstan/internal/endpoint"
+)
+
+type createEndpointConfigInput struct {
+	EndpointConfigName     *string            `json:"EndpointConfigName"`
+	ProductionVariants     []endpoint.Variant `json:"ProductionVariants"`
+	DataCaptureConfig      json.RawMessage    `json:"DataCaptureConfig"`
+	AsyncInferenceConfig   json.RawMessage    `json:"AsyncInferenceConfig"`
+	KmsKeyId               string             `json:"KmsKeyId"`
+	ExecutionRoleArn       string             `json:"ExecutionRoleArn"`
+	EnableNetworkIsolation bool               `json:"EnableNetworkIsolation"`
+	Tags                   []endpoint.Tag     `json:"Tags"`
+}
+
+func (a *API) validateVariant(ve *validationError, v *endpoint.Variant, count *int, i int) {
+	p := fmt.Sprintf("productionVariants.%d.member", i+1)
+	vn := &v.VariantName
+	if v.VariantName == "" {
+		vn = nil
+	}
+	ve.name(vn, p+".variantName", patResourceName, patResourceNameText)
+	mn := &v.ModelName
+	if v.ModelName == "" {
+		mn = nil
+	}
+	ve.name(mn, p+".modelName", patModelName, patModelNameText)
+	if v.ServerlessConfig != nil {
+		ve.add("ServerlessConfig", p+".serverlessConfig", "Serverless inference is not supported by capstan; use InstanceType and InitialInstanceCount")
+		return
+	}
+	if ve.required(v.InstanceType != "", p+".instanceType") {
+		if _, err := a.opts.Catalog.InstanceType(v.InstanceType); err != nil {
+			ve.add(v.InstanceType, p+".instanceType", "Member must satisfy enum value set: ["+strings.Join(a.opts.Catalog.InstanceTypeNames(), ", ")+"]")
+		}
+	}
+	if ve.required(count != nil, p+".initialInstanceCount") {
+		ve.minInt(count, 1, p+".initialInstanceCount")
+	}
+	ve.minFloat(v.InitialVariantWeight, 0, p+".initialVariantWeight")
+	if v.RoutingConfig != nil {
+		ve.enum(v.RoutingConfig.RoutingStrategy, p+".routingConfig.routingStrategy", "LEAST_OUTSTANDING_REQUESTS", "RANDOM")
+	}
+	ve.minInt(v.VolumeSizeInGB, 1, p+".volumeSizeInGB")
+	ve.maxInt(v.VolumeSizeInGB, 512, p+".volumeSizeInGB")
+	for _, t := range []struct {
+		v    *int
+		name string
+	}{{v.ModelDataDownloadTimeoutInSeconds, "modelDataDownloadTimeoutInSeconds"}, {v.ContainerStartupHealthCheckTimeoutInSeconds, "containerStartupHealthCheckTimeoutInSeconds"}} {
+		ve.minInt(t.v, 60, p+"."+t.name)
+		ve.maxInt(t.v, 3600, p+"."+t.name)
+	}
+	if c := v.CapacityReservationConfig; c != nil {
+		ve.enum(c.CapacityReservationPreference, p+".capacityReservationConfig.capacityReservationPreference", "capacity-reservations-only")
+		if c.MlReservationArn != "" && (len(c.MlReservationArn) < 20 || len(c.MlReservationArn) > 258 || !patReservation.MatchString(c.MlReservationArn)) {
+			ve.add(c.MlReservationArn, p+".capacityReservationConfig.mlReservationArn",
+				`Member must satisfy regular expression pattern: ^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:[a-z0-9\-]{1,14}/.*`)
+		}
+	}
+}
+
+func (a *API) createEndpointConfig(ctx context.Context, body []byte) (any, error) {
+	var in createEndpointConfigInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
+	if ve.required(in.ProductionVariants != nil, "productionVariants") {
+		ve.listLen(len(in.ProductionVariants), 1, 10, "productionVariants")
+	}
+	// A second look at the variants tells an absent InitialInstanceCount from 0.
+	var counts struct {
+		ProductionVariants []struct {
+			InitialInstanceCount *int `json:"InitialInstanceCount"`
+		} `json:"ProductionVariants"`
+	}
+	_ = json.Unmarshal(body, &counts)
+	for i := range in.ProductionVariants {
+		var count *int
+		if i < len(counts.ProductionVariants) {
+			count = counts.ProductionVariants[i].InitialInstanceCount
+		}
+		a.validateVariant(&ve, &in.ProductionVariants[i], count, i)
+	}
+	ve.maxLen(in.KmsKeyId, 2048, "kmsKeyId")
+	ve.tags(in.Tags)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	c, err := a.svc.CreateEndpointConfig(ctx, endpoint.EndpointConfig{Name: *in.EndpointConfigName,
+		ProductionVariants: in.ProductionVariants, DataCaptureConfig: in.DataCaptureConfig,
+		AsyncInferenceConfig: in.AsyncInferenceConfig, KmsKeyId: in.KmsKeyId, ExecutionRoleArn: in.ExecutionRoleArn,
+		EnableNetworkIsolation: in.EnableNetworkIsolation, Tags: in.Tags})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"EndpointConfigArn": a.arn(endpoint.ResConfig, c.Name)}, nil
+}
+
+type variantOut struct {
+	endpoint.Variant
+	InitialVariantWeight float64 `json:"InitialVariantWeight"`
+}
+
+func (a *API) describeEndpointConfig(ctx context.Context, body []byte) (any, error) {
+	var in nameInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	c, err := a.svc.GetEndpointConfig(ctx, *in.EndpointConfigName)
+	if err != nil {
+		return nil, err
+	}
+	vs := make([]variantOut, len(c.ProductionVariants))
+	for i, v := range c.ProductionVariants {
+		vs[i] = variantOut{Variant: v, InitialVariantWeight: v.Weight()}
+	}
+	return struct {
+		EndpointConfigName     string          `json:"EndpointConfigName"`
+		EndpointConfigArn      string          `json:"EndpointConfigArn"`
+		ProductionVariants     []variantOut    `json:"ProductionVariants"`
+		CreationTime           *Epoch          `json:"CreationTime"`
+		DataCaptureConfig      json.RawMessage `json:"DataCaptureConfig,omitempty"`
+		AsyncInferenceConfig   json.RawMessage `json:"AsyncInferenceConfig,omitempty"`
+		KmsKeyId               string          `json:"KmsKeyId,omitempty"`
+		ExecutionRoleArn       string          `json:"ExecutionRoleArn,omitempty"`
+		EnableNetworkIsolation bool            `json:"EnableNetworkIsolation"`
+	}{c.Name, a.arn(endpoint.ResConfig, c.Name), vs, epoch(c.CreationTime), c.DataCaptureConfig,
+		c.AsyncInferenceConfig, c.KmsKeyId, c.ExecutionRoleArn, c.EnableNetworkIsolation}, nil
+}
+
+func (a *API) deleteEndpointConfig(ctx context.Context, body []byte) (any, error) {
+	var in nameInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	return nil, a.svc.DeleteEndpointConfig(ctx, *in.EndpointConfigName)
+}
+
+func (a *API) listEndpointConfigs(ctx context.Context, body []byte) (any, error) {
+	var in listInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := in.validate("Name", "CreationTime"); err != nil {
+		return nil, err
+	}
+	cs, err := a.svc.ListEndpointConfigs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]summary, len(cs))
+	for i, c := range cs {
+		items[i] = summary{Name: c.Name, Arn: a.arn(endpoint.ResConfig, c.Name), CreationTime: Epoch{c.CreationTime}}
+	}
+	page, next, err := in.apply(items)
+	if err != nil {
+		return nil, err
+	}
+	type cfgSummary struct {
+		EndpointConfigName string `json:"EndpointConfigName"`
+		EndpointConfigArn  string `json:"EndpointConfigArn"`
+		CreationTime       Epoch  `json:"CreationTime"`
+	}
+	out := struct {
+		EndpointConfigs []cfgSummary `json:"EndpointConfigs"`
+		NextToken       string       `json:"NextToken,omitempty"`
+	}{EndpointConfigs: []cfgSummary{}, NextToken: next}
+	for _, s := range page {
+		out.EndpointConfigs = append(out.EndpointConfigs, cfgSummary{s.Name, s.Arn, s.CreationTime})
+	}
+	return out, nil
+}

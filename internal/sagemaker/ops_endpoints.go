@@ -1,0 +1,269 @@
+package sagemaker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/capstan-dev/capstan/internal/endpoint"
+)
+
+type createEndpointInput struct {
+	EndpointName       *string        `json:"EndpointName"`
+	EndpointConfigName *string        `json:"EndpointConfigName"`
+	Tags               []endpoint.Tag `json:"Tags"`
+}
+
+func (a *API) createEndpoint(ctx context.Context, body []byte) (any, error) {
+	var in createEndpointInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
+	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
+	ve.tags(in.Tags)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	ep, err := a.svc.CreateEndpoint(ctx, *in.EndpointName, *in.EndpointConfigName, in.Tags)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"EndpointArn": a.arn(endpoint.ResEndpoint, ep.Name)}, nil
+}
+
+type variantStatus struct {
+	Status        string `json:"Status"`
+	StatusMessage string `json:"StatusMessage,omitempty"`
+	StartTime     *Epoch `json:"StartTime,omitempty"`
+}
+
+type variantSummary struct {
+	VariantName          string                  `json:"VariantName"`
+	CurrentWeight        *float64                `json:"CurrentWeight,omitempty"`
+	DesiredWeight        *float64                `json:"DesiredWeight,omitempty"`
+	CurrentInstanceCount *int                    `json:"CurrentInstanceCount,omitempty"`
+	DesiredInstanceCount *int                    `json:"DesiredInstanceCount,omitempty"`
+	InstanceType         string                  `json:"InstanceType,omitempty"`
+	VariantStatus        []variantStatus         `json:"VariantStatus,omitempty"`
+	RoutingConfig        *endpoint.RoutingConfig `json:"RoutingConfig,omitempty"`
+}
+
+type pendingSummary struct {
+	EndpointConfigName string           `json:"EndpointConfigName"`
+	ProductionVariants []variantSummary `json:"ProductionVariants,omitempty"`
+	StartTime          *Epoch           `json:"StartTime,omitempty"`
+}
+
+type describeEndpointOutput struct {
+	EndpointName             string           `json:"EndpointName"`
+	EndpointArn              string           `json:"EndpointArn"`
+	EndpointConfigName       string           `json:"EndpointConfigName,omitempty"`
+	ProductionVariants       []variantSummary `json:"ProductionVariants,omitempty"`
+	EndpointStatus           string           `json:"EndpointStatus"`
+	FailureReason            string           `json:"FailureReason,omitempty"`
+	CreationTime             Epoch            `json:"CreationTime"`
+	LastModifiedTime         Epoch            `json:"LastModifiedTime"`
+	PendingDeploymentSummary *pendingSummary  `json:"PendingDeploymentSummary,omitempty"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// summarize turns one variant's state into its wire summary. serving says the
+// deployment takes traffic (its counts are current); otherwise only desired
+// values are known.
+func summarize(v endpoint.VariantState, serving bool, status string, since *Epoch) variantSummary {
+	s := variantSummary{VariantName: v.Name, DesiredWeight: ptr(v.DesiredWeight), DesiredInstanceCount: ptr(v.DesiredCount)}
+	if v.RoutingStrategy != "" {
+		s.RoutingConfig = &endpoint.RoutingConfig{RoutingStrategy: v.RoutingStrategy}
+	}
+	if serving {
+		s.CurrentWeight = ptr(v.Weight)
+		s.CurrentInstanceCount = ptr(len(v.Replicas))
+		if v.Weight != v.DesiredWeight || len(v.Replicas) != v.DesiredCount {
+			status = "Updating"
+		}
+	} else {
+		s.CurrentWeight = ptr(0.0)
+		s.CurrentInstanceCount = ptr(0)
+		s.InstanceType = ""
+	}
+	if status != "" {
+		s.VariantStatus = []variantStatus{{Status: status, StartTime: since}}
+	}
+	return s
+}
+
+func (a *API) describe(ep endpoint.Endpoint) describeEndpointOutput {
+	out := describeEndpointOutput{EndpointName: ep.Name, EndpointArn: a.arn(endpoint.ResEndpoint, ep.Name),
+		EndpointStatus: ep.Status, FailureReason: ep.FailureReason,
+		CreationTime: Epoch{ep.CreationTime}, LastModifiedTime: Epoch{ep.LastModifiedTime}}
+	switch {
+	case ep.Current != nil:
+		out.EndpointConfigName = ep.Current.ConfigName
+		for _, v := range ep.Current.Variants {
+			status := ""
+			if ep.Status == endpoint.StatusDeleting {
+				status = "Deleting"
+			}
+			out.ProductionVariants = append(out.ProductionVariants, summarize(v, true, status, epoch(v.ChangeStart)))
+		}
+		if ep.Pending != nil {
+			ps := &pendingSummary{EndpointConfigName: ep.Pending.ConfigName, StartTime: epoch(ep.Pending.StartTime)}
+			for _, v := range ep.Pending.Variants {
+				s := summarize(v, false, "Creating", epoch(ep.Pending.StartTime))
+				s.InstanceType = v.InstanceType
+				ps.ProductionVariants = append(ps.ProductionVariants, s)
+			}
+			out.PendingDeploymentSummary = ps
+		}
+	case ep.Pending != nil:
+		out.EndpointConfigName = ep.Pending.ConfigName
+		status := "Creating"
+		if ep.Status == endpoint.StatusDeleting {
+			status = "Deleting"
+		}
+		for _, v := range ep.Pending.Variants {
+			out.ProductionVariants = append(out.ProductionVariants, summarize(v, false, status, epoch(ep.Pending.StartTime)))
+		}
+	}
+	return out
+}
+
+func (a *API) describeEndpoint(ctx context.Context, body []byte) (any, error) {
+	var in nameInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	ep, err := a.svc.GetEndpoint(ctx, *in.EndpointName)
+	if err != nil {
+		return nil, err
+	}
+	return a.describe(ep), nil
+}
+
+type updateEndpointInput struct {
+	EndpointName                     *string `json:"EndpointName"`
+	EndpointConfigName               *string `json:"EndpointConfigName"`
+	RetainAllVariantProperties       bool    `json:"RetainAllVariantProperties"`
+	ExcludeRetainedVariantProperties []any   `json:"ExcludeRetainedVariantProperties"`
+	RetainDeploymentConfig           bool    `json:"RetainDeploymentConfig"`
+}
+
+func (a *API) updateEndpoint(ctx context.Context, body []byte) (any, error) {
+	var in updateEndpointInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
+	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
+	ve.listLen(len(in.ExcludeRetainedVariantProperties), 0, 3, "excludeRetainedVariantProperties")
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	ep, err := a.svc.UpdateEndpoint(ctx, *in.EndpointName, *in.EndpointConfigName)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"EndpointArn": a.arn(endpoint.ResEndpoint, ep.Name)}, nil
+}
+
+type desiredInput struct {
+	VariantName            *string  `json:"VariantName"`
+	DesiredWeight          *float64 `json:"DesiredWeight"`
+	DesiredInstanceCount   *int     `json:"DesiredInstanceCount"`
+	ServerlessUpdateConfig any      `json:"ServerlessUpdateConfig"`
+}
+
+func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
+	var in struct {
+		EndpointName                *string        `json:"EndpointName"`
+		DesiredWeightsAndCapacities []desiredInput `json:"DesiredWeightsAndCapacities"`
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
+	if ve.required(in.DesiredWeightsAndCapacities != nil, "desiredWeightsAndCapacities") {
+		ve.listLen(len(in.DesiredWeightsAndCapacities), 1, 10, "desiredWeightsAndCapacities")
+	}
+	var desired []endpoint.Desired
+	for i, d := range in.DesiredWeightsAndCapacities {
+		p := fmt.Sprintf("desiredWeightsAndCapacities.%d.member", i+1)
+		ve.name(d.VariantName, p+".variantName", patResourceName, patResourceNameText)
+		ve.minFloat(d.DesiredWeight, 0, p+".desiredWeight")
+		ve.minInt(d.DesiredInstanceCount, 0, p+".desiredInstanceCount")
+		if d.ServerlessUpdateConfig != nil {
+			ve.add("ServerlessUpdateConfig", p+".serverlessUpdateConfig", "Serverless inference is not supported by capstan")
+		}
+		if d.VariantName != nil {
+			desired = append(desired, endpoint.Desired{VariantName: *d.VariantName, Weight: d.DesiredWeight, InstanceCount: d.DesiredInstanceCount})
+		}
+	}
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	ep, err := a.svc.UpdateWeightsAndCapacities(ctx, *in.EndpointName, desired)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"EndpointArn": a.arn(endpoint.ResEndpoint, ep.Name)}, nil
+}
+
+func (a *API) deleteEndpoint(ctx context.Context, body []byte) (any, error) {
+	var in nameInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	return nil, a.svc.DeleteEndpoint(ctx, *in.EndpointName)
+}
+
+func (a *API) listEndpoints(ctx context.Context, body []byte) (any, error) {
+	var in listInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := in.validate("Name", "CreationTime", "Status"); err != nil {
+		return nil, err
+	}
+	eps, err := a.svc.ListEndpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]summary, len(eps))
+	for i, ep := range eps {
+		items[i] = summary{Name: ep.Name, Arn: a.arn(endpoint.ResEndpoint, ep.Name), CreationTime: Epoch{ep.CreationTime},
+			Modified: Epoch{ep.LastModifiedTime}, Status: ep.Status}
+	}
+	page, next, err := in.apply(items)
+	if err != nil {
+		return nil, err
+	}
+	type epSummary struct {
+		EndpointName     string `json:"EndpointName"`
+		EndpointArn      string `json:"EndpointArn"`
+		CreationTime     Epoch  `json:"CreationTime"`
+		LastModifiedTime Epoch  `json:"LastModifiedTime"`
+		EndpointStatus   string `json:"EndpointStatus"`
+	}
+	out := struct {
+		Endpoints []epSummary `json:"Endpoints"`
+		NextToken string      `json:"NextToken,omitempty"`
+	}{Endpoints: []epSummary{}, NextToken: next}
+	for _, s := range page {
+		out.Endpoints = append(out.Endpoints, epSummary{s.Name, s.Arn, s.CreationTime, s.Modified, s.Status})
+	}
+	return out, nil
+}

@@ -1,0 +1,162 @@
+package sagemaker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/capstan-dev/capstan/internal/endpoint"
+)
+
+type nameInput struct {
+	ModelName          *string `json:"ModelName"`
+	EndpointConfigName *string `json:"EndpointConfigName"`
+	EndpointName       *string `json:"EndpointName"`
+}
+
+func (e *validationError) tags(tags []endpoint.Tag) {
+	e.listLen(len(tags), 0, 50, "tags")
+	for i, t := range tags {
+		p := fmt.Sprintf("tags.%d.member", i+1)
+		if len(t.Key) < 1 || len(t.Key) > 128 {
+			e.add(t.Key, p+".key", "Member must have length between 1 and 128")
+		}
+		e.maxLen(t.Value, 256, p+".value")
+	}
+}
+
+func (e *validationError) container(c *endpoint.Container, path string) {
+	e.maxLen(c.ContainerHostname, 63, path+".containerHostname")
+	e.maxLen(c.Image, 255, path+".image")
+	e.maxLen(c.ModelDataUrl, 1024, path+".modelDataUrl")
+	e.enum(c.Mode, path+".mode", "SingleModel", "MultiModel")
+	if len(c.Environment) > 100 {
+		e.add(fmt.Sprintf("[%d entries]", len(c.Environment)), path+".environment", "Member must have length less than or equal to 100")
+	}
+}
+
+type createModelInput struct {
+	ModelName                *string              `json:"ModelName"`
+	PrimaryContainer         *endpoint.Container  `json:"PrimaryContainer"`
+	Containers               []endpoint.Container `json:"Containers"`
+	ExecutionRoleArn         string               `json:"ExecutionRoleArn"`
+	EnableNetworkIsolation   bool                 `json:"EnableNetworkIsolation"`
+	InferenceExecutionConfig json.RawMessage      `json:"InferenceExecutionConfig"`
+	VpcConfig                json.RawMessage      `json:"VpcConfig"`
+	Tags                     []endpoint.Tag       `json:"Tags"`
+}
+
+func (a *API) createModel(ctx context.Context, body []byte) (any, error) {
+	var in createModelInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.ModelName, "modelName", patModelName, patModelNameText)
+	ve.listLen(len(in.Containers), 0, 15, "containers")
+	if in.PrimaryContainer != nil {
+		ve.container(in.PrimaryContainer, "primaryContainer")
+	}
+	for i := range in.Containers {
+		ve.container(&in.Containers[i], fmt.Sprintf("containers.%d.member", i+1))
+	}
+	ve.maxLen(in.ExecutionRoleArn, 2048, "executionRoleArn")
+	ve.tags(in.Tags)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	m, err := a.svc.CreateModel(ctx, endpoint.Model{Name: *in.ModelName, PrimaryContainer: in.PrimaryContainer,
+		Containers: in.Containers, ExecutionRoleArn: in.ExecutionRoleArn, EnableNetworkIsolation: in.EnableNetworkIsolation,
+		InferenceExecutionConfig: in.InferenceExecutionConfig, VpcConfig: in.VpcConfig, Tags: in.Tags})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"ModelArn": a.arn(endpoint.ResModel, m.Name)}, nil
+}
+
+type describeModelOutput struct {
+	ModelName                string               `json:"ModelName"`
+	ModelArn                 string               `json:"ModelArn"`
+	CreationTime             *Epoch               `json:"CreationTime"`
+	PrimaryContainer         *endpoint.Container  `json:"PrimaryContainer,omitempty"`
+	Containers               []endpoint.Container `json:"Containers,omitempty"`
+	ExecutionRoleArn         string               `json:"ExecutionRoleArn,omitempty"`
+	EnableNetworkIsolation   bool                 `json:"EnableNetworkIsolation"`
+	InferenceExecutionConfig json.RawMessage      `json:"InferenceExecutionConfig,omitempty"`
+	VpcConfig                json.RawMessage      `json:"VpcConfig,omitempty"`
+}
+
+func (a *API) describeModel(ctx context.Context, body []byte) (any, error) {
+	var in nameInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.ModelName, "modelName", patModelName, patModelNameText)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	m, err := a.svc.GetModel(ctx, *in.ModelName)
+	if err != nil {
+		return nil, err
+	}
+	return describeModelOutput{ModelName: m.Name, ModelArn: a.arn(endpoint.ResModel, m.Name), CreationTime: epoch(m.CreationTime),
+		PrimaryContainer: m.PrimaryContainer, Containers: m.Containers, ExecutionRoleArn: m.ExecutionRoleArn,
+		EnableNetworkIsolation: m.EnableNetworkIsolation, InferenceExecutionConfig: m.InferenceExecutionConfig, VpcConfig: m.VpcConfig}, nil
+}
+
+func (a *API) deleteModel(ctx context.Context, body []byte) (any, error) {
+	var in nameInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.name(in.ModelName, "modelName", patModelName, patModelNameText)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	return nil, a.svc.DeleteModel(ctx, *in.ModelName)
+}
+
+type summary struct {
+	Name         string
+	Arn          string
+	CreationTime Epoch
+	Modified     Epoch
+	Status       string
+}
+
+func (a *API) listModels(ctx context.Context, body []byte) (any, error) {
+	var in listInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := in.validate("Name", "CreationTime"); err != nil {
+		return nil, err
+	}
+	ms, err := a.svc.ListModels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]summary, len(ms))
+	for i, m := range ms {
+		items[i] = summary{Name: m.Name, Arn: a.arn(endpoint.ResModel, m.Name), CreationTime: Epoch{m.CreationTime}}
+	}
+	page, next, err := in.apply(items)
+	if err != nil {
+		return nil, err
+	}
+	type modelSummary struct {
+		ModelName    string `json:"ModelName"`
+		ModelArn     string `json:"ModelArn"`
+		CreationTime Epoch  `json:"CreationTime"`
+	}
+	out := struct {
+		Models    []modelSummary `json:"Models"`
+		NextToken string         `json:"NextToken,omitempty"`
+	}{Models: []modelSummary{}, NextToken: next}
+	for _, s := range page {
+		out.Models = append(out.Models, modelSummary{s.Name, s.Arn, s.CreationTime})
+	}
+	return out, nil
+}

@@ -1,0 +1,148 @@
+package runtimeapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/capstan-dev/capstan/internal/gateway"
+)
+
+// Wire error codes of the SageMaker Runtime (reference §3.3).
+const (
+	codeValidation         = "ValidationError"
+	codeModel              = "ModelError"
+	codeInternalFailure    = "InternalFailure"
+	codeServiceUnavailable = "ServiceUnavailable"
+	codeUnknownOperation   = "UnknownOperationException"
+)
+
+// maxMessage is the modelled limit on an error Message.
+const maxMessage = 2048
+
+// requestError is an error the handler detected itself, already classified.
+type requestError struct {
+	code    string
+	status  int
+	message string
+}
+
+func (e *requestError) Error() string { return e.code + ": " + e.message }
+
+func validationErrorf(format string, args ...any) error {
+	return &requestError{codeValidation, http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// modelError is an engine error response (4xx/5xx from the replica).
+type modelError struct {
+	variant string
+	status  int
+	body    string
+}
+
+func (e *modelError) Error() string {
+	return fmt.Sprintf("model %s answered %d: %s", e.variant, e.status, e.body)
+}
+
+// wireError is one runtime error as it goes on the wire.
+type wireError struct {
+	status int
+	code   string
+	body   wireBody
+}
+
+type wireBody struct {
+	Message            string `json:"Message"`
+	OriginalStatusCode *int   `json:"OriginalStatusCode,omitempty"`
+	OriginalMessage    string `json:"OriginalMessage,omitempty"`
+	LogStreamArn       string `json:"LogStreamArn,omitempty"`
+}
+
+// errContext is what toWire needs to word messages.
+type errContext struct {
+	endpoint  string
+	variant   string // the requested target variant, if any
+	accountID string
+	region    string
+}
+
+func (c errContext) logGroup() string { return "/aws/sagemaker/Endpoints/" + c.endpoint }
+
+func (c errContext) logStreamArn() string {
+	return fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s", c.region, c.accountID, c.logGroup())
+}
+
+// toWire maps any error from this package or the gateway to the runtime's
+// wire error. It is the only place that decides codes and statuses.
+func toWire(err error, c errContext) wireError {
+	var re *requestError
+	var me *modelError
+	var ue *gateway.UnavailableError
+	switch {
+	case errors.As(err, &re):
+		return wireError{re.status, re.code, wireBody{Message: re.message}}
+	case errors.Is(err, gateway.ErrUnknownEndpoint):
+		return wireError{http.StatusBadRequest, codeValidation,
+			wireBody{Message: fmt.Sprintf("Endpoint %s of account %s not found.", c.endpoint, c.accountID)}}
+	case errors.Is(err, gateway.ErrUnknownVariant):
+		return wireError{http.StatusBadRequest, codeValidation,
+			wireBody{Message: fmt.Sprintf("Target variant %s is not a production variant of endpoint %s.", c.variant, c.endpoint)}}
+	case errors.As(err, &ue):
+		return wireError{http.StatusFailedDependency, codeModel,
+			wireBody{Message: ue.Message, LogStreamArn: c.logStreamArn()}}
+	case errors.As(err, &me):
+		kind := "client"
+		if me.status >= 500 {
+			kind = "server"
+		}
+		status := me.status
+		suffix := fmt.Sprintf(". See https://%s.console.aws.amazon.com/cloudwatch/home?region=%s#logEventViewer:group=%s in account %s for more information.",
+			c.region, c.region, c.logGroup(), c.accountID)
+		prefix := fmt.Sprintf("Received %s error (%d) from %s with message \"", kind, me.status, me.variant)
+		orig := truncate(me.body, maxMessage-len(prefix)-len(suffix)-1)
+		return wireError{http.StatusFailedDependency, codeModel, wireBody{
+			Message:            prefix + orig + "\"" + suffix,
+			OriginalStatusCode: &status,
+			OriginalMessage:    truncate(me.body, maxMessage),
+			LogStreamArn:       c.logStreamArn(),
+		}}
+	case errors.Is(err, gateway.ErrNoBackend):
+		return wireError{http.StatusServiceUnavailable, codeServiceUnavailable,
+			wireBody{Message: fmt.Sprintf("Endpoint %s has no instance available to serve the request. Try again later.", c.endpoint)}}
+	case errors.Is(err, context.DeadlineExceeded):
+		return wireError{http.StatusServiceUnavailable, codeServiceUnavailable,
+			wireBody{Message: "The request timed out before the model answered."}}
+	default:
+		return wireError{http.StatusInternalServerError, codeInternalFailure,
+			wireBody{Message: "An internal error occurred while processing the request."}}
+	}
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if n < 0 {
+		n = 0
+	}
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func writeWire(w http.ResponseWriter, we wireError) {
+	body, _ := json.Marshal(we.body)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Amzn-ErrorType", we.code)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(we.status)
+	_, _ = w.Write(body)
+}

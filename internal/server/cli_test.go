@@ -1,0 +1,64 @@
+package server
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/capstan-dev/capstan/internal/testutil"
+)
+
+// TestServeRefusesUnsafeOrBadConfig: the binary exits with a clear error
+// before listening.
+func TestServeRefusesUnsafeOrBadConfig(t *testing.T) {
+	bin := testutil.CapstanBinary(t)
+	dir := t.TempDir()
+	badYAML := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badYAML, []byte("listen: 127.0.0.1:0\nfleet: {ml.nope: {a: 1}}\nbogus: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"non-loopback without credentials", []string{"--listen", "0.0.0.0:0"}, []string{"listen:", "--insecure-listen-any"}},
+		{"unknown config field", []string{"--config", badYAML}, []string{"bogus"}},
+		{"bad time scale", []string{"--listen", "127.0.0.1:0", "--engine-time-scale", "-1"}, []string{"engine.timeScale"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--data-dir", filepath.Join(dir, tc.name)}, tc.args...)
+			out, err := exec.Command(bin, args...).CombinedOutput()
+			if err == nil {
+				t.Fatalf("serve succeeded: %s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Fatalf("output %q does not mention %q", out, w)
+				}
+			}
+		})
+	}
+}
+
+func TestClockCommand(t *testing.T) {
+	bin := testutil.CapstanBinary(t)
+	dev := startServe(t, filepath.Join(t.TempDir(), "dev"), "--dev-clock")
+	out, err := exec.Command(bin, "clock", "advance", "168h", "--server", dev.url).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "offset 168h0m0s") {
+		t.Fatalf("clock advance: %v %s", err, out)
+	}
+	t.Setenv("CAPSTAN_SERVER", dev.url)
+	out, err = exec.Command(bin, "clock", "now").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "offset 168h0m0s") {
+		t.Fatalf("clock now via CAPSTAN_SERVER: %v %s", err, out)
+	}
+	plain := startServe(t, filepath.Join(t.TempDir(), "plain"))
+	out, err = exec.Command(bin, "clock", "advance", "1h", "--server", plain.url).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--dev-clock") {
+		t.Fatalf("clock on a server without --dev-clock: %v %s", err, out)
+	}
+}

@@ -1,0 +1,263 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/sagemaker"
+	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+// RuntimeFactory builds the replica runtime once the server knows its clock,
+// logger and data dir.
+type RuntimeFactory func(clk clock.Clock, log *slog.Logger, replicaDir string) (runtime.Runtime, error)
+
+// RuntimeAPIFactory builds the SageMaker runtime API handler over the gateway.
+type RuntimeAPIFactory func(gw *gateway.Gateway, log *slog.Logger) http.Handler
+
+// Options are everything Run needs besides the config.
+type Options struct {
+	Config     config.Config // defaulted and validated by the caller
+	Logger     *slog.Logger
+	Stdout     io.Writer // receives the "capstan serving on" line
+	Runtime    RuntimeFactory
+	RuntimeAPI RuntimeAPIFactory // nil: /endpoints/ answers 404
+	// Resync overrides the controller's resync period (tests).
+	Resync time.Duration
+}
+
+// Server is a running capstan serve.
+type Server struct {
+	Addr    string
+	Clock   clock.Clock
+	Gateway *gateway.Gateway
+	Service *endpoint.Service
+
+	cfg      config.Config
+	log      *slog.Logger
+	store    *store.Store
+	rt       runtime.Runtime
+	ctrl     *endpoint.Controller
+	http     *http.Server
+	ln       net.Listener
+	cancel   context.CancelFunc
+	ctrlDone chan struct{}
+	once     sync.Once
+}
+
+// Start opens the store, starts the runtime, controller and listener, prints
+// the serving line and returns. Stop (or ctx's end) shuts everything down.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	cfg := o.Config
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cat := catalog.Default()
+	var clk clock.Clock = clock.Real{}
+	if cfg.DevClock {
+		clk = clock.NewDev()
+	}
+	st, err := store.Open(filepath.Join(cfg.DataDir, "capstan.db"), 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := o.Runtime(clk, log, filepath.Join(cfg.DataDir, "replicas"))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gw := gateway.New(gateway.Options{Clock: clk, Logger: log, Registerer: reg})
+	fl := fleet.New(cfg.FleetCapacity(cat))
+	svc := endpoint.NewService(st, fl, cat, clk, log)
+	reg.MustRegister(newStatusCollector(svc))
+	args := append([]string{fmt.Sprintf("--time-scale=%g", cfg.Engine.TimeScale)}, cfg.Engine.Args...)
+	ctrl := endpoint.NewController(st, fl, rt, routerAdapter{gw}, clk, log, endpoint.Options{
+		EngineArgs: args, StartTimeout: cfg.Endpoints.StartTimeout.Duration,
+		DrainTimeout: cfg.Endpoints.DrainTimeout.Duration, Resync: o.Resync})
+
+	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log})
+	var control, runtimeH http.Handler = api, http.NotFoundHandler()
+	if o.RuntimeAPI != nil {
+		runtimeH = o.RuntimeAPI(gw, log)
+	}
+	if len(cfg.Credentials) > 0 {
+		secrets := map[string]string{}
+		for _, c := range cfg.Credentials {
+			secrets[c.AccessKeyID] = c.SecretAccessKey
+		}
+		v := &sigv4.Verifier{Secrets: secrets, Clock: clock.Real{}, MaxBodyBytes: 8 << 20}
+		control, runtimeH = v.Middleware(control), v.Middleware(runtimeH)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", control)
+	mux.Handle("/endpoints/", runtimeH)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.Handle("/_capstan/clock", clockHandler(clk))
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		st.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, cfg: cfg, log: log, store: st, rt: rt,
+		ctrl: ctrl, ln: ln, cancel: cancel, ctrlDone: make(chan struct{}),
+		http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	go func() {
+		defer close(s.ctrlDone)
+		ctrl.Run(cctx)
+	}()
+	go func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http serve", "err", err)
+		}
+	}()
+	if o.Stdout != nil {
+		fmt.Fprintf(o.Stdout, "capstan serving on http://%s\n", s.Addr)
+	}
+	log.Info("capstan serving", "addr", s.Addr, "dataDir", cfg.DataDir, "devClock", cfg.DevClock, "sigv4", len(cfg.Credentials) > 0)
+	go func() {
+		<-ctx.Done()
+		s.Stop(context.Background())
+	}()
+	return s, nil
+}
+
+// Stop shuts down gracefully: no new requests, in-flight ones finish (bounded
+// by ctx), the controller stops, every replica stops, the store closes. The
+// stored endpoints are untouched, so a restart brings them back.
+func (s *Server) Stop(ctx context.Context) {
+	s.once.Do(func() {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		_ = s.http.Shutdown(sctx)
+		s.cancel()
+		<-s.ctrlDone
+		if err := s.rt.Close(sctx); err != nil {
+			s.log.Warn("stop replicas", "err", err)
+		}
+		if err := s.store.Close(); err != nil {
+			s.log.Warn("close store", "err", err)
+		}
+		s.log.Info("capstan stopped")
+	})
+}
+
+// routerAdapter lets the controller drive the gateway through its own types.
+type routerAdapter struct{ gw *gateway.Gateway }
+
+var (
+	_ endpoint.Router      = routerAdapter{}
+	_ endpoint.Allocator   = (*fleet.Fleet)(nil)
+	_ prometheus.Collector = (*statusCollector)(nil)
+)
+
+func (r routerAdapter) SetRoute(rt endpoint.Route) {
+	gr := gateway.Route{Endpoint: rt.Endpoint, Unavailable: rt.Unavailable}
+	for _, v := range rt.Variants {
+		gv := gateway.VariantRoute{Name: v.Name, Weight: v.Weight, RoutingStrategy: v.RoutingStrategy}
+		for _, b := range v.Backends {
+			gv.Backends = append(gv.Backends, gateway.Backend{ID: b.ID, Addr: b.Addr})
+		}
+		gr.Variants = append(gr.Variants, gv)
+	}
+	r.gw.SetRoute(gr)
+}
+
+func (r routerAdapter) DeleteRoute(ep string) { r.gw.DeleteRoute(ep) }
+
+func (r routerAdapter) Drain(ctx context.Context, id string) error { return r.gw.Drain(ctx, id) }
+
+// clockHandler serves the dev-clock admin call: GET reads the server's time,
+// POST {"advance":"168h"} moves it forward. Without --dev-clock it answers 404
+// with a message saying how to turn it on.
+func clockHandler(clk clock.Clock) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		reply := func(status int, v any) {
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(v)
+		}
+		dev, ok := clk.(*clock.Dev)
+		if !ok {
+			reply(http.StatusNotFound, map[string]string{"message": "the dev clock is off; start capstan serve with --dev-clock to move time"})
+			return
+		}
+		switch r.Method {
+		case http.MethodGet:
+		case http.MethodPost:
+			var in struct {
+				Advance string `json:"advance"`
+			}
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&in); err != nil {
+				reply(http.StatusBadRequest, map[string]string{"message": "body must be JSON like {\"advance\": \"168h\"}: " + err.Error()})
+				return
+			}
+			d, err := time.ParseDuration(in.Advance)
+			if err != nil || d < 0 {
+				reply(http.StatusBadRequest, map[string]string{"message": fmt.Sprintf("advance: %q is not a non-negative Go duration such as \"168h\"", in.Advance)})
+				return
+			}
+			dev.Advance(d)
+		default:
+			reply(http.StatusMethodNotAllowed, map[string]string{"message": "use GET or POST"})
+			return
+		}
+		reply(http.StatusOK, map[string]string{"now": dev.Now().UTC().Format(time.RFC3339), "offset": dev.Offset().String()})
+	})
+}
+
+// statusCollector exports capstan_endpoints{status}.
+type statusCollector struct {
+	svc  *endpoint.Service
+	desc *prometheus.Desc
+}
+
+func newStatusCollector(svc *endpoint.Service) *statusCollector {
+	return &statusCollector{svc: svc, desc: prometheus.NewDesc("capstan_endpoints", "Endpoints by status.", []string{"status"}, nil)}
+}
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	eps, err := c.svc.ListEndpoints(context.Background())
+	if err != nil {
+		return
+	}
+	counts := map[string]int{}
+	for _, s := range []string{endpoint.StatusCreating, endpoint.StatusInService, endpoint.StatusUpdating, endpoint.StatusDeleting, endpoint.StatusFailed} {
+		counts[s] = 0
+	}
+	for _, e := range eps {
+		counts[e.Status]++
+	}
+	for s, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), s)
+	}
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+type item struct {
+	Name  string
+	Count int
+}
+
+func open(t *testing.T) (*Store, string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "capstan.db")
+	s, err := Open(p, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, p
+}
+
+func TestPutGetDeleteAndReopen(t *testing.T) {
+	s, p := open(t)
+	if err := s.Update(func(tx *Tx) error { return tx.Put("items", "a", item{"a", 1}) }); err != nil {
+		t.Fatal(err)
+	}
+	// A failed transaction writes nothing.
+	boom := errors.New("boom")
+	err := s.Update(func(tx *Tx) error {
+		if err := tx.Put("items", "b", item{"b", 2}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	s.Close()
+	s2, err := Open(p, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	err = s2.View(func(tx *Tx) error {
+		var got item
+		found, err := tx.Get("items", "a", &got)
+		if err != nil || !found || got.Count != 1 {
+			return fmt.Errorf("a: found=%v got=%+v err=%v", found, got, err)
+		}
+		if tx.Exists("items", "b") {
+			return errors.New("b was written by a failed transaction")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Update(func(tx *Tx) error { return tx.Delete("items", "a") }); err != nil {
+		t.Fatal(err)
+	}
+	_ = s2.View(func(tx *Tx) error {
+		if tx.Exists("items", "a") {
+			t.Error("a survived Delete")
+		}
+		return nil
+	})
+}
+
+func TestConcurrentWritersDoNotLoseUpdates(t *testing.T) {
+	s, _ := open(t)
+	const writers, each = 8, 25
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				err := s.Update(func(tx *Tx) error {
+					var it item
+					if _, err := tx.Get("items", "counter", &it); err != nil {
+						return err
+					}
+					it.Count++
+					return tx.Put("items", "counter", it)
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var it item
+	_ = s.View(func(tx *Tx) error { _, err := tx.Get("items", "counter", &it); return err })
+	if it.Count != writers*each {
+		t.Fatalf("count = %d, want %d", it.Count, writers*each)
+	}
+}
+
+func TestWatchAndList(t *testing.T) {
+	s, _ := open(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := s.Watch(ctx)
+	for _, n := range []string{"c", "a", "b"} {
+		if err := s.Update(func(tx *Tx) error { return tx.Put("items", n, item{Name: n}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"c", "a", "b"} {
+		select {
+		case k := <-ch:
+			if k.Kind != "items" || k.Name != want {
+				t.Fatalf("event %+v, want items/%s", k, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no watch event")
+		}
+	}
+	var got []item
+	_ = s.View(func(tx *Tx) error { var err error; got, err = List[item](tx, "items"); return err })
+	if len(got) != 3 || got[0].Name != "a" || got[2].Name != "c" {
+		t.Fatalf("List = %+v", got)
+	}
+}
+
+func TestSecondOpenOfSameFileFails(t *testing.T) {
+	_, p := open(t)
+	if _, err := Open(p, 50*time.Millisecond); err == nil {
+		t.Fatal("second Open of a locked database succeeded")
+	}
+}
