@@ -35,20 +35,21 @@ func BenchmarkSchedulerStep256(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		e.RunStep() // prefill of 256 × 128 tokens spans 4 steps of 8192
-		e.RunStep()
-		e.RunStep()
-		e.RunStep()
-		if len(e.running) != 256 {
-			b.Fatalf("%d running, want 256", len(e.running))
+		// Prefill 256 × 128 tokens in chunks of 8192 until every step is a
+		// pure decode step of 256 tokens.
+		for range 10 {
+			if e.RunStep(); len(e.running) == 256 && e.step.tokens == 256 {
+				return
+			}
 		}
+		b.Fatalf("%d running after the prefill steps, want 256 decoding", len(e.running))
 	}
 	refill()
 	b.ReportAllocs()
 	b.ResetTimer()
 	steps := 0
 	for b.Loop() {
-		if steps == 990 {
+		if steps == 980 {
 			b.StopTimer()
 			refill()
 			steps = 0

@@ -7,10 +7,10 @@
 // vLLM-named Prometheus metrics make it a faithful stand-in for routers,
 // autoscalers and load tests.
 //
-// It owns: the step-time model (roofline.go), the block manager
-// (blocks.go), the scheduler (scheduler.go), the engine loop (engine.go),
-// the HTTP front (server.go, openai.go, invocations.go) and its metrics
-// (metrics.go). It does not own the block hashing or tokenizer (internal/kv),
-// the tier stores (internal/kv/tier) nor the event wire format
-// (internal/kv/events).
+// It owns: the step-time model and calibration (roofline.go, calibration.go),
+// the block manager (blocks.go), the scheduler and engine loop (engine.go,
+// seq.go), tier and event plumbing (tiers.go), the HTTP front (server.go,
+// respond.go, errors.go), metrics (metrics.go) and process wiring (run.go).
+// It does not own the block hashing or tokenizer (internal/kv), the tier
+// stores (internal/kv/tier) nor the event wire format (internal/kv/events).
 package sim

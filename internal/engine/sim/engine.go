@@ -93,6 +93,7 @@ type Engine struct {
 	waitCnt atomic.Int64 // submitted but not yet admitted
 	nextID  atomic.Int64
 	stopped atomic.Bool
+	reset   atomic.Bool   // a prefix-cache reset was requested
 	done    chan struct{} // closed when Run returns
 
 	// engine goroutine state
@@ -241,6 +242,13 @@ func (e *Engine) Submit(r request) (*seq, error) {
 	return s, nil
 }
 
+// ResetPrefixCache asks the engine to drop every cached block at its next
+// step (vLLM's /reset_prefix_cache); blocks in use stay allocated.
+func (e *Engine) ResetPrefixCache() {
+	e.reset.Store(true)
+	e.poke()
+}
+
 // Abort asks the engine to drop s at its next step.
 func (e *Engine) Abort(s *seq) {
 	if !s.aborted.Swap(true) {
@@ -320,6 +328,9 @@ func (e *Engine) drain() {
 // plan drains the inbox, drops aborted requests, schedules the step and
 // advances simulated time by its duration, which it returns.
 func (e *Engine) plan() time.Duration {
+	if e.reset.Swap(false) {
+		e.clearCache()
+	}
 	e.drain()
 	e.dropAborted()
 	e.schedule()

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -266,13 +268,19 @@ func TestKVEventsChainAndClear(t *testing.T) {
 			t.Fatalf("hash %d = %x, want %x", i, evs[0].Hashes[i], uint64(h))
 		}
 	}
-	e.ClearCache()
+	e.ResetPrefixCache()
+	e.RunStep()
 	evs = sink.events()
 	if evs[len(evs)-1].Kind != AllBlocksCleared {
 		t.Fatalf("last event %+v, want AllBlocksCleared", evs[len(evs)-1])
 	}
 	if n := len(sink.batches); n != 2 {
 		t.Fatalf("%d batches, want one per changing step (2)", n)
+	}
+	again := submit(t, e, text, 1, true)
+	drive(t, e, 100, again)
+	if again.cached != 0 {
+		t.Fatalf("cached %d tokens after a reset", again.cached)
 	}
 }
 
@@ -409,5 +417,67 @@ func TestEngineSleepsOnInjectedClock(t *testing.T) {
 			t.Fatal("no first token after the clock passed the step's end")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestEngineSizing(t *testing.T) {
+	tests := []struct {
+		name       string
+		mod        func(*Options)
+		wantBlocks int // ±1 %
+		wantErr    string
+	}{
+		{"H100 TP1", func(*Options) {}, 26674, ""},
+		{"MIG 3g.40gb", func(o *Options) { o.MIGProfile = "3g.40gb" }, 152e3 / 16, ""},
+		{"70B TP4", func(o *Options) { o.Model = "llama-3.1-70b"; o.TensorParallel = 4 }, 448e3 / 16, ""},
+		{"block size 64", func(o *Options) { o.BlockSize = 64 }, 26674 / 4, ""},
+		{"MIG 1g.10gb does not fit", func(o *Options) { o.MIGProfile = "1g.10gb" }, 0, "does not fit"},
+		{"unknown MIG profile", func(o *Options) { o.MIGProfile = "9g.1tb" }, 0, "unknown MIG profile"},
+		{"MIG with TP", func(o *Options) { o.MIGProfile = "3g.40gb"; o.TensorParallel = 2 }, 0, "tensor parallel"},
+		{"unknown model", func(o *Options) { o.Model = "gpt-5" }, 0, "unknown model"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := testOptions()
+			tt.mod(&o)
+			e, err := NewEngine(o, Deps{})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.NumGPUBlocks(); math.Abs(float64(got-tt.wantBlocks)) > float64(tt.wantBlocks)/100 {
+				t.Fatalf("%d blocks, want ~%d", got, tt.wantBlocks)
+			}
+		})
+	}
+}
+
+func TestL1EvictionEmitsCPURemoved(t *testing.T) {
+	sink := &fakeSink{}
+	e := newTestEngine(t, tinyOptions(12), Deps{Events: sink})
+	e.l1 = tier.NewL1(5*e.kvBlock, e.kvBlock) // L1 holds 5 blocks
+	for _, tag := range []string{"aaaa", "bbbb", "cccc"} {
+		s := submit(t, e, prompt(tag, 161), 1, true) // 10 cached blocks each
+		drive(t, e, 100, s)
+	}
+	var cpuStored, cpuRemoved int
+	for _, ev := range sink.events() {
+		if ev.Medium != "CPU" {
+			continue
+		}
+		switch ev.Kind {
+		case BlockStored:
+			cpuStored += len(ev.Hashes)
+		case BlockRemoved:
+			cpuRemoved += len(ev.Hashes)
+		}
+	}
+	if cpuStored == 0 || cpuRemoved == 0 {
+		t.Fatalf("CPU stored %d removed %d; want both with a 5-block L1", cpuStored, cpuRemoved)
 	}
 }

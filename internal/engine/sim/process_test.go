@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -235,4 +236,63 @@ func TestProcessKVEventsOverZMQ(t *testing.T) {
 			want = kv.BlockHashes(kv.RootHash("llama-3.1-8b"), kv.Tokenize(text), 16)
 		}
 	}
+}
+
+func TestProcessStdoutContract(t *testing.T) {
+	bin := testutil.CapstanBinary(t)
+	t.Run("one listening line on stdout, logs on stderr", func(t *testing.T) {
+		cmd := exec.Command(bin, "engine", "sim", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--port", "0", "--time-scale", "0")
+		var stdout, stderr syncBuffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(stderr.String(), "engine sim ready") {
+			if time.Now().After(deadline) {
+				t.Fatalf("not ready; stderr %q", stderr.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		url := strings.TrimSpace(strings.TrimPrefix(stdout.String(), "listening on "))
+		out := chatOnce(t, url, "hello")
+		if !strings.Contains(out, `"model":"meta-llama/Llama-3.1-8B-Instruct"`) {
+			t.Fatalf("served model name should default to the --model value: %s", out)
+		}
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		if code := exitCode(t, cmd, 10*time.Second); code != 0 {
+			t.Fatalf("exit %d after SIGINT", code)
+		}
+		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "listening on http://127.0.0.1:") {
+			t.Fatalf("stdout %q, want exactly one listening line", stdout.String())
+		}
+	})
+	t.Run("calibration table", func(t *testing.T) {
+		out, err := exec.Command(bin, "engine", "sim", "--calibration-table").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), "| decode ITL, batch 1 | llama-3.1-8b | h100 | TP1 | 6.48 ms |") {
+			t.Fatalf("table:\n%s", out)
+		}
+	})
+}
+
+// syncBuffer is a strings.Builder safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

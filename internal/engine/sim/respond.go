@@ -24,12 +24,14 @@ func makeUsage(prompt, completion, cached int) usage {
 	return u
 }
 
-// responseID names a response after the engine's sequence number.
-func responseID(k kind, sq *seq) string {
+// responseID names a response after the server's start time and the
+// engine's sequence number, unique across replicas and restarts.
+func (s *Server) responseID(k kind, sq *seq) string {
+	id := strconv.FormatInt(s.start.UnixNano(), 36) + "-" + strconv.FormatInt(sq.id, 36)
 	if k == kindChat {
-		return "chatcmpl-" + strconv.FormatInt(sq.id, 36)
+		return "chatcmpl-" + id
 	}
-	return "cmpl-" + strconv.FormatInt(sq.id, 36)
+	return "cmpl-" + id
 }
 
 // unary waits for the whole generation and writes one JSON response.
@@ -79,7 +81,7 @@ func (s *Server) unary(w http.ResponseWriter, ctx context.Context, sq *seq, p ge
 			Model   string   `json:"model"`
 			Choices []choice `json:"choices"`
 			Usage   usage    `json:"usage"`
-		}{responseID(p.kind, sq), "chat.completion", created, s.opts.ServedModelName, []choice{{0, msg{"assistant", text.String()}, nil, reason}}, u}
+		}{s.responseID(p.kind, sq), "chat.completion", created, s.opts.ServedModelName, []choice{{0, msg{"assistant", text.String()}, nil, reason}}, u}
 	case kindCompletion:
 		type choice struct {
 			Index        int     `json:"index"`
@@ -94,7 +96,7 @@ func (s *Server) unary(w http.ResponseWriter, ctx context.Context, sq *seq, p ge
 			Model   string   `json:"model"`
 			Choices []choice `json:"choices"`
 			Usage   usage    `json:"usage"`
-		}{responseID(p.kind, sq), "text_completion", created, s.opts.ServedModelName, []choice{{0, text.String(), nil, reason}}, u}
+		}{s.responseID(p.kind, sq), "text_completion", created, s.opts.ServedModelName, []choice{{0, text.String(), nil, reason}}, u}
 	default:
 		body = []struct {
 			GeneratedText string `json:"generated_text"`
@@ -124,7 +126,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sq *seq, p g
 		fl.Flush()
 	}
 	sw := &sseWriter{buf: make([]byte, 0, 4096)}
-	id := responseID(p.kind, sq)
+	id := s.responseID(p.kind, sq)
 	created := strconv.FormatInt(s.clk.Now().Unix(), 10)
 	model, _ := json.Marshal(s.opts.ServedModelName)
 	switch p.kind {

@@ -41,6 +41,7 @@ func NewServer(e *Engine) *Server {
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("POST /invocations", s.handleInvocations)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("POST /reset_prefix_cache", s.handleReset)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
 	s.mux.HandleFunc("GET /ping", s.handlePing)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(e.metrics.Registry, promhttp.HandlerOpts{}))
@@ -67,6 +68,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// handleReset is vLLM's POST /reset_prefix_cache.
+func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
+	s.e.ResetPrefixCache()
 	w.WriteHeader(http.StatusOK)
 }
 

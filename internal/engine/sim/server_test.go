@@ -522,3 +522,25 @@ func TestMetricsShapeAndNoDroppedUpdates(t *testing.T) {
 		t.Errorf("cache_config_info labels %v", labels)
 	}
 }
+
+func TestResetPrefixCacheEndpoint(t *testing.T) {
+	h := startHarness(t, Options{})
+	body := fmt.Sprintf(`{"prompt":%q,"max_tokens":1}`, prompt("rset", 200))
+	cached := func() int {
+		resp, b := h.post(t, "/v1/completions", body)
+		var out struct{ Usage usage }
+		if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		return out.Usage.PromptTokensDetails.CachedTokens
+	}
+	if a, b := cached(), cached(); a != 0 || b != 192 {
+		t.Fatalf("cached %d then %d, want 0 then 192", a, b)
+	}
+	if resp, _ := h.post(t, "/reset_prefix_cache", ""); resp.StatusCode != 200 {
+		t.Fatalf("reset: %d", resp.StatusCode)
+	}
+	if c := cached(); c != 0 {
+		t.Fatalf("cached %d after reset, want 0", c)
+	}
+}

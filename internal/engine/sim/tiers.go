@@ -102,12 +102,12 @@ func (e *Engine) flushEvents() {
 	e.pending = nil
 }
 
-// ClearCache drops every cached block (vLLM's reset_prefix_cache) and emits
-// AllBlocksCleared. Call it from the engine goroutine only (tests) or before Run.
-func (e *Engine) ClearCache() {
-	if e.bm.reset() && e.events != nil {
+// clearCache drops every cached GPU block and queues AllBlocksCleared for
+// the step's batch. Engine goroutine only.
+func (e *Engine) clearCache() {
+	e.bm.reset()
+	if e.events != nil {
 		e.pending = append(e.pending, KVEvent{Kind: AllBlocksCleared})
-		e.flushEvents()
 	}
 }
 
