@@ -10,6 +10,7 @@ func registerCommands(root *cobra.Command, g *globalOptions) {
 		newEngineCommand(g),
 		newBenchCommand(g),
 		newClockCommand(g),
+		newGatewayCommand(g),
 		newVersionCommand(),
 	)
 }

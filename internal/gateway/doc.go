@@ -1,9 +1,15 @@
 // Package gateway owns the inference data path: per-endpoint routes (variants
 // and their replica backends), variant choice by weight, backend choice by a
 // pluggable routing policy (filters + scorers, Gateway API Inference
-// Extension style), proxying with bounded retries, in-flight accounting and
-// draining, and the Prometheus metrics for all of it.
+// Extension style: round robin, random, least outstanding requests, and the
+// cache-aware prefixaware, kvaware and session policies with a load guard),
+// proxying with bounded retries, passive ejection and active health checks,
+// a per-endpoint admission queue, in-flight accounting and draining, the
+// backends' scraped load (vLLM metrics) and KV event index, and the
+// Prometheus metrics for all of it (metrics.go, the one place).
 //
-// Protocol edges (SageMaker Runtime, OpenAI) sit on top: they call Invoke and
-// map its typed errors to their own wire errors.
+// Protocol edges (SageMaker Runtime in internal/sagemaker/runtimeapi, OpenAI
+// in ./openai) sit on top: they call Invoke and map its typed errors to their
+// own wire errors. The gateway must not know either wire format beyond
+// reading a prompt out of a request body for cache-aware routing.
 package gateway

@@ -301,6 +301,17 @@ func (g *Gateway) Endpoints() []string {
 	return out
 }
 
+// KVBlocks is how many KV blocks the gateway's precise index (fed by the
+// backend's KV events, plus speculative entries of kvaware decisions)
+// believes the backend holds.
+func (g *Gateway) KVBlocks(backendID string) int { return g.kvIndex.Len(backendID) }
+
+// BackendStats returns the backend's last scraped stats and whether it is
+// currently ejected.
+func (g *Gateway) BackendStats(backendID string) (BackendStats, bool) {
+	return g.tracker.snapshot(backendID, g.clock.Now())
+}
+
 // InFlight returns the number of requests in flight to the backend.
 func (g *Gateway) InFlight(backendID string) int {
 	g.fmu.Lock()

@@ -185,41 +185,51 @@ type follower struct {
 
 // handle applies one received message. On a gap it asks the replay endpoint
 // for the missed batches; when that fails (or there is none), the backend's
-// entries are cleared, since the index can no longer vouch for them.
+// entries are cleared, since the index can no longer vouch for them. Joining
+// a stream already under way (ZeroMQ's slow joiner) is a gap from 0.
 func (f *follower) handle(ctx context.Context, m events.Message) {
-	if m.Gap && f.started {
-		outcome := "cleared"
-		ok := false
-		if f.replayEP != "" && f.replay != nil {
-			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			missed, err := f.replay(rctx, f.replayEP, f.next)
-			cancel()
-			if err == nil && len(missed) > 0 && missed[0].Seq == f.next && !anyGap(missed) {
-				for _, mm := range missed {
-					if mm.Seq >= m.Seq {
-						break
-					}
-					f.idx.Apply(f.backend, mm.Batch)
-				}
-				ok = len(missed) > 0 && missed[len(missed)-1].Seq >= m.Seq-1
-				if ok {
-					outcome = "replayed"
-				}
-			}
+	if m.Gap && (f.started || m.Seq != 0) {
+		from := f.next
+		if !f.started {
+			from = 0
 		}
-		if !ok {
+		outcome := "cleared"
+		if f.fill(ctx, from, m.Seq) {
+			outcome = "replayed"
+		} else {
 			f.idx.Clear(f.backend)
 		}
 		if f.gaps != nil {
 			f.gaps(outcome)
 		}
-	} else if m.Gap && !f.started && m.Seq != 0 {
-		// Joined mid-stream: what came before is unknown; start from scratch.
-		f.idx.Clear(f.backend)
 	}
 	f.started = true
 	f.next = m.Seq + 1
 	f.idx.Apply(f.backend, m.Batch)
+}
+
+// fill applies the batches [from, to) from the replay endpoint; false when
+// they cannot all be had, in order (the index was then left untouched).
+func (f *follower) fill(ctx context.Context, from, to uint64) bool {
+	if f.replayEP == "" || f.replay == nil || to <= from {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	missed, err := f.replay(rctx, f.replayEP, from)
+	cancel()
+	if err != nil || len(missed) == 0 || missed[0].Seq != from || anyGap(missed) || missed[len(missed)-1].Seq < to-1 {
+		return false
+	}
+	if !f.started {
+		f.idx.Clear(f.backend) // replaying from the start rebuilds everything
+	}
+	for _, mm := range missed {
+		if mm.Seq >= to {
+			break
+		}
+		f.idx.Apply(f.backend, mm.Batch)
+	}
+	return true
 }
 
 func anyGap(ms []events.Message) bool {

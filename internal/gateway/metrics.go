@@ -91,13 +91,19 @@ func (g *Gateway) Observer(inv Invocation, res *Result) *Observer {
 }
 
 // FirstByte records the time to the first response byte.
-func (o *Observer) FirstByte(d time.Duration) { o.m.ttfb.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds()) }
+func (o *Observer) FirstByte(d time.Duration) {
+	o.m.ttfb.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds())
+}
 
 // FirstToken records a stream's time to first token.
-func (o *Observer) FirstToken(d time.Duration) { o.m.ttft.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds()) }
+func (o *Observer) FirstToken(d time.Duration) {
+	o.m.ttft.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds())
+}
 
 // InterToken records the gap between two token-carrying chunks.
-func (o *Observer) InterToken(d time.Duration) { o.m.itl.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds()) }
+func (o *Observer) InterToken(d time.Duration) {
+	o.m.itl.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds())
+}
 
 // Usage records a response's token usage and the predicted-vs-served cache hit.
 func (o *Observer) Usage(prompt, completion, cached int) {

@@ -160,15 +160,20 @@ func TestSchedulerWeightsAndTies(t *testing.T) {
 func TestRegistryStrategies(t *testing.T) {
 	reg := NewRegistry()
 	tests := []struct {
-		strategy string
-		scorer   string
+		strategy     string
+		scorer       string // the first scorer
+		extraFilters int
 	}{
-		{"", leastOutstandingName},
-		{"LEAST_OUTSTANDING_REQUESTS", leastOutstandingName},
-		{"least_outstanding_requests", leastOutstandingName},
-		{"RANDOM", randomName},
-		{"roundrobin", roundRobinName},
-		{"ROUND-ROBIN", roundRobinName},
+		{"", leastOutstandingName, 0},
+		{"LEAST_OUTSTANDING_REQUESTS", leastOutstandingName, 0},
+		{"least_outstanding_requests", leastOutstandingName, 0},
+		{"RANDOM", randomName, 0},
+		{"roundrobin", roundRobinName, 0},
+		{"ROUND-ROBIN", roundRobinName, 0},
+		{"prefixaware", prefixName, 1},
+		{"kvaware", kvPreciseName, 1},
+		{"KV_AWARE", kvPreciseName, 1},
+		{"session", sessionName, 1},
 	}
 	for _, tt := range tests {
 		t.Run("strategy="+tt.strategy, func(t *testing.T) {
@@ -176,15 +181,15 @@ func TestRegistryStrategies(t *testing.T) {
 			if !ok {
 				t.Fatalf("strategy %q not registered", tt.strategy)
 			}
-			s, err := reg.newScheduler(p, Deps{Rand: func() float64 { return 0 }})
+			s, err := reg.newScheduler(p, Deps{Rand: func() float64 { return 0 }, KV: newKVIndex()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(s.scorers) != 1 || s.scorers[0].Name() != tt.scorer {
+			if len(s.scorers) == 0 || s.scorers[0].Name() != tt.scorer {
 				t.Fatalf("scorers = %+v", s.scorers)
 			}
-			if len(s.filters) != len(alwaysFilters) {
-				t.Fatalf("filters = %d, want the %d always-on", len(s.filters), len(alwaysFilters))
+			if len(s.filters) != len(alwaysFilters)+tt.extraFilters {
+				t.Fatalf("filters = %d, want the %d always-on + %d", len(s.filters), len(alwaysFilters), tt.extraFilters)
 			}
 		})
 	}

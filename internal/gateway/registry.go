@@ -95,7 +95,7 @@ func registerInTreePlugins(r *Registry) {
 	r.RegisterStrategy("prefixaware", Profile{Filters: []string{loadGuardName},
 		Scorers: []WeightedScorer{{prefixName, 3}, {queueName, 1}, {kvUtilName, 1}}})
 	r.RegisterStrategy("kvaware", Profile{Filters: []string{loadGuardName},
-		Scorers: []WeightedScorer{{kvPreciseName, 3}, {queueName, 1}, {kvUtilName, 1}}})
+		Scorers: []WeightedScorer{{kvPreciseName, 3}, {prefixName, 1}, {queueName, 1}, {kvUtilName, 1}}})
 	r.RegisterStrategy("session", Profile{Filters: []string{loadGuardName},
 		Scorers: []WeightedScorer{{sessionName, 3}, {queueName, 1}}})
 }

@@ -5,6 +5,9 @@ import "context"
 const kvUtilName = "kv-cache-utilization"
 
 // kvUtil prefers backends with free KV cache: 1 − vllm:kv_cache_usage_perc.
+// (Quantising the scraped value against herding between scrapes was tried;
+// it lowered kvaware's hit rate on the routing benchmark, see
+// docs/performance.md.)
 type kvUtil struct{}
 
 var _ Scorer = (*kvUtil)(nil)

@@ -13,7 +13,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
 )
 
 // BackendStats is what the gateway last read from a backend's /metrics
@@ -297,4 +296,3 @@ func value(m *dto.Metric) float64 {
 	}
 	return 0
 }
-

@@ -143,8 +143,10 @@ func TestFollowerGaps(t *testing.T) {
 			want: map[uint64]uint8{1: 0, 2: 0, 3: 0, 4: 0, 5: tierGPU}},
 		{name: "failed replay clears", seqs: []uint64{0, 1, 3}, replayEP: "tcp://x:1", replay: replayFail, outcome: "cleared",
 			want: map[uint64]uint8{1: 0, 2: 0, 4: 0, 5: tierGPU}},
-		{name: "joining mid-stream starts clean", seqs: []uint64{2, 3},
-			want: map[uint64]uint8{1: 0, 5: tierGPU}},
+		{name: "joining mid-stream without replay starts clean", seqs: []uint64{2, 3}, outcome: "cleared",
+			want: map[uint64]uint8{1: 0, 2: 0, 5: tierGPU}},
+		{name: "joining mid-stream replays from 0", seqs: []uint64{2, 3}, replayEP: "tcp://x:1", replay: replayOK, outcome: "replayed",
+			want: map[uint64]uint8{1: 0, 2: tierGPU, 3: tierGPU, 4: tierCPU, 5: tierGPU}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/clock"
@@ -168,12 +170,13 @@ func (h *Handler) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Capstan-Backend", res.BackendID)
 	w.WriteHeader(res.Response.StatusCode)
-	if bytes.HasPrefix([]byte(res.Response.Header.Get("Content-Type")), []byte("text/event-stream")) {
+	streaming := strings.HasPrefix(res.Response.Header.Get("Content-Type"), "text/event-stream")
+	if streaming {
 		err = h.stream(w, res.Response.Body, obs, start)
 	} else {
 		err = copyAndMeasure(w, res.Response.Body, obs)
 	}
-	if errors.Is(err, errUpstream) && r.Context().Err() == nil {
+	if streaming && errors.Is(err, errUpstream) && r.Context().Err() == nil {
 		// The replica died mid-stream: end the stream with an error event
 		// (what OpenAI SDKs raise) rather than a silent truncation.
 		_, _ = io.WriteString(w, "data: {\"error\":{\"message\":\"The model server failed mid-stream.\",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n")
@@ -208,31 +211,66 @@ func (u usage) record(o *gateway.Observer) {
 	o.Usage(u.Usage.PromptTokens, u.Usage.CompletionTokens, cached)
 }
 
-// copyAndMeasure copies a whole (small) response and reads its usage.
+// bufPool holds copy buffers: one per response in flight, not per request
+// allocated and cleared (which showed up at thousands of requests/s).
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// maxUsageScan bounds how much of a non-streaming response is kept to read
+// its usage object.
+const maxUsageScan = 256 << 10
+
+// copyAndMeasure copies a non-streaming response and reads its usage.
 func copyAndMeasure(w io.Writer, body io.Reader, obs *gateway.Observer) error {
-	var buf bytes.Buffer
-	const keep = 1 << 20
-	_, err := io.Copy(w, io.TeeReader(body, &limitedWriter{&buf, keep}))
-	if err != nil {
-		return err
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	n, kept := 0, []byte(nil)
+	for {
+		m, err := body.Read(buf[n:])
+		n += m
+		if err == nil && n < len(buf) {
+			continue
+		}
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return fmt.Errorf("write to client: %w", werr)
+			}
+			if kept != nil || err != io.EOF { // more than one buffer: keep a copy
+				if len(kept)+n <= maxUsageScan {
+					kept = append(kept, buf[:n]...)
+				}
+			} else {
+				kept = buf[:n] // the common case: the whole body in one buffer
+			}
+			n = 0
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUpstream, err)
+		}
 	}
-	var u usage
-	if json.Unmarshal(buf.Bytes(), &u) == nil {
-		u.record(obs)
-	}
+	recordUsage(kept, obs)
 	return nil
 }
 
-type limitedWriter struct {
-	b *bytes.Buffer
-	n int
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	if room := l.n - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(len(p), room)])
+// recordUsage finds the "usage" object in a JSON response and parses only
+// it (a whole-body parse cost more than the rest of the front door).
+func recordUsage(b []byte, obs *gateway.Observer) {
+	i := bytes.Index(b, usageKey)
+	if i < 0 {
+		return
 	}
-	return len(p), nil
+	start := i + len(usageKey) - 1 // at the '{'
+	end, err := skipValue(b, start)
+	if err != nil {
+		return
+	}
+	var u usage
+	if json.Unmarshal(b[start:end], &u.Usage) == nil {
+		u.record(obs)
+	}
 }
 
 var errUpstream = errors.New("read from backend")
@@ -248,7 +286,9 @@ var (
 // every read, and times the token-carrying events.
 func (h *Handler) stream(w http.ResponseWriter, body io.Reader, obs *gateway.Observer, start time.Time) error {
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
 	var line []byte
 	var last time.Time
 	for {
@@ -288,12 +328,7 @@ func (h *Handler) event(line []byte, obs *gateway.Observer, start, now time.Time
 	if !ok || bytes.Equal(data, doneLine) {
 		return
 	}
-	if bytes.Contains(data, usageKey) {
-		var u usage
-		if json.Unmarshal(data, &u) == nil {
-			u.record(obs)
-		}
-	}
+	recordUsage(data, obs)
 	if bytes.Contains(data, emptyChoic) {
 		return // the usage-only chunk carries no token
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -104,6 +105,9 @@ func ServeStandalone(ctx context.Context, o StandaloneOptions, out io.Writer, lo
 			return fmt.Errorf("--strategy %q: want one of %s", o.Strategy, strings.Join(gateway.NewRegistry().Strategies(), ", "))
 		}
 	}
+	// The proxy path allocates little that lives long; trading memory for
+	// less frequent GC buys throughput on small machines.
+	debug.SetGCPercent(400)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gw := gateway.New(gateway.Options{Logger: log, Registerer: reg, ScrapeInterval: o.ScrapeInterval})
