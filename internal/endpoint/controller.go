@@ -57,6 +57,14 @@ type Options struct {
 	DrainTimeout time.Duration
 	// Resync is how often every endpoint is reconciled regardless of events.
 	Resync time.Duration
+	// Reservations, when set, holds reserved-only deployments until their
+	// plan starts and takes their instances back when it ends.
+	Reservations Reservations
+	// RouteGrace is how long the controller waits after taking replicas out
+	// of the route before draining them (blue/green switch, expiry). A
+	// request that read the old route just before the change still picks one
+	// of them; draining at once would turn it into a 503. 0: no wait.
+	RouteGrace time.Duration
 }
 
 func (o *Options) defaults() {
@@ -251,8 +259,16 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	case StatusDeleting:
 		return c.reconcileDelete(ctx, &ep)
 	case StatusFailed:
-		c.router.DeleteRoute(name)
+		if ep.ReservationExpired {
+			// Stays describable and invocable: every call gets ExpiredMessage.
+			c.router.SetRoute(Route{Endpoint: name, Unavailable: ExpiredMessage})
+		} else {
+			c.router.DeleteRoute(name)
+		}
 		return c.stopOrphans(ctx, name, nil)
+	}
+	if c.planEnded(ep.Current) != nil && !ep.ReservationExpired {
+		return c.expire(ctx, &ep)
 	}
 
 	// Bring up (and keep up) the serving side, and keep its route current.
@@ -313,6 +329,10 @@ func (c *Controller) ensureStarted(ctx context.Context, ep *Endpoint, dep *Deplo
 // non-retiring members.
 func (c *Controller) route(ep *Endpoint) Route {
 	r := Route{Endpoint: ep.Name}
+	if ep.ReservationExpired {
+		r.Unavailable = ExpiredMessage
+		return r
+	}
 	retiring := map[string]bool{}
 	for _, id := range ep.Retiring {
 		retiring[id] = true
@@ -350,6 +370,36 @@ func (c *Controller) retire(ctx context.Context, ep *Endpoint) error {
 
 func (c *Controller) reconcilePending(ctx context.Context, ep *Endpoint) error {
 	p := ep.Pending
+	if pl := c.planEnded(p); pl != nil {
+		return c.failPending(ctx, ep, fmt.Sprintf("training plan %s ended at %s before the deployment was up", pl.Name, pl.End.UTC().Format(time.RFC3339)))
+	}
+	// A reserved-only deployment waits (in Creating/Updating) until its plan
+	// starts; the deployment (and its start timeout) begins when the wait ends.
+	waitChanged, held, wasHeld := false, false, false
+	for i := range p.Variants {
+		v := &p.Variants[i]
+		msg := ""
+		if pl, ok := c.plan(v); ok && c.clock.Now().Before(pl.Start) {
+			msg = fmt.Sprintf("Waiting for training plan %s to start at %s.", pl.Name, pl.Start.UTC().Format(time.RFC3339))
+			held = true
+		}
+		wasHeld = wasHeld || v.Waiting != ""
+		if v.Waiting != msg {
+			v.Waiting = msg
+			waitChanged = true
+		}
+	}
+	if wasHeld && !held {
+		p.StartTime = c.clock.Now().UTC().Truncate(time.Millisecond)
+	}
+	if waitChanged {
+		if err := c.save(ep, false); err != nil {
+			return err
+		}
+	}
+	if held {
+		return nil
+	}
 	// Number the members of a fresh deployment and record them before starting.
 	changed := false
 	for i := range p.Variants {
@@ -399,6 +449,7 @@ func (c *Controller) reconcilePending(ctx context.Context, ep *Endpoint) error {
 		}
 	}
 	ep.Current, ep.Pending = p, nil
+	ep.ReservationExpired = false
 	ep.Retiring = append(ep.Retiring, old...)
 	if len(old) == 0 {
 		ep.Status = StatusInService
@@ -411,6 +462,7 @@ func (c *Controller) reconcilePending(ctx context.Context, ep *Endpoint) error {
 	}
 	c.log.Info("deployment live", "endpoint", ep.Name, "config", p.ConfigName, "generation", p.Generation)
 	if len(old) > 0 {
+		c.grace(ctx)
 		if err := c.retire(ctx, ep); err != nil {
 			return err
 		}
@@ -429,6 +481,9 @@ func (c *Controller) failPending(ctx context.Context, ep *Endpoint, reason strin
 	p := ep.Pending
 	if ep.Current == nil {
 		ep.Status, ep.FailureReason = StatusFailed, reason
+	} else if ep.ReservationExpired {
+		// Nothing to roll back to: the old deployment's reservation ended.
+		ep.Status, ep.FailureReason = StatusFailed, "Update failed: "+reason+" (the previous configuration's capacity reservation has expired)"
 	} else {
 		ep.Status, ep.FailureReason = StatusInService, "Update failed and was rolled back: "+reason
 	}
@@ -566,4 +621,67 @@ func (c *Controller) stopOrphans(ctx context.Context, name string, keep map[stri
 		}
 	}
 	return nil
+}
+
+// plan returns the plan of a reserved-only variant.
+func (c *Controller) plan(v *VariantState) (PlanInfo, bool) {
+	if v.Reservation == "" || c.opts.Reservations == nil {
+		return PlanInfo{}, false
+	}
+	return c.opts.Reservations.Plan(v.Reservation)
+}
+
+// planEnded returns a plan under dep that has ended, or nil.
+func (c *Controller) planEnded(dep *Deployment) *PlanInfo {
+	if dep == nil {
+		return nil
+	}
+	now := c.clock.Now()
+	for i := range dep.Variants {
+		v := &dep.Variants[i]
+		if v.DesiredCount == 0 && len(v.Replicas) == 0 {
+			continue
+		}
+		if pl, ok := c.plan(v); ok && !now.Before(pl.End) {
+			return &pl
+		}
+	}
+	return nil
+}
+
+// expire takes back the instances of a serving deployment whose plan ended:
+// the route answers ExpiredMessage at once (in-flight requests finish, as
+// the replicas are drained before they stop), every replica stops, and the
+// endpoint is Failed with the reason — unless an update to another config is
+// already under way, which then carries on and restores service.
+func (c *Controller) expire(ctx context.Context, ep *Endpoint) error {
+	pl := c.planEnded(ep.Current)
+	for i := range ep.Current.Variants {
+		v := &ep.Current.Variants[i]
+		ep.Retiring = append(ep.Retiring, v.Replicas...)
+		v.Replicas, v.DesiredCount = nil, 0
+	}
+	ep.ReservationExpired = true
+	if ep.Pending == nil {
+		ep.Status = StatusFailed
+	}
+	ep.FailureReason = fmt.Sprintf("Training plan %s ended at %s and its instances were released. %s",
+		pl.Name, pl.End.UTC().Format(time.RFC3339), ExpiredMessage)
+	// Route first: once the record says Failed, no request may reach a
+	// replica. (A failed save leaves the plan ended, so the next reconcile
+	// expires again.)
+	c.router.SetRoute(Route{Endpoint: ep.Name, Unavailable: ExpiredMessage})
+	if err := c.save(ep, false); err != nil {
+		return err
+	}
+	c.log.Info("reservation expired", "endpoint", ep.Name, "plan", pl.Name)
+	c.grace(ctx)
+	return c.retire(ctx, ep)
+}
+
+// grace waits RouteGrace after a route change that removed replicas.
+func (c *Controller) grace(ctx context.Context) {
+	if c.opts.RouteGrace > 0 {
+		_ = clock.Sleep(ctx, c.clock, c.opts.RouteGrace)
+	}
 }

@@ -10,5 +10,9 @@
 // check) before acting on it, so after a crash it resumes from the record: the
 // record, not memory, is the truth. It talks to the outside through three small
 // interfaces it declares: Runtime (replica processes), Router (the gateway) and
-// Allocator (the fleet). It knows nothing about wire formats.
+// Allocator (the fleet), plus Reservations (training plans, reservation.go):
+// a capacity-reservations-only variant draws on its plan, waits in Creating
+// until the plan starts, and at the plan's end loses its replicas while every
+// invocation answers ExpiredMessage until the endpoint is updated. It knows
+// nothing about wire formats.
 package endpoint

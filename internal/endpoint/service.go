@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -29,7 +30,12 @@ type Service struct {
 	catalog *catalog.Catalog
 	clock   clock.Clock
 	log     *slog.Logger
+	res     Reservations
 }
+
+// SetReservations enables capacity-reservations-only variants, checked
+// against r. Without it such variants are rejected.
+func (s *Service) SetReservations(r Reservations) { s.res = r }
 
 // NewService returns a Service.
 func NewService(s *store.Store, f Allocator, cat *catalog.Catalog, c clock.Clock, log *slog.Logger) *Service {
@@ -109,6 +115,11 @@ func (s *Service) CreateEndpointConfig(_ context.Context, c EndpointConfig) (End
 				return notFound(ResModel, v.ModelName)
 			}
 		}
+		for _, v := range c.ProductionVariants {
+			if err := checkReservation(tx, s.res, v, "", c.CreationTime); err != nil {
+				return err
+			}
+		}
 		return tx.Put(KindConfig, c.Name, c)
 	})
 	return c, err
@@ -160,7 +171,7 @@ func (s *Service) CreateEndpoint(_ context.Context, name, configName string, tag
 		if tx.Exists(KindEndpoint, name) {
 			return alreadyExists(ResEndpoint, name)
 		}
-		dep, err := s.deployment(tx, configName, 1, now)
+		dep, err := s.deployment(tx, configName, 1, now, name)
 		if err != nil {
 			return err
 		}
@@ -198,8 +209,11 @@ func (s *Service) ListEndpoints(_ context.Context) ([]Endpoint, error) {
 	return out, err
 }
 
-// mutable loads an endpoint for an API change, rejecting states that allow none.
-func mutable(tx *store.Tx, name string, deleting bool) (Endpoint, error) {
+// mutable loads an endpoint for an API change, rejecting states that allow
+// none. A Failed endpoint allows Delete and, when update is set, UpdateEndpoint:
+// SageMaker's remedy for an expired reservation is "update endpoint
+// configuration", so moving a Failed endpoint to a new config must work.
+func mutable(tx *store.Tx, name string, deleting bool, update ...bool) (Endpoint, error) {
 	var ep Endpoint
 	found, err := tx.Get(KindEndpoint, name, &ep)
 	if err != nil {
@@ -212,7 +226,7 @@ func mutable(tx *store.Tx, name string, deleting bool) (Endpoint, error) {
 	case StatusCreating, StatusUpdating, StatusDeleting:
 		return ep, &Error{Kind: ErrInProgress, Resource: ResEndpoint, Name: name}
 	case StatusFailed:
-		if !deleting {
+		if !deleting && !(len(update) > 0 && update[0]) {
 			return ep, &Error{Kind: ErrFailedState, Resource: ResEndpoint, Name: name}
 		}
 	}
@@ -232,15 +246,33 @@ func (s *Service) UpdateEndpoint(_ context.Context, name, configName string) (En
 	var ep Endpoint
 	err := s.store.Update(func(tx *store.Tx) error {
 		var err error
-		if ep, err = mutable(tx, name, false); err != nil {
+		if ep, err = mutable(tx, name, false, true); err != nil {
 			return err
 		}
-		dep, err := s.deployment(tx, configName, ep.Generation+1, now)
+		dep, err := s.deployment(tx, configName, ep.Generation+1, now, name)
 		if err != nil {
 			return err
 		}
 		if err := s.fleet.Set(tx, name, instanceCounts(ep.Current, dep)); err != nil {
-			return err
+			var ple *PlanLimitError
+			if !errors.As(err, &ple) || ep.Status == StatusFailed || !sameButCounts(ep.Current, dep) {
+				return err
+			}
+			// The same variants on the same plan with other counts or
+			// weights: the plan cannot hold old and new side by side, so
+			// scale in place as UpdateEndpointWeightsAndCapacities does (the
+			// documented way to "raise the count during the active window").
+			for i := range ep.Current.Variants {
+				v, n := &ep.Current.Variants[i], dep.Variants[i]
+				v.DesiredCount, v.DesiredWeight, v.ChangeStart = n.DesiredCount, n.DesiredWeight, now
+			}
+			if err := s.fleet.Set(tx, name, instanceCounts(ep.Current)); err != nil {
+				return err
+			}
+			ep.Current.ConfigName = configName
+			ep.Status = StatusUpdating
+			ep.FailureReason = ""
+			return s.put(tx, &ep)
 		}
 		ep.Generation++
 		ep.Pending = dep
@@ -249,6 +281,22 @@ func (s *Service) UpdateEndpoint(_ context.Context, name, configName string) (En
 		return s.put(tx, &ep)
 	})
 	return ep, err
+}
+
+// sameButCounts reports whether dep differs from cur only in instance
+// counts and weights, with every variant on a training plan.
+func sameButCounts(cur, dep *Deployment) bool {
+	if cur == nil || len(cur.Variants) != len(dep.Variants) {
+		return false
+	}
+	for i, a := range cur.Variants {
+		b := dep.Variants[i]
+		if a.Reservation == "" || a.Name != b.Name || a.ModelName != b.ModelName || a.Model != b.Model ||
+			a.InstanceType != b.InstanceType || a.Reservation != b.Reservation || a.RoutingStrategy != b.RoutingStrategy {
+			return false
+		}
+	}
+	return true
 }
 
 // UpdateWeightsAndCapacities changes variant weights and instance counts in place.
@@ -317,8 +365,9 @@ func (s *Service) DeleteEndpoint(_ context.Context, name string) error {
 	})
 }
 
-// deployment builds generation gen of configName, resolving models.
-func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.Time) (*Deployment, error) {
+// deployment builds generation gen of configName for endpoint owner,
+// resolving models and checking reserved-only variants against their plans.
+func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.Time, owner string) (*Deployment, error) {
 	var cfg EndpointConfig
 	found, err := tx.Get(KindConfig, configName, &cfg)
 	if err != nil {
@@ -341,6 +390,13 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 			Weight: v.Weight(), DesiredWeight: v.Weight(), DesiredCount: v.InitialInstanceCount}
 		if v.RoutingConfig != nil {
 			vs.RoutingStrategy = v.RoutingConfig.RoutingStrategy
+		}
+		if err := checkReservation(tx, s.res, v, owner, now); err != nil {
+			return nil, err
+		}
+		if crc := v.CapacityReservationConfig; crc != nil && crc.MlReservationArn != "" {
+			vs.Reservation, _ = PlanKeyFromArn(crc.MlReservationArn)
+			vs.ReservationArn = crc.MlReservationArn
 		}
 		if it, err := s.catalog.InstanceType(v.InstanceType); err != nil {
 			vs.ModelError = fmt.Sprintf("instance type %s is not in the catalog", v.InstanceType)

@@ -59,7 +59,8 @@ type RoutingConfig struct {
 	RoutingStrategy string `json:"RoutingStrategy"`
 }
 
-// CapacityReservationConfig is accepted and echoed; issue 3 enforces it.
+// CapacityReservationConfig pins a variant to a training plan's instances
+// (see reservation.go).
 type CapacityReservationConfig struct {
 	CapacityReservationPreference string `json:"CapacityReservationPreference,omitempty"`
 	MlReservationArn              string `json:"MlReservationArn,omitempty"`
@@ -123,6 +124,10 @@ type Endpoint struct {
 	// Retiring are replicas taken out of the route that still need draining and
 	// stopping (old blue side, or instances removed by a capacity change).
 	Retiring []string `json:"retiring,omitempty"`
+	// ReservationExpired is set when the plan under the serving deployment
+	// ended: its instances were taken back and invocations fail with
+	// ExpiredMessage until the endpoint is updated.
+	ReservationExpired bool `json:"reservationExpired,omitempty"`
 }
 
 // Deployment is one endpoint config brought up as replicas.
@@ -154,6 +159,13 @@ type VariantState struct {
 	NextIndex int `json:"nextIndex"`
 	// ChangeStart is when a weight/capacity change of this variant began.
 	ChangeStart time.Time `json:"changeStart,omitempty"`
+
+	// Reservation is the key of the training plan a capacity-reservations-only
+	// variant runs on ("" for on-demand); ReservationArn is the ARN as given.
+	Reservation    string `json:"reservation,omitempty"`
+	ReservationArn string `json:"reservationArn,omitempty"`
+	// Waiting says why replicas are not started yet (the plan has not begun).
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Desired is one entry of UpdateEndpointWeightsAndCapacities.
@@ -171,7 +183,15 @@ func instanceCounts(deps ...*Deployment) map[string]int {
 			continue
 		}
 		for _, v := range d.Variants {
-			out[v.InstanceType] += max(len(v.Replicas), v.DesiredCount)
+			n := max(len(v.Replicas), v.DesiredCount)
+			if v.Reservation != "" {
+				// Reserved-only variants draw on their plan, never on-demand.
+				if n > 0 {
+					out[PlanKeyPrefix+v.Reservation] += n
+				}
+				continue
+			}
+			out[v.InstanceType] += n
 		}
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 )
@@ -30,6 +31,9 @@ type Options struct {
 	MaxBodyBytes int64
 	Catalog      *catalog.Catalog
 	Logger       *slog.Logger
+	// Capacity serves the training-plan operations and the reservation
+	// counts in DescribeEndpoint; nil disables them.
+	Capacity *capacity.Calendar
 }
 
 // API is the control API handler.
@@ -75,6 +79,10 @@ func NewAPI(svc *endpoint.Service, o Options) *API {
 		"UpdateEndpointWeightsAndCapacities": a.updateWeights,
 		"DeleteEndpoint":                     a.deleteEndpoint,
 		"ListEndpoints":                      a.listEndpoints,
+		"SearchTrainingPlanOfferings":        a.searchTrainingPlanOfferings,
+		"CreateTrainingPlan":                 a.createTrainingPlan,
+		"DescribeTrainingPlan":               a.describeTrainingPlan,
+		"ListTrainingPlans":                  a.listTrainingPlans,
 	}
 	return a
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/fleet"
 )
@@ -19,6 +20,8 @@ const (
 	CodeSerialization    = "SerializationException"
 	CodeInternal         = "InternalFailure"
 	CodeTooLarge         = "RequestEntityTooLarge"
+	CodeNotFound         = "ResourceNotFound"
+	CodeInUse            = "ResourceInUse"
 )
 
 // wireError is an error already in the protocol's terms.
@@ -88,6 +91,25 @@ func (a *API) toWire(err error) *wireError {
 		return newWireError(http.StatusBadRequest, CodeLimitExceeded,
 			"The account-level service limit '%s for endpoint usage' is %d Instances, with current utilization of %d Instances and a request delta of %d Instances. Please use AWS Service Quotas to request an increase for this quota. If AWS Service Quotas is not available, contact AWS support to request an increase for this quota.",
 			le.InstanceType, le.Total, le.Total-le.Available, le.Requested)
+	}
+	var pe *endpoint.PlanLimitError
+	if errors.As(err, &pe) {
+		if pe.Total == 0 {
+			return newWireError(http.StatusBadRequest, CodeValidation, "Training plan %s does not exist or has expired.", pe.Plan)
+		}
+		return newWireError(http.StatusBadRequest, CodeValidation,
+			"Training plan %s has %d instances (%d available to this endpoint); %d were requested. Request at most %d, or reserve more capacity.",
+			pe.Plan, pe.Total, pe.Available, pe.Requested, pe.Available)
+	}
+	if e, ok := capacity.AsError(err); ok {
+		switch e.Kind {
+		case capacity.ErrPlanNotFound:
+			return newWireError(http.StatusBadRequest, CodeNotFound, "%s", e.Message)
+		case capacity.ErrPlanExists:
+			return newWireError(http.StatusBadRequest, CodeInUse, "%s", e.Message)
+		default:
+			return newWireError(http.StatusBadRequest, CodeValidation, "%s", e.Message)
+		}
 	}
 	if e, ok := endpoint.AsError(err); ok {
 		arn := a.arn(e.Resource, e.Name)

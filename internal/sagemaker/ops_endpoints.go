@@ -47,6 +47,31 @@ type variantSummary struct {
 	InstanceType         string                  `json:"InstanceType,omitempty"`
 	VariantStatus        []variantStatus         `json:"VariantStatus,omitempty"`
 	RoutingConfig        *endpoint.RoutingConfig `json:"RoutingConfig,omitempty"`
+	CapacityReservation  *reservationSummary     `json:"CapacityReservationConfig,omitempty"`
+}
+
+// reservationSummary is ProductionVariantSummary.CapacityReservationConfig.
+type reservationSummary struct {
+	CapacityReservationPreference string `json:"CapacityReservationPreference"`
+	MlReservationArn              string `json:"MlReservationArn"`
+	TotalInstanceCount            int    `json:"TotalInstanceCount"`
+	AvailableInstanceCount        int    `json:"AvailableInstanceCount"`
+	UsedByCurrentEndpoint         int    `json:"UsedByCurrentEndpoint"`
+}
+
+// reservation fills s's reservation counts for reserved-only variant v.
+func (a *API) reservation(s *variantSummary, v endpoint.VariantState, used int) {
+	if v.Reservation == "" {
+		return
+	}
+	r := &reservationSummary{CapacityReservationPreference: endpoint.PreferenceReservedOnly, MlReservationArn: v.ReservationArn,
+		UsedByCurrentEndpoint: used}
+	if a.opts.Capacity != nil {
+		if pv, err := a.opts.Capacity.GetPlan(v.Reservation); err == nil {
+			r.TotalInstanceCount, r.AvailableInstanceCount = pv.Total(), pv.Available
+		}
+	}
+	s.CapacityReservation = r
 }
 
 type pendingSummary struct {
@@ -106,13 +131,19 @@ func (a *API) describe(ep endpoint.Endpoint) describeEndpointOutput {
 			if ep.Status == endpoint.StatusDeleting {
 				status = "Deleting"
 			}
-			out.ProductionVariants = append(out.ProductionVariants, summarize(v, true, status, epoch(v.ChangeStart)))
+			s := summarize(v, true, status, epoch(v.ChangeStart))
+			a.reservation(&s, v, len(v.Replicas))
+			out.ProductionVariants = append(out.ProductionVariants, s)
 		}
 		if ep.Pending != nil {
 			ps := &pendingSummary{EndpointConfigName: ep.Pending.ConfigName, StartTime: epoch(ep.Pending.StartTime)}
 			for _, v := range ep.Pending.Variants {
 				s := summarize(v, false, "Creating", epoch(ep.Pending.StartTime))
 				s.InstanceType = v.InstanceType
+				a.reservation(&s, v, 0)
+				if v.Waiting != "" {
+					s.VariantStatus[0].StatusMessage = v.Waiting
+				}
 				ps.ProductionVariants = append(ps.ProductionVariants, s)
 			}
 			out.PendingDeploymentSummary = ps
@@ -124,7 +155,12 @@ func (a *API) describe(ep endpoint.Endpoint) describeEndpointOutput {
 			status = "Deleting"
 		}
 		for _, v := range ep.Pending.Variants {
-			out.ProductionVariants = append(out.ProductionVariants, summarize(v, false, status, epoch(ep.Pending.StartTime)))
+			s := summarize(v, false, status, epoch(ep.Pending.StartTime))
+			a.reservation(&s, v, 0)
+			if v.Waiting != "" {
+				s.VariantStatus[0].StatusMessage = v.Waiting
+			}
+			out.ProductionVariants = append(out.ProductionVariants, s)
 		}
 	}
 	return out

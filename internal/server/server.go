@@ -17,12 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/endpoint"
-	"github.com/capstan-dev/capstan/internal/fleet"
 	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/gateway/openai"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
 	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
@@ -91,15 +92,23 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gw := gateway.New(gateway.Options{Clock: clk, Logger: log, Registerer: reg})
-	fl := fleet.New(cfg.FleetCapacity(cat))
+	// One calendar for on-demand endpoints and training plans (issue 3).
+	fl, err := capacity.New(st, cat, clk, cfg.FleetCapacity(cat))
+	if err != nil {
+		_ = rt.Close(context.Background())
+		st.Close()
+		return nil, err
+	}
 	svc := endpoint.NewService(st, fl, cat, clk, log)
-	reg.MustRegister(newStatusCollector(svc))
+	svc.SetReservations(fl)
+	reg.MustRegister(newStatusCollector(svc), capacity.NewCollector(fl))
 	args := append([]string{fmt.Sprintf("--time-scale=%g", cfg.Engine.TimeScale)}, cfg.Engine.Args...)
 	ctrl := endpoint.NewController(st, fl, rt, routerAdapter{gw}, clk, log, endpoint.Options{
 		EngineArgs: args, StartTimeout: cfg.Endpoints.StartTimeout.Duration,
-		DrainTimeout: cfg.Endpoints.DrainTimeout.Duration, Resync: o.Resync})
+		DrainTimeout: cfg.Endpoints.DrainTimeout.Duration, Resync: o.Resync, Reservations: fl,
+		RouteGrace: 100 * time.Millisecond})
 
-	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log})
+	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log, Capacity: fl})
 	var control, runtimeH http.Handler = api, http.NotFoundHandler()
 	if o.RuntimeAPI != nil {
 		runtimeH = o.RuntimeAPI(gw, log)
@@ -118,6 +127,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.Handle("/_capstan/clock", clockHandler(clk))
+	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
+	if len(cfg.Credentials) > 0 {
+		front = bearerAuth(front, cfg.Credentials)
+	}
+	for _, p := range openai.Paths() {
+		mux.Handle(p, front)
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -133,6 +149,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		defer close(s.ctrlDone)
 		ctrl.Run(cctx)
 	}()
+	// The gateway's own loop scrapes replica metrics, health-checks replicas and
+	// follows KV events for the cache-aware routing policies.
+	go func() { _ = gw.Run(cctx) }()
 	go func() {
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http serve", "err", err)
@@ -174,7 +193,7 @@ type routerAdapter struct{ gw *gateway.Gateway }
 
 var (
 	_ endpoint.Router      = routerAdapter{}
-	_ endpoint.Allocator   = (*fleet.Fleet)(nil)
+	_ endpoint.Allocator   = (*capacity.Calendar)(nil)
 	_ prometheus.Collector = (*statusCollector)(nil)
 )
 

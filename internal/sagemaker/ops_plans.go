@@ -1,0 +1,386 @@
+package sagemaker
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/capacity"
+	"github.com/capstan-dev/capstan/internal/endpoint"
+)
+
+var (
+	patPlanName     = regexp.MustCompile(`^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}$`)
+	patOfferingID   = regexp.MustCompile(`^[a-z0-9\-]+$`)
+	planStatuses    = []string{"Pending", "Active", "Scheduled", "Expired", "Failed"}
+	reservableTypes = []string{"ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5.4xlarge", "ml.p5e.48xlarge",
+		"ml.p5en.48xlarge", "ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge", "ml.p6e-gb200.36xlarge", "ml.trn1.32xlarge", "ml.trn2.48xlarge"}
+)
+
+const (
+	patPlanNameText   = `^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}`
+	patOfferingIDText = `^[a-z0-9\-]+`
+)
+
+func (a *API) planArn(name string) string {
+	return fmt.Sprintf("arn:aws:sagemaker:%s:%s:training-plan/%s", a.opts.Region, a.opts.AccountID, strings.ToLower(name))
+}
+
+func (a *API) plans() (*capacity.Calendar, error) {
+	if a.opts.Capacity == nil {
+		return nil, newWireError(http.StatusBadRequest, CodeUnknownOperation, "Training plans are not enabled on this server.")
+	}
+	return a.opts.Capacity, nil
+}
+
+type searchOfferingsInput struct {
+	InstanceType     string   `json:"InstanceType"`
+	InstanceCount    *int     `json:"InstanceCount"`
+	UltraServerType  string   `json:"UltraServerType"`
+	UltraServerCount *int     `json:"UltraServerCount"`
+	StartTimeAfter   *Epoch   `json:"StartTimeAfter"`
+	EndTimeBefore    *Epoch   `json:"EndTimeBefore"`
+	DurationHours    *int64   `json:"DurationHours"`
+	TargetResources  []string `json:"TargetResources"`
+	TrainingPlanArn  string   `json:"TrainingPlanArn"`
+}
+
+type reservedCapacityOffering struct {
+	ReservedCapacityType string `json:"ReservedCapacityType,omitempty"`
+	InstanceType         string `json:"InstanceType"`
+	InstanceCount        int    `json:"InstanceCount"`
+	AvailabilityZone     string `json:"AvailabilityZone,omitempty"`
+	DurationHours        int    `json:"DurationHours"`
+	DurationMinutes      int    `json:"DurationMinutes"`
+	StartTime            *Epoch `json:"StartTime,omitempty"`
+	EndTime              *Epoch `json:"EndTime,omitempty"`
+}
+
+type trainingPlanOffering struct {
+	TrainingPlanOfferingId    string                     `json:"TrainingPlanOfferingId"`
+	TargetResources           []string                   `json:"TargetResources"`
+	RequestedStartTimeAfter   *Epoch                     `json:"RequestedStartTimeAfter,omitempty"`
+	RequestedEndTimeBefore    *Epoch                     `json:"RequestedEndTimeBefore,omitempty"`
+	DurationHours             int                        `json:"DurationHours"`
+	DurationMinutes           int                        `json:"DurationMinutes"`
+	UpfrontFee                string                     `json:"UpfrontFee"`
+	CurrencyCode              string                     `json:"CurrencyCode"`
+	ReservedCapacityOfferings []reservedCapacityOffering `json:"ReservedCapacityOfferings"`
+}
+
+func (a *API) searchTrainingPlanOfferings(_ context.Context, body []byte) (any, error) {
+	cal, err := a.plans()
+	if err != nil {
+		return nil, err
+	}
+	var in searchOfferingsInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.enum(in.InstanceType, "instanceType", reservableTypes...)
+	ve.minInt(in.InstanceCount, 0, "instanceCount")
+	ve.maxInt(in.InstanceCount, 256, "instanceCount")
+	if in.DurationHours != nil && (*in.DurationHours < 1 || *in.DurationHours > 87600) {
+		c := "Member must have value greater than or equal to 1"
+		if *in.DurationHours > 87600 {
+			c = "Member must have value less than or equal to 87600"
+		}
+		ve.add(*in.DurationHours, "durationHours", c)
+	}
+	if in.TargetResources != nil {
+		ve.listLen(len(in.TargetResources), 1, 4, "targetResources")
+	}
+	for i, t := range in.TargetResources {
+		ve.enum(t, fmt.Sprintf("targetResources.%d.member", i+1), capacity.TargetResources...)
+	}
+	if in.UltraServerType != "" || in.UltraServerCount != nil {
+		ve.add(in.UltraServerType, "ultraServerType", "UltraServer reservations are not supported by capstan")
+	}
+	if in.TrainingPlanArn != "" {
+		ve.add(in.TrainingPlanArn, "trainingPlanArn", "Training plan extensions are not supported by capstan")
+	}
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	// What the service needs beyond the model's (all optional) members.
+	switch {
+	case in.InstanceType == "":
+		return nil, newWireError(http.StatusBadRequest, CodeValidation, "InstanceType is required: capstan searches offerings of one instance type (one of %s).", strings.Join(reservableTypes, ", "))
+	case in.InstanceCount == nil || *in.InstanceCount < 1:
+		return nil, newWireError(http.StatusBadRequest, CodeValidation, "InstanceCount must be at least 1.")
+	case in.DurationHours == nil:
+		return nil, newWireError(http.StatusBadRequest, CodeValidation, "DurationHours is required.")
+	case in.StartTimeAfter != nil && in.EndTimeBefore != nil && !in.StartTimeAfter.Before(in.EndTimeBefore.Time):
+		return nil, newWireError(http.StatusBadRequest, CodeValidation, "StartTimeAfter (%s) must be before EndTimeBefore (%s).",
+			in.StartTimeAfter.UTC().Format(time.RFC3339), in.EndTimeBefore.UTC().Format(time.RFC3339))
+	}
+	if _, err := a.opts.Catalog.InstanceType(in.InstanceType); err != nil {
+		return nil, newWireError(http.StatusBadRequest, CodeValidation, "Instance type %s is not in the catalog.", in.InstanceType)
+	}
+	targets := in.TargetResources
+	if len(targets) == 0 {
+		targets = []string{"training-job"}
+	}
+	q := capacity.Query{InstanceType: in.InstanceType, Count: *in.InstanceCount,
+		Duration: time.Duration(*in.DurationHours) * time.Hour, TargetResources: targets}
+	if in.StartTimeAfter != nil {
+		q.StartAfter = in.StartTimeAfter.Time
+	}
+	if in.EndTimeBefore != nil {
+		q.EndBefore = in.EndTimeBefore.Time
+	}
+	offers, err := cal.Search(q)
+	if err != nil {
+		return nil, err
+	}
+	out := struct {
+		TrainingPlanOfferings []trainingPlanOffering `json:"TrainingPlanOfferings"`
+	}{TrainingPlanOfferings: []trainingPlanOffering{}}
+	for _, o := range offers {
+		w := trainingPlanOffering{TrainingPlanOfferingId: o.ID, TargetResources: o.TargetResources,
+			RequestedStartTimeAfter: epoch(o.RequestedStartAfter), RequestedEndTimeBefore: epoch(o.RequestedEndBefore),
+			DurationHours: o.DurationHours, UpfrontFee: o.UpfrontFee, CurrencyCode: o.CurrencyCode}
+		for _, r := range o.Capacities {
+			w.ReservedCapacityOfferings = append(w.ReservedCapacityOfferings, reservedCapacityOffering{
+				InstanceType: o.InstanceType, InstanceCount: r.Count, AvailabilityZone: r.Zone,
+				DurationHours: o.DurationHours, StartTime: epoch(o.Start), EndTime: epoch(o.End)})
+		}
+		out.TrainingPlanOfferings = append(out.TrainingPlanOfferings, w)
+	}
+	return out, nil
+}
+
+func (a *API) createTrainingPlan(_ context.Context, body []byte) (any, error) {
+	cal, err := a.plans()
+	if err != nil {
+		return nil, err
+	}
+	var in struct {
+		TrainingPlanName                 *string        `json:"TrainingPlanName"`
+		TrainingPlanOfferingId           *string        `json:"TrainingPlanOfferingId"`
+		SpareInstanceCountPerUltraServer *int           `json:"SpareInstanceCountPerUltraServer"`
+		Tags                             []endpoint.Tag `json:"Tags"`
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.planName(in.TrainingPlanName, "trainingPlanName")
+	if ve.required(in.TrainingPlanOfferingId != nil, "trainingPlanOfferingId") {
+		id := *in.TrainingPlanOfferingId
+		switch {
+		case len(id) < 1 || len(id) > 256:
+			ve.add(id, "trainingPlanOfferingId", "Member must have length between 1 and 256")
+		case !patOfferingID.MatchString(id):
+			ve.add(id, "trainingPlanOfferingId", "Member must satisfy regular expression pattern: "+patOfferingIDText)
+		}
+	}
+	ve.tags(in.Tags)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	p, err := cal.CreatePlan(*in.TrainingPlanName, *in.TrainingPlanOfferingId, in.Tags)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"TrainingPlanArn": a.planArn(p.Name)}, nil
+}
+
+func (e *validationError) planName(v *string, path string) {
+	if !e.required(v != nil, path) {
+		return
+	}
+	switch {
+	case len(*v) < 1 || len(*v) > 64:
+		e.add(*v, path, "Member must have length between 1 and 64")
+	case !patPlanName.MatchString(*v):
+		e.add(*v, path, "Member must satisfy regular expression pattern: "+patPlanNameText)
+	}
+}
+
+type reservedCapacitySummary struct {
+	ReservedCapacityArn string `json:"ReservedCapacityArn"`
+	InstanceType        string `json:"InstanceType"`
+	TotalInstanceCount  int    `json:"TotalInstanceCount"`
+	Status              string `json:"Status"`
+	AvailabilityZone    string `json:"AvailabilityZone,omitempty"`
+	DurationHours       int    `json:"DurationHours"`
+	DurationMinutes     int    `json:"DurationMinutes"`
+	StartTime           *Epoch `json:"StartTime,omitempty"`
+	EndTime             *Epoch `json:"EndTime,omitempty"`
+}
+
+// planOutput is DescribeTrainingPlan's output and ListTrainingPlans' summary.
+type planOutput struct {
+	TrainingPlanArn           string                    `json:"TrainingPlanArn"`
+	TrainingPlanName          string                    `json:"TrainingPlanName"`
+	Status                    string                    `json:"Status"`
+	StatusMessage             string                    `json:"StatusMessage,omitempty"`
+	DurationHours             int                       `json:"DurationHours"`
+	DurationMinutes           int                       `json:"DurationMinutes"`
+	StartTime                 *Epoch                    `json:"StartTime,omitempty"`
+	EndTime                   *Epoch                    `json:"EndTime,omitempty"`
+	UpfrontFee                string                    `json:"UpfrontFee"`
+	CurrencyCode              string                    `json:"CurrencyCode"`
+	TotalInstanceCount        int                       `json:"TotalInstanceCount"`
+	AvailableInstanceCount    int                       `json:"AvailableInstanceCount"`
+	InUseInstanceCount        int                       `json:"InUseInstanceCount"`
+	UnhealthyInstanceCount    int                       `json:"UnhealthyInstanceCount"`
+	TargetResources           []string                  `json:"TargetResources"`
+	ReservedCapacitySummaries []reservedCapacitySummary `json:"ReservedCapacitySummaries"`
+	// capstan's accounting (not a SageMaker member; SDKs ignore it).
+	UsedInstanceHours float64 `json:"CapstanUsedInstanceHours"`
+}
+
+func (a *API) planOut(v capacity.PlanView) planOutput {
+	o := planOutput{TrainingPlanArn: a.planArn(v.Name), TrainingPlanName: v.Name, Status: v.Status,
+		DurationHours: v.DurationHours, StartTime: epoch(v.Start), EndTime: epoch(v.End), UpfrontFee: v.UpfrontFee,
+		CurrencyCode: v.CurrencyCode, TotalInstanceCount: v.Total(), AvailableInstanceCount: v.Available,
+		InUseInstanceCount: v.InUse, TargetResources: v.TargetResources, UsedInstanceHours: v.Usage.InstanceHours[v.Key]}
+	switch v.Status {
+	case capacity.StatusScheduled:
+		o.StatusMessage = fmt.Sprintf("The plan starts at %s.", v.Start.UTC().Format(time.RFC3339))
+	case capacity.StatusExpired:
+		o.StatusMessage = fmt.Sprintf("The plan ended at %s.", v.End.UTC().Format(time.RFC3339))
+	}
+	for i, r := range v.Capacities {
+		o.ReservedCapacitySummaries = append(o.ReservedCapacitySummaries, reservedCapacitySummary{
+			ReservedCapacityArn: fmt.Sprintf("arn:aws:sagemaker:%s:%s:reserved-capacity/%s-%d", a.opts.Region, a.opts.AccountID, v.Key, i+1),
+			InstanceType:        v.InstanceType, TotalInstanceCount: r.Count, Status: v.Status, AvailabilityZone: r.Zone,
+			DurationHours: v.DurationHours, StartTime: epoch(v.Start), EndTime: epoch(v.End)})
+	}
+	return o
+}
+
+func (a *API) describeTrainingPlan(_ context.Context, body []byte) (any, error) {
+	cal, err := a.plans()
+	if err != nil {
+		return nil, err
+	}
+	var in struct {
+		TrainingPlanName *string `json:"TrainingPlanName"`
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.planName(in.TrainingPlanName, "trainingPlanName")
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	v, err := cal.GetPlan(*in.TrainingPlanName)
+	if err != nil {
+		return nil, err
+	}
+	return a.planOut(v), nil
+}
+
+type planFilter struct {
+	Name  string `json:"Name"`
+	Value string `json:"Value"`
+}
+
+func (a *API) listTrainingPlans(_ context.Context, body []byte) (any, error) {
+	cal, err := a.plans()
+	if err != nil {
+		return nil, err
+	}
+	var in struct {
+		NextToken       string       `json:"NextToken"`
+		MaxResults      *int         `json:"MaxResults"`
+		StartTimeAfter  *Epoch       `json:"StartTimeAfter"`
+		StartTimeBefore *Epoch       `json:"StartTimeBefore"`
+		SortBy          string       `json:"SortBy"`
+		SortOrder       string       `json:"SortOrder"`
+		Filters         []planFilter `json:"Filters"`
+	}
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationError
+	ve.maxLen(in.NextToken, 8192, "nextToken")
+	ve.minInt(in.MaxResults, 1, "maxResults")
+	ve.maxInt(in.MaxResults, 100, "maxResults")
+	ve.enum(in.SortBy, "sortBy", "TrainingPlanName", "StartTime", "Status")
+	ve.enum(in.SortOrder, "sortOrder", "Ascending", "Descending")
+	if in.Filters != nil {
+		ve.listLen(len(in.Filters), 1, 5, "filters")
+	}
+	for i, f := range in.Filters {
+		p := fmt.Sprintf("filters.%d.member", i+1)
+		ve.enum(f.Name, p+".name", "Status")
+		if ve.required(f.Name != "", p+".name") {
+			ve.enum(f.Value, p+".value", planStatuses...)
+		}
+	}
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	offset := 0
+	if in.NextToken != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(in.NextToken)
+		var tok pageToken
+		if err != nil || json.Unmarshal(raw, &tok) != nil || tok.Offset < 0 {
+			return nil, newWireError(http.StatusBadRequest, CodeValidation, "Invalid pagination token.")
+		}
+		offset = tok.Offset
+	}
+	views, err := cal.ListPlans()
+	if err != nil {
+		return nil, err
+	}
+	var kept []capacity.PlanView
+	for _, v := range views {
+		if in.StartTimeAfter != nil && !v.Start.After(in.StartTimeAfter.Time) {
+			continue
+		}
+		if in.StartTimeBefore != nil && !v.Start.Before(in.StartTimeBefore.Time) {
+			continue
+		}
+		ok := true
+		for _, f := range in.Filters {
+			ok = ok && v.Status == f.Value
+		}
+		if ok {
+			kept = append(kept, v)
+		}
+	}
+	// Default order: StartTime, Descending (newest reservations first).
+	less := func(i, j int) bool { return kept[i].Start.Before(kept[j].Start) }
+	switch in.SortBy {
+	case "TrainingPlanName":
+		less = func(i, j int) bool { return kept[i].Key < kept[j].Key }
+	case "Status":
+		less = func(i, j int) bool { return kept[i].Status < kept[j].Status }
+	}
+	desc := in.SortOrder != "Ascending"
+	sort.SliceStable(kept, func(i, j int) bool {
+		if desc {
+			return less(j, i)
+		}
+		return less(i, j)
+	})
+	size := 10
+	if in.MaxResults != nil {
+		size = *in.MaxResults
+	}
+	out := struct {
+		TrainingPlanSummaries []planOutput `json:"TrainingPlanSummaries"`
+		NextToken             string       `json:"NextToken,omitempty"`
+	}{TrainingPlanSummaries: []planOutput{}}
+	for i := offset; i < len(kept) && i < offset+size; i++ {
+		out.TrainingPlanSummaries = append(out.TrainingPlanSummaries, a.planOut(kept[i]))
+	}
+	if offset+size < len(kept) {
+		raw, _ := json.Marshal(pageToken{Offset: offset + size})
+		out.NextToken = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	return out, nil
+}
