@@ -60,11 +60,6 @@ type Options struct {
 	// Reservations, when set, holds reserved-only deployments until their
 	// plan starts and takes their instances back when it ends.
 	Reservations Reservations
-	// RouteGrace is how long the controller waits after taking replicas out
-	// of the route before draining them (blue/green switch, expiry). A
-	// request that read the old route just before the change still picks one
-	// of them; draining at once would turn it into a 503. 0: no wait.
-	RouteGrace time.Duration
 }
 
 func (o *Options) defaults() {
@@ -462,7 +457,6 @@ func (c *Controller) reconcilePending(ctx context.Context, ep *Endpoint) error {
 	}
 	c.log.Info("deployment live", "endpoint", ep.Name, "config", p.ConfigName, "generation", p.Generation)
 	if len(old) > 0 {
-		c.grace(ctx)
 		if err := c.retire(ctx, ep); err != nil {
 			return err
 		}
@@ -675,13 +669,5 @@ func (c *Controller) expire(ctx context.Context, ep *Endpoint) error {
 		return err
 	}
 	c.log.Info("reservation expired", "endpoint", ep.Name, "plan", pl.Name)
-	c.grace(ctx)
 	return c.retire(ctx, ep)
-}
-
-// grace waits RouteGrace after a route change that removed replicas.
-func (c *Controller) grace(ctx context.Context) {
-	if c.opts.RouteGrace > 0 {
-		_ = clock.Sleep(ctx, c.clock, c.opts.RouteGrace)
-	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -351,6 +352,30 @@ func (g *Gateway) Drain(ctx context.Context, backendID string) error {
 	}
 }
 
+// errStaleBackend: the picked backend left the route before the request was sent.
+var errStaleBackend = errors.New("backend left the route")
+
+// maxStaleRepicks bounds re-picks after route changes, so a route flapping
+// faster than requests are sent cannot spin a request forever.
+const maxStaleRepicks = 8
+
+// inRoute reports whether backendID serves some variant of the endpoint's
+// current route.
+func (g *Gateway) inRoute(endpoint, backendID string) bool {
+	rs, ok := g.lookup(endpoint)
+	if !ok {
+		return false
+	}
+	for _, v := range rs.variants {
+		for _, b := range v.route.Backends {
+			if b.ID == backendID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (g *Gateway) acquire(backendID string) {
 	g.fmu.Lock()
 	g.inFlight[backendID]++
@@ -457,6 +482,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	start := g.clock.Now()
 	req := &SchedRequest{Endpoint: inv.Endpoint, Variant: variant, Model: v.route.Model, Path: inv.Path, Header: inv.Header, Body: inv.Body, Tried: map[string]bool{}}
 	var lastErr error
+	stale := 0
 	for attempt := 0; attempt < g.maxTries; attempt++ {
 		c, ok := v.sched.pick(ctx, req, g.candidates(v.route.Backends))
 		if !ok {
@@ -464,6 +490,22 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		}
 		req.Tried[c.Backend.ID] = true
 		resp, err := g.forward(ctx, inv, c.Backend, variant)
+		if errors.Is(err, errStaleBackend) {
+			// Re-read the route; the next pick sees the new backends.
+			if rs, ok = g.lookup(inv.Endpoint); !ok || rs.route.Unavailable != "" {
+				break
+			}
+			if v, err = g.chooseVariant(rs, inv.TargetVariant); err != nil {
+				break
+			}
+			variant = v.route.Name
+			req.Variant, req.Model, req.Tried = variant, v.route.Model, map[string]bool{}
+			attempt-- // not a failed try: nothing was sent
+			if stale++; stale > maxStaleRepicks {
+				break
+			}
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				release()
@@ -536,6 +578,13 @@ func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, varian
 		hreq.Header.Del(h)
 	}
 	g.acquire(b.ID)
+	// The backend was picked from the route as it was when this request read
+	// it. If a route change removed it since, a Drain may already have seen
+	// zero in flight and the replica may be stopping: step back and re-pick.
+	if !g.inRoute(inv.Endpoint, b.ID) {
+		g.release(b.ID)
+		return nil, errStaleBackend
+	}
 	gauge := g.metrics.inFlight.WithLabelValues(inv.Endpoint, variant)
 	gauge.Inc()
 	resp, err := g.client.Do(hreq)

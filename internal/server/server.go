@@ -105,8 +105,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	args := append([]string{fmt.Sprintf("--time-scale=%g", cfg.Engine.TimeScale)}, cfg.Engine.Args...)
 	ctrl := endpoint.NewController(st, fl, rt, routerAdapter{gw}, clk, log, endpoint.Options{
 		EngineArgs: args, StartTimeout: cfg.Endpoints.StartTimeout.Duration,
-		DrainTimeout: cfg.Endpoints.DrainTimeout.Duration, Resync: o.Resync, Reservations: fl,
-		RouteGrace: 100 * time.Millisecond})
+		DrainTimeout: cfg.Endpoints.DrainTimeout.Duration, Resync: o.Resync, Reservations: fl})
 
 	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log, Capacity: fl})
 	var control, runtimeH http.Handler = api, http.NotFoundHandler()
