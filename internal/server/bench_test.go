@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,3 +83,54 @@ func startHarnessTB(b *testing.B) *harness {
 }
 
 func (h *harness) setupTB(b *testing.B) { h.setup(b, "m1", "c1", 1) }
+
+// BenchmarkRuntimeOverhead measures what the runtime path (SageMaker runtime
+// API → gateway → replica) adds over calling the replica directly, with the
+// two interleaved request by request in the same run so machine noise hits
+// both alike. Reported: each path's p50 and the added p50 in µs.
+func BenchmarkRuntimeOverhead(b *testing.B) {
+	h := startHarnessTB(b)
+	h.setupTB(b)
+	if _, err := h.sm.CreateEndpoint(context.Background(), &sm.CreateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String("c1")}); err != nil {
+		b.Fatal(err)
+	}
+	var replica string
+	for deadline := time.Now().Add(10 * time.Second); replica == ""; time.Sleep(5 * time.Millisecond) {
+		if r, ok := h.srv.Gateway.Route("ep"); ok && len(r.Variants) > 0 && len(r.Variants[0].Backends) > 0 {
+			replica = r.Variants[0].Backends[0].Addr
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("endpoint never got a route")
+		}
+	}
+	body := `{"inputs":"hello","parameters":{"max_new_tokens":1}}`
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	call := func(url string) time.Duration {
+		start := time.Now()
+		resp, err := client.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s: status %d", url, resp.StatusCode)
+		}
+		return time.Since(start)
+	}
+	direct, via := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		direct = append(direct, call("http://"+replica+"/invocations"))
+		via = append(via, call(h.url+"/endpoints/ep/invocations"))
+	}
+	b.StopTimer()
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds())
+	}
+	pd, pv := p50(direct), p50(via)
+	b.ReportMetric(pd, "direct_p50_us")
+	b.ReportMetric(pv, "runtime_p50_us")
+	b.ReportMetric(pv-pd, "added_p50_us")
+}
