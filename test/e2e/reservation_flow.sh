@@ -7,69 +7,13 @@
 # endpoint to a new plan and to on-demand, delete. Needs CAPSTAN_BIN.
 set -euo pipefail
 
-: "${CAPSTAN_BIN:?set CAPSTAN_BIN to the capstan binary}"
-command -v aws >/dev/null || { echo "the aws CLI is required" >&2; exit 1; }
+# shellcheck source=lib/serve.sh
+source "$(dirname "$0")/lib/serve.sh"
 
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- server log (tail)" >&2
-  tail -n 60 "$work/server.log" >&2 || true
-  exit 1
-}
-
-"$CAPSTAN_BIN" serve --listen 127.0.0.1:0 --data-dir "$work/data" --engine-time-scale 0.01 --dev-clock \
-  >"$work/server.out" 2>"$work/server.log" &
-server_pid=$!
-url=""
-for _ in $(seq 1 300); do
-  url=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$work/server.out" | head -1)
-  [ -n "$url" ] && break
-  kill -0 "$server_pid" 2>/dev/null || fail "capstan serve exited"
-  sleep 0.1
-done
-[ -n "$url" ] || fail "capstan serve did not print its address"
-echo "server at $url"
-
-export AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_DEFAULT_REGION=us-east-1
-export AWS_PAGER="" AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
-sm() { aws sagemaker --endpoint-url "$url" "$@"; }
-smr() { aws sagemaker-runtime --endpoint-url "$url" "$@"; }
-status() { sm describe-endpoint --endpoint-name "$1" --query EndpointStatus --output text; }
 advance() { "$CAPSTAN_BIN" clock advance "$1" --server "$url" >/dev/null || fail "clock advance $1"; }
 # server_now: the dev clock as epoch seconds.
 server_now() { date -u -d "$("$CAPSTAN_BIN" clock now --server "$url" | cut -d' ' -f1)" +%s; }
 iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
-
-wait_status() {
-  local s=""
-  for _ in $(seq 1 160); do
-    s=$(status "$1") || true
-    [ "$s" = "$2" ] && return 0
-    if [ "$s" = "Failed" ] && [ "$2" != "Failed" ]; then
-      fail "endpoint $1 Failed: $(sm describe-endpoint --endpoint-name "$1" --query FailureReason --output text)"
-    fi
-    sleep 0.25
-  done
-  fail "endpoint $1 not $2 (last: $s)"
-}
-
-expect_error() {
-  local code=$1 msg=$2; shift 2
-  if out=$("$@" 2>&1); then fail "expected $code from: $*"; fi
-  grep -q "($code)" <<<"$out" || fail "expected $code from: $*; got: $out"
-  grep -qF "$msg" <<<"$out" || fail "expected message containing '$msg' from: $*; got: $out"
-}
 
 invoke() { smr invoke-endpoint --endpoint-name "$1" --body "fileb://$work/in.json" --content-type application/json "$work/out.json"; }
 

@@ -5,65 +5,8 @@
 # CLI and its waiters depend on. Needs CAPSTAN_BIN (path to the capstan binary).
 set -euo pipefail
 
-: "${CAPSTAN_BIN:?set CAPSTAN_BIN to the capstan binary}"
-command -v aws >/dev/null || { echo "the aws CLI is required" >&2; exit 1; }
-
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- server log" >&2
-  cat "$work/server.log" >&2 || true
-  exit 1
-}
-
-"$CAPSTAN_BIN" serve --listen 127.0.0.1:0 --data-dir "$work/data" --engine-time-scale 0.01 --dev-clock \
-  >"$work/server.out" 2>"$work/server.log" &
-server_pid=$!
-url=""
-for _ in $(seq 1 300); do
-  url=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$work/server.out" | head -1)
-  [ -n "$url" ] && break
-  kill -0 "$server_pid" 2>/dev/null || fail "capstan serve exited"
-  sleep 0.1
-done
-[ -n "$url" ] || fail "capstan serve did not print its address"
-echo "server at $url"
-
-export AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_DEFAULT_REGION=us-east-1
-export AWS_PAGER="" AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
-sm() { aws sagemaker --endpoint-url "$url" "$@"; }
-smr() { aws sagemaker-runtime --endpoint-url "$url" "$@"; }
-status() { sm describe-endpoint --endpoint-name "$1" --query EndpointStatus --output text; }
-
-# wait_status NAME STATUS: poll quickly (the CLI waiter polls every 30 s), then
-# confirm with the CLI waiter itself, which succeeds on its first poll.
-wait_status() {
-  for _ in $(seq 1 120); do
-    s=$(status "$1") || true
-    [ "$s" = "$2" ] && return 0
-    [ "$s" = "Failed" ] && fail "endpoint $1 Failed: $(sm describe-endpoint --endpoint-name "$1" --query FailureReason --output text)"
-    sleep 0.25
-  done
-  fail "endpoint $1 not $2 (last: $s)"
-}
-
-# expect_error CODE MESSAGE-SUBSTRING command...: the command must fail with both.
-expect_error() {
-  local code=$1 msg=$2; shift 2
-  if out=$("$@" 2>&1); then fail "expected $code from: $*"; fi
-  grep -q "($code)" <<<"$out" || fail "expected $code from: $*; got: $out"
-  grep -qF "$msg" <<<"$out" || fail "expected message containing '$msg' from: $*; got: $out"
-}
+# shellcheck source=lib/serve.sh
+source "$(dirname "$0")/lib/serve.sh"
 
 acct=000000000000
 sm create-model --model-name my-model \
