@@ -1,7 +1,3 @@
-// Package catalog owns the static facts capstan reasons about: GPUs and their MIG
-// profiles, model architectures, and ml.* instance types. The facts are data
-// (YAML files embedded in the binary), not code; this package only loads,
-// indexes and looks them up, with errors that list the valid names.
 package catalog
 
 import (

@@ -1,6 +1,3 @@
-// Package cli builds capstan's command tree. Each command lives in its own file
-// and only parses flags into an options struct before handing over to the package
-// that owns the work.
 package cli
 
 import (

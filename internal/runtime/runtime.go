@@ -1,7 +1,3 @@
-// Package runtime defines how capstan runs replicas: the Runtime interface the
-// endpoint and deployment controllers drive, and the replica states they see.
-// Implementations live in subpackages (local: OS processes of `capstan engine
-// sim` on this host; a Kubernetes runtime can be added behind the same seam).
 package runtime
 
 import (
