@@ -39,25 +39,8 @@ else
 fi
 WORKLOAD=${WORKLOAD:-random:input=32,output=4}
 
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_addr() {
-	for _ in $(seq 300); do
-		if grep -q 'listening on http://' "$1" 2>/dev/null; then
-			grep -o 'listening on http://[^ ]*' "$1" | head -1 | sed 's|listening on http://||'
-			return
-		fi
-		sleep 0.1
-	done
-	echo "no listening line in $1:" >&2
-	cat "$1" >&2
-	exit 1
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 "$CAPSTAN" engine sim --model qwen3-32b --gpu h100 --tensor-parallel 2 --port 0 --time-scale 0 \
 	--max-waiting 100000 --log-level warn >"$OUT/sim.log" 2>&1 &

@@ -45,29 +45,8 @@ else
 	MT_WORKLOAD=${MT_WORKLOAD_FULL:-multi-turn:sessions=144,turns=5,system=1000,question=200,output=60,think=200ms}
 fi
 
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	PIDS=()
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# wait_addr FILE: the host:port a process printed as "listening on http://…".
-wait_addr() {
-	for _ in $(seq 300); do
-		if grep -q 'listening on http://' "$1" 2>/dev/null; then
-			grep -o 'listening on http://[^ ]*' "$1" | head -1 | sed 's|listening on http://||'
-			return
-		fi
-		sleep 0.1
-	done
-	echo "no listening line in $1:" >&2
-	cat "$1" >&2
-	exit 1
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 # run STRATEGY WORKLOAD RATE REQUESTS TAG: a fresh fleet, a gateway, a bench.
 run() {

@@ -319,21 +319,33 @@ func (c *OpenAIClient) Do(ctx context.Context, req *Request, rec *Record) {
 	}
 	sent := c.Clock.Now()
 	m := newMeasurer(c.Clock, rec, sent)
-	resp, err := c.HTTP.Do(hr)
-	if err != nil {
-		rec.Error, rec.ErrorDetail = classify(ctx, err), err.Error()
-		rec.E2E = c.Clock.Now().Sub(sent)
+	resp := send(ctx, c.HTTP, c.Clock, hr, rec, sent)
+	if resp == nil {
 		return
 	}
 	defer resp.Body.Close()
+	readResponse(ctx, resp.Body, c.Stream, m)
+}
+
+// send issues hr and records on rec what went wrong: a transport error or a
+// non-200 status (with the start of its body). It returns the response only
+// when there is a 200 body to read; the caller closes it.
+func send(ctx context.Context, hc *http.Client, clk clock.Clock, hr *http.Request, rec *Record, sent time.Time) *http.Response {
+	resp, err := hc.Do(hr)
+	if err != nil {
+		rec.Error, rec.ErrorDetail = classify(ctx, err), err.Error()
+		rec.E2E = clk.Now().Sub(sent)
+		return nil
+	}
 	rec.Status = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
 		rec.Error, rec.ErrorDetail = httpErrorKind(resp.StatusCode), string(msg)
-		rec.E2E = c.Clock.Now().Sub(sent)
-		return
+		rec.E2E = clk.Now().Sub(sent)
+		return nil
 	}
-	readResponse(ctx, resp.Body, c.Stream, m)
+	return resp
 }
 
 // maxSSELine bounds one server-sent event line.

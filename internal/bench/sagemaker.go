@@ -91,20 +91,11 @@ func (c *SageMakerClient) Do(ctx context.Context, req *Request, rec *Record) {
 		return
 	}
 	m := newMeasurer(c.Clock, rec, sent)
-	resp, err := c.HTTP.Do(hr)
-	if err != nil {
-		rec.Error, rec.ErrorDetail = classify(ctx, err), err.Error()
-		rec.E2E = c.Clock.Now().Sub(sent)
+	resp := send(ctx, c.HTTP, c.Clock, hr, rec, sent)
+	if resp == nil {
 		return
 	}
 	defer resp.Body.Close()
-	rec.Status = resp.StatusCode
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		rec.Error, rec.ErrorDetail = httpErrorKind(resp.StatusCode), string(msg)
-		rec.E2E = c.Clock.Now().Sub(sent)
-		return
-	}
 	if !c.Stream {
 		readResponse(ctx, resp.Body, false, m)
 		return
