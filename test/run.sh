@@ -17,8 +17,13 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 if ! command -v aws >/dev/null; then
-  echo "the aws CLI is required for test/e2e (pip install awscli)" >&2
-  exit 1
+  echo "installing the aws CLI (pip)"
+  python3 -m pip install -q awscli
+fi
+# moto's standalone server is the S3-compatible store the model-source tests use.
+if ! command -v moto_server >/dev/null || ! python3 -c 'import moto.server' 2>/dev/null; then
+  echo "installing moto[server] (pip)"
+  python3 -m pip install -q 'moto[server]'
 fi
 
 go mod download

@@ -7,7 +7,8 @@
 // It is a pure library: no HTTP, no metric clients, no goroutines. A controller
 // owns one Scaler per deployment, feeds it Triggers (Prometheus queries,
 // CloudWatch-style metrics, built-in queue depth or KV utilisation — each a
-// small implementation of Trigger) and calls Scaler.Reconcile every polling
+// small implementation of Trigger, built from a manifest by the subpackage
+// triggers) and calls Scaler.Reconcile every polling
 // interval with the current replica count; the returned Decision says what to
 // set and why, for logging and metrics. Time is read only from the injected
 // clock.Clock so tests step it with clock.NewFake.

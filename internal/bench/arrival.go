@@ -21,6 +21,22 @@ func newSchedule(kind string, rate float64, seed uint64, stageIdx int) *schedule
 	return &schedule{kind: kind, gap: 1 / rate, rng: rngFor(seed, streamArrival, stageIdx)}
 }
 
+// arrivals is an open-loop arrival schedule: next returns the offset of the
+// next arrival since the stage start, or false when there is none.
+type arrivals interface {
+	next() (time.Duration, bool)
+}
+
+var (
+	_ arrivals = rateSchedule{}
+	_ arrivals = (*traceSchedule)(nil)
+)
+
+// rateSchedule adapts a constant or Poisson schedule, which never ends.
+type rateSchedule struct{ *schedule }
+
+func (s rateSchedule) next() (time.Duration, bool) { return s.schedule.next(), true }
+
 // next returns the offset of the next arrival. The first arrival is at 0; gaps
 // are exactly 1/rate (constant) or exponentially distributed with mean 1/rate
 // (Poisson).

@@ -25,8 +25,11 @@ type Record struct {
 	Session string        `json:"session,omitempty"`
 	Turn    int           `json:"turn,omitempty"`
 	Start   time.Duration `json:"start_ns"` // since the stage started
-	TTFT    time.Duration `json:"ttft_ns"`
-	E2E     time.Duration `json:"e2e_ns"`
+	// Scheduled is the job's planned arrival offset (open loop; 0 closed
+	// loop); later turns of a session keep their session's.
+	Scheduled time.Duration `json:"scheduled_ns,omitempty"`
+	TTFT      time.Duration `json:"ttft_ns"`
+	E2E       time.Duration `json:"e2e_ns"`
 	// ITLs are the gaps between successive token chunks (the first token excluded).
 	ITLs []time.Duration `json:"itls_ns,omitempty"`
 	// ExpectedInputTokens is the prompt length by the kv tokenizer rule;

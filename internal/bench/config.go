@@ -81,14 +81,20 @@ type Config struct {
 	Workload WorkloadSpec `json:"workload"` //
 	Seed     uint64       `json:"seed"`
 
-	Arrival        string        `json:"arrival"`
-	Rate           float64       `json:"rate,omitempty"`            // requests (multi-turn: sessions) per second
-	Concurrency    int           `json:"concurrency,omitempty"`     // closed-loop workers
-	MaxConcurrency int           `json:"max_concurrency,omitempty"` // cap on in-flight jobs; sweep's throughput stage
-	SweepPoints    int           `json:"sweep_points,omitempty"`
-	Duration       time.Duration `json:"duration,omitempty"` // per stage
-	Requests       int           `json:"requests,omitempty"` // per stage
-	Timeout        time.Duration `json:"timeout"`            // per request
+	Arrival        string  `json:"arrival"`
+	Rate           float64 `json:"rate,omitempty"`            // requests (multi-turn: sessions) per second
+	Concurrency    int     `json:"concurrency,omitempty"`     // closed-loop workers
+	MaxConcurrency int     `json:"max_concurrency,omitempty"` // cap on in-flight jobs; sweep's throughput stage
+	SweepPoints    int     `json:"sweep_points,omitempty"`
+	// Trace arrivals (--arrival trace): the built-in trace's name or a CSV
+	// file, and the factor on its offsets. Rate is then the base rate.
+	Trace         string        `json:"trace,omitempty"`
+	TraceFile     string        `json:"trace_file,omitempty"`
+	TraceScale    float64       `json:"trace_scale,omitempty"`
+	TraceResolved *Trace        `json:"trace_resolved,omitempty"` // set by Validate
+	Duration      time.Duration `json:"duration,omitempty"`       // per stage
+	Requests      int           `json:"requests,omitempty"`       // per stage
+	Timeout       time.Duration `json:"timeout"`                  // per request
 
 	SLO    SLO    `json:"slo"`
 	Stream bool   `json:"stream"`
@@ -168,6 +174,15 @@ func (c *Config) Validate() error {
 	if c.MaxConcurrency < 0 || c.MaxConcurrency > maxConcurrency {
 		return fmt.Errorf("--max-concurrency: want 0..%d", maxConcurrency)
 	}
+	if err := c.parseTraceArrival(); err != nil {
+		return err
+	}
+	if c.Arrival == "" && (c.Trace != "" || c.TraceFile != "") {
+		c.Arrival = ArrivalTrace
+	}
+	if c.Arrival != ArrivalTrace && (c.Trace != "" || c.TraceFile != "" || c.TraceScale != 0) {
+		return errors.New("--trace, --trace-file and --trace-scale need --arrival trace")
+	}
 	switch c.Arrival {
 	case "":
 		c.Arrival = ArrivalPoisson
@@ -193,8 +208,14 @@ func (c *Config) Validate() error {
 		if c.MaxConcurrency == 0 {
 			c.MaxConcurrency = 256
 		}
+	case ArrivalTrace:
+		if c.Duration < 0 || c.Requests < 0 || c.Requests > maxRequests {
+			return fmt.Errorf("--duration/--requests: want positive values (requests ≤ %d)", maxRequests)
+		}
+		// The trace's own end bounds the stage; --duration/--requests may cut it short.
+		return c.validateTrace()
 	default:
-		return fmt.Errorf("--arrival: want poisson, constant, concurrency or sweep, got %q", c.Arrival)
+		return fmt.Errorf("--arrival: want poisson, constant, concurrency, sweep or trace, got %q", c.Arrival)
 	}
 	if c.Duration < 0 || c.Requests < 0 || c.Requests > maxRequests {
 		return fmt.Errorf("--duration/--requests: want positive values (requests ≤ %d)", maxRequests)
@@ -218,6 +239,8 @@ func (s stage) String() string {
 	switch s.Arrival {
 	case ArrivalConcurrency:
 		return fmt.Sprintf("%s (concurrency %d)", s.Name, s.Concurrency)
+	case ArrivalTrace:
+		return fmt.Sprintf("%s (base %.3g req/s)", s.Name, s.Rate)
 	default:
 		return fmt.Sprintf("%s (%s %.3g req/s)", s.Name, s.Arrival, s.Rate)
 	}

@@ -79,6 +79,9 @@ func printTable(w io.Writer, res *Result) {
 			if s.Arrival == ArrivalConcurrency {
 				return fmt.Sprintf("concurrency %d", s.Concurrency)
 			}
+			if s.Arrival == ArrivalTrace {
+				return fmt.Sprintf("trace, base %.3g req/s", s.OfferedRate)
+			}
 			return fmt.Sprintf("%s %.3g req/s", s.Arrival, s.OfferedRate)
 		})
 		row("requests ok/failed", func(s *Summary) string { return fmt.Sprintf("%d/%d", s.Succeeded, s.Failed) })
@@ -104,6 +107,21 @@ func printTable(w io.Writer, res *Result) {
 		if st.Summaries[0].Goodput != nil {
 			row("goodput req/s (attainment)", func(s *Summary) string {
 				return fmt.Sprintf("%.2f (%.1f%%)", s.Goodput.PerSecond, 100*s.Goodput.Attainment)
+			})
+		}
+		for k := range st.Summaries[0].Phases {
+			ph := st.Summaries[0].Phases[k]
+			label := fmt.Sprintf("phase %s %.0f-%.0fs ok/failed, TTFT p95 ms, SLO", ph.Phase, ph.StartSeconds, ph.EndSeconds)
+			row(label, func(s *Summary) string {
+				if k >= len(s.Phases) {
+					return "-"
+				}
+				p := s.Phases[k]
+				slo := "-"
+				if p.SLOAttainment != nil {
+					slo = fmt.Sprintf("%.1f%%", 100**p.SLOAttainment)
+				}
+				return fmt.Sprintf("%d/%d, %.1f, %s", p.Succeeded, p.Failed, p.TTFT.P95, slo)
 			})
 		}
 		row("cache hit rate usage/server", func(s *Summary) string {

@@ -89,6 +89,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) (*Result, error) {
 			stage{Name: "throughput", Arrival: ArrivalConcurrency, Concurrency: cfg.MaxConcurrency})
 	case ArrivalConcurrency:
 		stages = append(stages, stage{Name: "concurrency", Arrival: ArrivalConcurrency, Concurrency: cfg.Concurrency})
+	case ArrivalTrace:
+		stages = append(stages, stage{Name: "trace-" + cfg.TraceResolved.Name, Arrival: ArrivalTrace, Rate: cfg.Rate})
 	default:
 		stages = append(stages, stage{Name: cfg.Arrival, Arrival: cfg.Arrival, Rate: cfg.Rate})
 	}
@@ -203,6 +205,9 @@ func runStage(ctx context.Context, cfg Config, deps Deps, wl Workload, clients [
 		if before != nil && after != nil {
 			s.Server = diffMetrics(before[i], after[i])
 		}
+		if st.Arrival == ArrivalTrace {
+			s.Phases = phaseSummaries(*cfg.TraceResolved, tr.recs, cfg.SLO)
+		}
 		res.Summaries = append(res.Summaries, s)
 		all = append(all, tr.recs...)
 	}
@@ -262,10 +267,16 @@ func (sr *stageRun) fingerprint() string {
 // openLoop fires jobs at the schedule's offsets, each to every target, the
 // target order rotating per arrival so none is systematically first.
 func (sr *stageRun) openLoop(ctx context.Context) {
-	sched := newSchedule(sr.st.Arrival, sr.st.Rate, sr.cfg.Seed, sr.idx)
+	var sched arrivals = rateSchedule{newSchedule(sr.st.Arrival, sr.st.Rate, sr.cfg.Seed, sr.idx)}
+	if sr.st.Arrival == ArrivalTrace {
+		sched = newTraceSchedule(*sr.cfg.TraceResolved, sr.cfg.Seed, sr.idx)
+	}
 	n := len(sr.targets)
 	for ticket := 0; ; ticket++ {
-		off := sched.next()
+		off, ok := sched.next()
+		if !ok {
+			return
+		}
 		if sr.cfg.Duration > 0 && off >= sr.cfg.Duration {
 			return
 		}
@@ -361,7 +372,7 @@ func (sr *stageRun) runJob(ctx context.Context, ti, ticket int, off time.Duratio
 				return false
 			}
 		}
-		rec := sr.do(ctx, ti, ticket, &it)
+		rec := sr.do(ctx, ti, ticket, off, &it)
 		if tr.sem != nil {
 			<-tr.sem
 		}
@@ -372,9 +383,10 @@ func (sr *stageRun) runJob(ctx context.Context, ti, ticket int, off time.Duratio
 	return true
 }
 
-func (sr *stageRun) do(ctx context.Context, ti, ticket int, it *Item) Record {
+// do sends one request; off is its job's scheduled arrival (0 closed-loop).
+func (sr *stageRun) do(ctx context.Context, ti, ticket int, off time.Duration, it *Item) Record {
 	tr := sr.targets[ti]
-	rec := Record{Target: ti, Stage: sr.idx, Ticket: ticket, Session: it.SessionID, Turn: it.Turn, Start: sr.elapsed()}
+	rec := Record{Target: ti, Stage: sr.idx, Ticket: ticket, Session: it.SessionID, Turn: it.Turn, Start: sr.elapsed(), Scheduled: off}
 	req := Request{Item: it, Model: sr.cfg.Model, RequestID: requestID(ti, sr.idx, ticket, it.Turn)}
 	rctx, cancel := context.WithTimeout(ctx, sr.cfg.Timeout)
 	tr.inflight.Add(1)

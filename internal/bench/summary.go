@@ -125,8 +125,11 @@ type Summary struct {
 	ITL  Stats `json:"itl_ms"`
 	E2E  Stats `json:"e2e_ms"`
 
-	Goodput *Goodput       `json:"goodput,omitempty"`
-	Server  *ServerMetrics `json:"server,omitempty"`
+	Goodput *Goodput `json:"goodput,omitempty"`
+	// Phases split a trace stage by the phase of each request's scheduled
+	// arrival (--arrival trace only).
+	Phases []PhaseSummary `json:"phases,omitempty"`
+	Server *ServerMetrics `json:"server,omitempty"`
 
 	TTFTCDF  []CDFPoint  `json:"ttft_cdf"`
 	Timeline []TimePoint `json:"timeline"`

@@ -63,6 +63,35 @@ type Model struct {
 	Params         int64    `json:"params"`
 	DTypeBytes     int      `json:"dtypeBytes"`
 	MaxModelLen    int      `json:"maxModelLen"`
+
+	// The fields below complete the Hugging Face config.json shape (see
+	// hfconfig.go) so a model folder can be generated from a catalog entry and
+	// any config.json can be read into a Model. Zero means "not recorded".
+	Architecture      string `json:"architecture,omitempty"` // e.g. LlamaForCausalLM
+	ModelType         string `json:"modelType,omitempty"`    // config.json model_type, e.g. llama
+	IntermediateSize  int    `json:"intermediateSize,omitempty"`
+	VocabSize         int    `json:"vocabSize,omitempty"`
+	TieWordEmbeddings bool   `json:"tieWordEmbeddings,omitempty"`
+	// Mixture of experts: Experts routed experts per MoE layer, ExpertsPerToken
+	// of them active per token; ActiveParams is the per-token parameter count
+	// (0 = dense, all Params active).
+	Experts             int   `json:"experts,omitempty"`
+	ExpertsPerToken     int   `json:"expertsPerToken,omitempty"`
+	MoEIntermediateSize int   `json:"moeIntermediateSize,omitempty"`
+	ActiveParams        int64 `json:"activeParams,omitempty"`
+	// JumpStartIDs are SageMaker JumpStart hub content ids that resolve to this
+	// model (JumpStartModel spec.model.modelId).
+	JumpStartIDs []string `json:"jumpStartIds,omitempty"`
+}
+
+// ActiveParamCount is the number of parameters used per token: ActiveParams
+// for a mixture-of-experts model, Params otherwise. Compute (FLOPs per token)
+// scales with it; memory for weights scales with Params.
+func (m Model) ActiveParamCount() int64 {
+	if m.ActiveParams > 0 {
+		return m.ActiveParams
+	}
+	return m.Params
 }
 
 // KVBytesPerToken is 2 (K and V) × layers × KV heads × head dim × dtype bytes.
@@ -88,6 +117,7 @@ type InstanceType struct {
 type Catalog struct {
 	gpus                                map[string]GPU
 	models                              map[string]Model
+	jumpStart                           map[string]Model // by lower-cased JumpStart id
 	instances                           map[string]InstanceType
 	gpuNames, modelNames, instanceNames []string
 }
@@ -126,7 +156,7 @@ func load() (*Catalog, error) {
 
 // New builds a catalog from explicit entries, checking cross references.
 func New(gpus []GPU, models []Model, instances []InstanceType) (*Catalog, error) {
-	c := &Catalog{gpus: map[string]GPU{}, models: map[string]Model{}, instances: map[string]InstanceType{}}
+	c := &Catalog{gpus: map[string]GPU{}, models: map[string]Model{}, jumpStart: map[string]Model{}, instances: map[string]InstanceType{}}
 	for _, g := range gpus {
 		if g.MemoryBytes <= 0 || g.BandwidthBytesPerSec <= 0 || g.BF16FLOPS <= 0 {
 			return nil, fmt.Errorf("catalog: gpu %q: memory, bandwidth and FLOP/s must be positive", g.Name)
@@ -143,6 +173,13 @@ func New(gpus []GPU, models []Model, instances []InstanceType) (*Catalog, error)
 		c.modelNames = append(c.modelNames, m.ID)
 		for _, k := range append([]string{m.ID}, m.Aliases...) {
 			c.models[strings.ToLower(k)] = m
+		}
+		for _, js := range m.JumpStartIDs {
+			k := strings.ToLower(js)
+			if prev, dup := c.jumpStart[k]; dup {
+				return nil, fmt.Errorf("catalog: JumpStart id %q is claimed by both %q and %q", js, prev.ID, m.ID)
+			}
+			c.jumpStart[k] = m
 		}
 	}
 	for _, it := range instances {

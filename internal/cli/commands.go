@@ -11,6 +11,10 @@ func registerCommands(root *cobra.Command, g *globalOptions) {
 		newBenchCommand(g),
 		newClockCommand(g),
 		newGatewayCommand(g),
+		newApplyCommand(g),
+		newGetCommand(g),
+		newDescribeCommand(g),
+		newDeleteCommand(g),
 		newVersionCommand(),
 	)
 }

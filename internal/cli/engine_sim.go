@@ -37,13 +37,14 @@ Prints "listening on http://HOST:PORT" on stdout once bound. See docs/engine-sim
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Model, "model", "", "model: catalog id or alias, e.g. llama-3.1-8b (required)")
+	f.StringVar(&o.Model, "model", "", "model: catalog id or alias, e.g. llama-3.1-8b (required unless --model-dir)")
+	f.StringVar(&o.ModelDir, "model-dir", "", "model folder whose Hugging Face config.json gives the architecture (--model then only names it)")
 	f.StringVar(&o.GPU, "gpu", "", "GPU: catalog name, e.g. h100 (required)")
 	f.IntVar(&o.TensorParallel, "tensor-parallel", 1, "tensor-parallel GPUs per replica")
 	f.StringVar(&o.MIGProfile, "mig-profile", "", "run on one MIG slice of the GPU, e.g. 3g.40gb")
 	f.StringVar(&o.Host, "host", "127.0.0.1", "address to listen on")
 	f.IntVar(&o.Port, "port", sim.DefaultPort, "port to listen on (0 picks a free port)")
-	f.StringVar(&o.ServedModelName, "served-model-name", "", "model name clients use (default: the --model value)")
+	f.StringVar(&o.ServedModelName, "served-model-name", "", "model name clients use (default: --model, else the --model-dir config.json _name_or_path or folder name)")
 	f.IntVar(&o.MaxNumSeqs, "max-num-seqs", sim.DefaultMaxNumSeqs, "most sequences in one batch")
 	f.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", sim.DefaultMaxNumBatchedTokens, "token budget of one step (chunked prefill)")
 	f.IntVar(&o.BlockSize, "block-size", sim.DefaultBlockSize, "tokens per KV block")

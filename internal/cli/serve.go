@@ -25,6 +25,7 @@ type serveOptions struct {
 	engineTimeScale   float64
 	insecureListenAny bool
 	logLevel          string
+	s3Endpoint        string
 }
 
 func newServeCommand(_ *globalOptions) *cobra.Command {
@@ -34,8 +35,10 @@ func newServeCommand(_ *globalOptions) *cobra.Command {
 		Short: "Run the control API, runtime API, controllers and local replicas in one process",
 		Long: `serve runs capstan in embedded mode: the SageMaker control API (POST / with
 X-Amz-Target), the SageMaker runtime API (/endpoints/{name}/invocations), the
-endpoint controller, local engine replicas, /metrics and /healthz, with state in
---data-dir. Flags override capstan.yaml (--config).`,
+endpoint controller, local engine replicas, the OpenAI API (/v1/...), manifests
+(/apis/..., used by capstan apply/get/describe/delete) with their deployment
+controller and autoscaler, Application Auto Scaling, /metrics and /healthz, with
+state in --data-dir. Flags override capstan.yaml (--config).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(o.configPath)
@@ -63,6 +66,9 @@ endpoint controller, local engine replicas, /metrics and /healthz, with state in
 			}
 			if f.Changed("insecure-listen-any") {
 				cfg.InsecureListenAny = o.insecureListenAny
+			}
+			if f.Changed("s3-endpoint") {
+				cfg.ModelSources.S3.Endpoint = o.s3Endpoint
 			}
 			cfg.Default()
 			if err := cfg.Validate(catalog.Default()); err != nil {
@@ -101,5 +107,6 @@ endpoint controller, local engine replicas, /metrics and /healthz, with state in
 	f.Float64Var(&o.engineTimeScale, "engine-time-scale", 1, "time scale passed to simulated engines (0.01 = 100x faster)")
 	f.BoolVar(&o.insecureListenAny, "insecure-listen-any", false, "allow a non-loopback --listen without credentials")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3-compatible endpoint URL for s3 model sources (modelSources.s3.endpoint); credentials from the AWS environment")
 	return cmd
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +38,47 @@ type Config struct {
 	// Fleet is instance type → zone → count; empty means the default fleet
 	// (fleet.DefaultPerZone of every catalog type in each of fleet.DefaultZones).
 	Fleet map[string]map[string]int `json:"fleet,omitempty"`
+	// Cluster is where manifests' deployments run.
+	Cluster Cluster `json:"cluster,omitempty"`
+	// ModelSources says where manifests' models are fetched from.
+	ModelSources ModelSources `json:"modelSources,omitempty"`
+}
+
+// Cluster is the embedded server's default cluster.
+type Cluster struct {
+	// InstanceGroups provide the nodes; empty means the default groups
+	// (two nodes of every instance type the published examples use).
+	InstanceGroups []InstanceGroup `json:"instanceGroups,omitempty"`
+}
+
+// InstanceGroup is Count nodes of one instance type.
+type InstanceGroup struct {
+	Name         string `json:"name"`
+	InstanceType string `json:"instanceType"`
+	Count        int    `json:"count"`
+}
+
+// ModelSources configures model downloads.
+type ModelSources struct {
+	// CacheDir holds downloaded models (default <dataDir>/models).
+	CacheDir string `json:"cacheDir,omitempty"`
+	S3       S3     `json:"s3,omitempty"`
+	// FSxRoot is where FSx file systems are mounted: an fsx source is
+	// FSxRoot/<fileSystemId>/<mountName>/<modelLocation> (default <dataDir>/fsx).
+	FSxRoot string `json:"fsxRoot,omitempty"`
+	// HuggingFaceEndpoint is the hub URL (default https://huggingface.co).
+	HuggingFaceEndpoint string `json:"huggingFaceEndpoint,omitempty"`
+}
+
+// S3 is an S3-compatible endpoint for s3 model sources.
+type S3 struct {
+	// Endpoint is the S3 API URL; empty means AWS's own for the region.
+	Endpoint string `json:"endpoint,omitempty"`
+	Region   string `json:"region,omitempty"`
+	// AccessKeyID and SecretAccessKey; empty means the AWS default chain
+	// (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profiles).
+	AccessKeyID     string `json:"accessKeyId,omitempty"`
+	SecretAccessKey string `json:"secretAccessKey,omitempty"`
 }
 
 // Credential is one access key pair.
@@ -127,6 +170,18 @@ func (c *Config) Default() {
 	if c.Endpoints.DrainTimeout.Duration == 0 {
 		c.Endpoints.DrainTimeout.Duration = 60 * time.Second
 	}
+	if c.ModelSources.CacheDir == "" {
+		c.ModelSources.CacheDir = filepath.Join(c.DataDir, "models")
+	}
+	if c.ModelSources.FSxRoot == "" {
+		c.ModelSources.FSxRoot = filepath.Join(c.DataDir, "fsx")
+	}
+	if c.ModelSources.HuggingFaceEndpoint == "" {
+		c.ModelSources.HuggingFaceEndpoint = "https://huggingface.co"
+	}
+	if c.ModelSources.S3.Region == "" {
+		c.ModelSources.S3.Region = c.Region
+	}
 }
 
 // FleetCapacity is the configured fleet, or the default one.
@@ -177,6 +232,31 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 				errs = append(errs, fmt.Errorf("fleet.%s.%s: count %d must not be negative", t, z, n))
 			}
 		}
+	}
+	names := map[string]bool{}
+	for i, g := range c.Cluster.InstanceGroups {
+		p := fmt.Sprintf("cluster.instanceGroups[%d]", i)
+		if g.Name == "" || names[g.Name] {
+			errs = append(errs, fmt.Errorf("%s.name: %q is empty or repeated", p, g.Name))
+		}
+		names[g.Name] = true
+		if _, err := cat.InstanceType(g.InstanceType); err != nil {
+			errs = append(errs, fmt.Errorf("%s.instanceType: unknown instance type %q", p, g.InstanceType))
+		}
+		if g.Count < 0 || g.Count > 1000 {
+			errs = append(errs, fmt.Errorf("%s.count: %d must be in [0, 1000]", p, g.Count))
+		}
+	}
+	for field, u := range map[string]string{"modelSources.s3.endpoint": c.ModelSources.S3.Endpoint, "modelSources.huggingFaceEndpoint": c.ModelSources.HuggingFaceEndpoint} {
+		if u == "" {
+			continue
+		}
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			errs = append(errs, fmt.Errorf("%s: %q is not an http(s) URL", field, u))
+		}
+	}
+	if (c.ModelSources.S3.AccessKeyID == "") != (c.ModelSources.S3.SecretAccessKey == "") {
+		errs = append(errs, fmt.Errorf("modelSources.s3: accessKeyId and secretAccessKey go together"))
 	}
 	return errors.Join(errs...)
 }

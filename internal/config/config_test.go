@@ -28,6 +28,12 @@ func TestParseDefaultValidate(t *testing.T) {
 		{"unknown fleet type", "fleet: {ml.nope: {z: 1}}\n", "fleet.ml.nope"},
 		{"negative fleet count", "fleet: {ml.g5.xlarge: {z: -1}}\n", "fleet.ml.g5.xlarge.z"},
 		{"bad time scale", "engine: {timeScale: -1}\n", "engine.timeScale"},
+		{"cluster and model sources", "cluster: {instanceGroups: [{name: p5, instanceType: ml.p5.48xlarge, count: 2}]}\nmodelSources: {s3: {endpoint: 'http://127.0.0.1:5000', accessKeyId: a, secretAccessKey: b}}\n", ""},
+		{"unknown group type", "cluster: {instanceGroups: [{name: x, instanceType: ml.nope, count: 1}]}\n", "cluster.instanceGroups[0].instanceType"},
+		{"repeated group name", "cluster: {instanceGroups: [{name: x, instanceType: ml.p5.48xlarge, count: 1}, {name: x, instanceType: ml.p5.48xlarge, count: 1}]}\n", "cluster.instanceGroups[1].name"},
+		{"negative group count", "cluster: {instanceGroups: [{name: x, instanceType: ml.p5.48xlarge, count: -1}]}\n", "cluster.instanceGroups[0].count"},
+		{"bad s3 endpoint", "modelSources: {s3: {endpoint: 'localhost:5000'}}\n", "modelSources.s3.endpoint"},
+		{"half an s3 key", "modelSources: {s3: {accessKeyId: a}}\n", "modelSources.s3"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -116,7 +116,7 @@ func (c *Controller) Run(ctx context.Context) {
 	c.mu.Unlock()
 	watch := c.store.Watch(ctx)
 	go c.rt.Subscribe(ctx, func(r runtime.Replica) {
-		if r.Spec.Endpoint != "" {
+		if r.Spec.Endpoint != "" && r.Spec.Controller == "" {
 			c.Enqueue(r.Spec.Endpoint)
 		}
 	})
@@ -249,6 +249,10 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	if !found {
 		c.router.DeleteRoute(name)
 		return c.stopOrphans(ctx, name, nil)
+	}
+	if ep.ManagedBy != "" {
+		// A deployment controller owns its replicas and route.
+		return nil
 	}
 	switch ep.Status {
 	case StatusDeleting:
@@ -604,7 +608,7 @@ func (c *Controller) reconcileDelete(ctx context.Context, ep *Endpoint) error {
 func (c *Controller) stopOrphans(ctx context.Context, name string, keep map[string]bool) error {
 	var ids []string
 	for _, r := range c.rt.List() {
-		if r.Spec.Endpoint == name && r.State != runtime.StateStopped && !keep[r.Spec.ID] {
+		if r.Spec.Endpoint == name && r.Spec.Controller == "" && r.State != runtime.StateStopped && !keep[r.Spec.ID] {
 			ids = append(ids, r.Spec.ID)
 		}
 	}

@@ -222,6 +222,9 @@ func mutable(tx *store.Tx, name string, deleting bool, update ...bool) (Endpoint
 	if !found {
 		return ep, notFound(ResEndpoint, name)
 	}
+	if ep.ManagedBy != "" {
+		return ep, invalidf("Endpoint %q is managed by %s; change it with capstan apply or capstan delete.", name, ep.ManagedBy)
+	}
 	switch ep.Status {
 	case StatusCreating, StatusUpdating, StatusDeleting:
 		return ep, &Error{Kind: ErrInProgress, Resource: ResEndpoint, Name: name}

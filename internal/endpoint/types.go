@@ -128,6 +128,10 @@ type Endpoint struct {
 	// ended: its instances were taken back and invocations fail with
 	// ExpiredMessage until the endpoint is updated.
 	ReservationExpired bool `json:"reservationExpired,omitempty"`
+	// ManagedBy names the manifest that registered this endpoint (e.g.
+	// "InferenceEndpointConfig/default/demo"); such endpoints are run by the
+	// deployment controller, not this package's, and refuse SageMaker updates.
+	ManagedBy string `json:"managedBy,omitempty"`
 }
 
 // Deployment is one endpoint config brought up as replicas.

@@ -24,8 +24,9 @@ func statusOf(err error) string {
 
 // admit waits for a slot of the route's endpoint and returns its release
 // (a no-op without MaxConcurrency). A full queue fails at once; ctx ending
-// (the client went away) leaves the queue.
-func (g *Gateway) admit(ctx context.Context, r Route) (func(), error) {
+// (the client went away) leaves the queue. queued is called once the request
+// has its place (a request released by the activator passes its turn then).
+func (g *Gateway) admit(ctx context.Context, r Route, queued func()) (func(), error) {
 	if r.MaxConcurrency <= 0 {
 		return func() {}, nil
 	}
@@ -46,6 +47,7 @@ func (g *Gateway) admit(ctx context.Context, r Route) (func(), error) {
 	ch := make(chan struct{})
 	a.waiters = append(a.waiters, ch)
 	a.mu.Unlock()
+	queued()
 	gauge := g.metrics.queued.WithLabelValues(r.Endpoint)
 	gauge.Inc()
 	defer gauge.Dec()

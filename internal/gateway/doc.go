@@ -4,7 +4,11 @@
 // Extension style: round robin, random, least outstanding requests, and the
 // cache-aware prefixaware, kvaware and session policies with a load guard),
 // proxying with bounded retries, passive ejection and active health checks,
-// a per-endpoint admission queue, in-flight accounting and draining, the
+// a per-endpoint admission queue, the scale-from-zero activator (requests
+// to an endpoint with no backend are held, the route's Activator is asked
+// once per episode, and they are released in order by the SetRoute that
+// brings a backend; activator.go), in-flight accounting and draining,
+// per-endpoint counters for autoscaling (Snapshot, snapshot.go), the
 // backends' scraped load (vLLM metrics) and KV event index, and the
 // Prometheus metrics for all of it (metrics.go, the one place).
 //

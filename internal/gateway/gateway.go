@@ -62,6 +62,16 @@ type Route struct {
 	// get a *QueueFullError (HTTP 429 with Retry-After at the edges).
 	MaxConcurrency int
 	MaxQueue       int
+	// Activator, when non-nil, turns "no backend in any variant" from an
+	// error into a hold: the request waits (bounded by MaxHeld waiting
+	// requests, default DefaultMaxHeld, and HoldTimeout, default
+	// DefaultHoldTimeout) and Activator.Activate(endpoint) is called once per
+	// hold episode, from a new goroutine. Held requests are released, in
+	// arrival order, as soon as a SetRoute gives the endpoint a backend.
+	// Beyond MaxHeld or after HoldTimeout the caller gets *ActivationError.
+	Activator   Activator
+	MaxHeld     int
+	HoldTimeout time.Duration
 }
 
 // Options configure a Gateway.
@@ -69,7 +79,10 @@ type Options struct {
 	Clock      clock.Clock
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
-	Transport  http.RoundTripper // optional; default: a pooled HTTP/1.1 transport
+	// Transport, when set, carries the data path's requests (tests inject
+	// one); by default they go over the gateway's own lean HTTP/1.1 client
+	// (upstream.go) and only scrapes and probes use net/http.
+	Transport http.RoundTripper
 	// Seed seeds variant choice and random routing; 0 means seed from the clock.
 	Seed uint64
 	// MaxAttempts bounds tries per invocation across backends (default 3).
@@ -106,6 +119,8 @@ type Result struct {
 	// backend to hold (0 for other policies).
 	Strategy              string
 	PredictedCachedTokens int
+
+	stats *epStats // for the Observer's TTFT sums
 }
 
 // Gateway routes invocations to replica backends.
@@ -114,6 +129,7 @@ type Gateway struct {
 	log      *slog.Logger
 	metrics  *metrics
 	client   *http.Client
+	up       *upstream // nil when Options.Transport is set
 	registry *Registry
 	maxTries int
 
@@ -132,17 +148,21 @@ type Gateway struct {
 	kvIndex *kvIndex
 	opts    Options
 	queues  sync.Map // endpoint → *admission
+	holds   sync.Map // endpoint → *holdQueue
+	stats   sync.Map // endpoint → *epStats
 }
 
 type routeState struct {
 	route    Route
 	variants []*variantState
+	stats    *epStats
 }
 
 type variantState struct {
 	route    VariantRoute
 	strategy string
 	sched    *scheduler
+	stats    *counters
 }
 
 // New returns a Gateway with no routes.
@@ -153,8 +173,10 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	var up *upstream
 	if opts.Transport == nil {
 		opts.Transport = defaultTransport()
+		up = newUpstream(opts.Clock)
 	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 3
@@ -183,6 +205,7 @@ func New(opts Options) *Gateway {
 		log:      opts.Logger,
 		metrics:  newMetrics(opts.Registerer),
 		client:   &http.Client{Transport: opts.Transport, CheckRedirect: noRedirect},
+		up:       up,
 		registry: opts.Registry,
 		maxTries: opts.MaxAttempts,
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
@@ -220,10 +243,10 @@ func (g *Gateway) randFloat() float64 {
 // variant keeps its strategy.
 func (g *Gateway) SetRoute(r Route) {
 	r = cloneRoute(r)
+	es := g.endpointStats(r.Endpoint)
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	old := g.routes[r.Endpoint]
-	rs := &routeState{route: r}
+	rs := &routeState{route: r, stats: es}
 	for _, v := range r.Variants {
 		var prev *variantState
 		if old != nil {
@@ -233,7 +256,7 @@ func (g *Gateway) SetRoute(r Route) {
 				}
 			}
 		}
-		vs := &variantState{route: v, strategy: strategyKey(v.RoutingStrategy)}
+		vs := &variantState{route: v, strategy: strategyKey(v.RoutingStrategy), stats: es.variant(v.Name)}
 		if prev != nil {
 			vs.sched = prev.sched
 		} else {
@@ -242,6 +265,8 @@ func (g *Gateway) SetRoute(r Route) {
 		rs.variants = append(rs.variants, vs)
 	}
 	g.routes[r.Endpoint] = rs
+	g.mu.Unlock()
+	g.routeChanged(r.Endpoint)
 }
 
 func (g *Gateway) newScheduler(endpoint string, v VariantRoute) *scheduler {
@@ -277,6 +302,7 @@ func (g *Gateway) DeleteRoute(endpoint string) {
 	g.mu.Lock()
 	delete(g.routes, endpoint)
 	g.mu.Unlock()
+	g.routeChanged(endpoint)
 }
 
 // Route returns a copy of the endpoint's route.
@@ -462,43 +488,49 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", 
 // is returned as is when every try fails that way. A route with
 // MaxConcurrency waits for a slot first (or fails with *QueueFullError).
 func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
-	rs, ok := g.lookup(inv.Endpoint)
-	if !ok {
-		return nil, fmt.Errorf("endpoint %q: %w", inv.Endpoint, ErrUnknownEndpoint)
-	}
-	if rs.route.Unavailable != "" {
-		return nil, &UnavailableError{Message: rs.route.Unavailable}
-	}
-	v, err := g.chooseVariant(rs, inv.TargetVariant)
+	start := g.clock.Now()
+	rs, v, pass, err := g.resolve(ctx, inv)
+	defer pass() // idempotent; normally passed right after the first pick
 	if err != nil {
+		if rs != nil {
+			var vs *counters
+			variant := ""
+			if v != nil {
+				vs, variant = v.stats, v.route.Name
+			}
+			finish(rs.stats, vs, clock.Since(g.clock, start), true)
+			g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
+		}
 		return nil, err
 	}
-	variant := v.route.Name
-	release, err := g.admit(ctx, rs.route)
+	variant, es := v.route.Name, rs.stats
+	release, err := g.admit(ctx, rs.route, pass)
 	if err != nil {
+		finish(es, v.stats, clock.Since(g.clock, start), !IsQueueFull(err))
 		g.metrics.requests.WithLabelValues(inv.Endpoint, variant, statusOf(err)).Inc()
 		return nil, err
 	}
-	start := g.clock.Now()
 	req := &SchedRequest{Endpoint: inv.Endpoint, Variant: variant, Model: v.route.Model, Path: inv.Path, Header: inv.Header, Body: inv.Body, Tried: map[string]bool{}}
 	var lastErr error
 	stale := 0
 	for attempt := 0; attempt < g.maxTries; attempt++ {
 		c, ok := v.sched.pick(ctx, req, g.candidates(v.route.Backends))
+		pass() // the routing decision is made: the next held request may go
 		if !ok {
 			break
 		}
 		req.Tried[c.Backend.ID] = true
-		resp, err := g.forward(ctx, inv, c.Backend, variant)
+		resp, err := g.forward(ctx, inv, c.Backend, es, v)
 		if errors.Is(err, errStaleBackend) {
 			// Re-read the route; the next pick sees the new backends.
 			if rs, ok = g.lookup(inv.Endpoint); !ok || rs.route.Unavailable != "" {
 				break
 			}
-			if v, err = g.chooseVariant(rs, inv.TargetVariant); err != nil {
+			nv, err := g.chooseVariant(rs, inv.TargetVariant)
+			if err != nil {
 				break
 			}
-			variant = v.route.Name
+			v, variant = nv, nv.route.Name
 			req.Variant, req.Model, req.Tried = variant, v.route.Model, map[string]bool{}
 			attempt-- // not a failed try: nothing was sent
 			if stale++; stale > maxStaleRepicks {
@@ -509,6 +541,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				release()
+				finish(es, v.stats, clock.Since(g.clock, start), true)
 				g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
 				return nil, fmt.Errorf("invoke %s/%s on %s: %w", inv.Endpoint, variant, c.Backend.ID, ctx.Err())
 			}
@@ -538,14 +571,18 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 			outcome = "hit"
 		}
 		g.metrics.decisions.WithLabelValues(inv.Endpoint, v.strategy, outcome).Inc()
+		vs, failed := v.stats, resp.StatusCode >= 500
 		resp.Body = &trackedBody{ReadCloser: resp.Body, done: func() {
 			release()
-			g.metrics.latency.WithLabelValues(inv.Endpoint, variant).Observe(clock.Since(g.clock, start).Seconds())
+			d := clock.Since(g.clock, start)
+			finish(es, vs, d, failed)
+			g.metrics.latency.WithLabelValues(inv.Endpoint, variant).Observe(d.Seconds())
 		}}
 		return &Result{Variant: variant, BackendID: c.Backend.ID, Response: resp,
-			Strategy: v.strategy, PredictedCachedTokens: req.predictedBlocks * req.blockSize}, nil
+			Strategy: v.strategy, PredictedCachedTokens: req.predictedBlocks * req.blockSize, stats: es}, nil
 	}
 	release()
+	finish(es, v.stats, clock.Since(g.clock, start), true)
 	g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
 	if lastErr != nil {
 		return nil, fmt.Errorf("endpoint %s variant %s: %w: %w", inv.Endpoint, variant, ErrNoBackend, lastErr)
@@ -553,6 +590,34 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	return nil, noBackendf("endpoint %s variant %s: every backend is draining or was tried", inv.Endpoint, variant)
 }
 
+func noPass() {}
+
+// resolve finds the endpoint's route and picks a variant. While the route
+// has an activator and no backend, the request is held (see hold); the
+// returned pass must be called once the request has made its routing
+// decision. On error rs is the route when there is one (for accounting).
+func (g *Gateway) resolve(ctx context.Context, inv Invocation) (rs *routeState, v *variantState, pass func(), err error) {
+	pass = noPass
+	for {
+		var ok bool
+		if rs, ok = g.lookup(inv.Endpoint); !ok {
+			return nil, nil, pass, fmt.Errorf("endpoint %q: %w", inv.Endpoint, ErrUnknownEndpoint)
+		}
+		if rs.route.Unavailable != "" {
+			return rs, nil, pass, &UnavailableError{Message: rs.route.Unavailable}
+		}
+		if !holdable(rs) {
+			v, err = g.chooseVariant(rs, inv.TargetVariant)
+			return rs, v, pass, err
+		}
+		// Released, then the backends left again before we routed: hand the
+		// turn on and hold again.
+		pass()
+		if pass, err = g.hold(ctx, rs); err != nil {
+			return rs, nil, noPass, err
+		}
+	}
+}
 func (g *Gateway) failed(id string) {
 	if g.tracker.failed(id, g.opts.EjectAfter, g.clock.Now().Add(g.opts.EjectFor)) {
 		g.metrics.ejections.WithLabelValues(id).Inc()
@@ -562,20 +627,11 @@ func (g *Gateway) failed(id string) {
 
 // forward sends one attempt; on success the response body releases the
 // backend's in-flight count and the gauge when closed.
-func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, variant string) (*http.Response, error) {
+func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, es *epStats, v *variantState) (*http.Response, error) {
+	variant := v.route.Name
 	path := inv.Path
 	if path == "" || path[0] != '/' {
 		path = "/" + path
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+b.Addr+path, bytes.NewReader(inv.Body))
-	if err != nil {
-		return nil, fmt.Errorf("build request for %s: %w", b.ID, err)
-	}
-	for k, vs := range inv.Header {
-		hreq.Header[k] = append([]string(nil), vs...)
-	}
-	for _, h := range hopHeaders {
-		hreq.Header.Del(h)
 	}
 	g.acquire(b.ID)
 	// The backend was picked from the route as it was when this request read
@@ -587,17 +643,40 @@ func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, varian
 	}
 	gauge := g.metrics.inFlight.WithLabelValues(inv.Endpoint, variant)
 	gauge.Inc()
-	resp, err := g.client.Do(hreq)
-	if err != nil {
+	es.inFlight.Add(1)
+	v.stats.inFlight.Add(1)
+	done := func() {
 		gauge.Dec()
+		es.inFlight.Add(-1)
+		v.stats.inFlight.Add(-1)
 		g.release(b.ID)
+	}
+	resp, err := g.send(ctx, b, path, inv)
+	if err != nil {
+		done()
 		return nil, fmt.Errorf("backend %s (%s): %w", b.ID, b.Addr, err)
 	}
-	resp.Body = &trackedBody{ReadCloser: resp.Body, done: func() {
-		gauge.Dec()
-		g.release(b.ID)
-	}}
+	resp.Body = &trackedBody{ReadCloser: resp.Body, done: done}
 	return resp, nil
+}
+
+// send makes one HTTP request to the backend: over the lean client, or
+// through Options.Transport when one was given.
+func (g *Gateway) send(ctx context.Context, b Backend, path string, inv Invocation) (*http.Response, error) {
+	if g.up != nil {
+		return g.up.do(ctx, b.Addr, path, inv.Header, inv.Body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+b.Addr+path, bytes.NewReader(inv.Body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range inv.Header {
+		hreq.Header[k] = append([]string(nil), vs...)
+	}
+	for _, h := range hopHeaders {
+		hreq.Header.Del(h)
+	}
+	return g.client.Do(hreq)
 }
 
 // trackedBody runs done once, on the first Close.

@@ -19,6 +19,9 @@ type metrics struct {
 	ejections *prometheus.CounterVec
 	kvGaps    *prometheus.CounterVec
 
+	activations *prometheus.CounterVec
+	held        *prometheus.GaugeVec
+
 	ttfb      *prometheus.HistogramVec
 	ttft      *prometheus.HistogramVec
 	itl       *prometheus.HistogramVec
@@ -67,13 +70,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Tokens by direction (in: prompt, out: completion) from the responses' usage."}, []string{"endpoint", "variant", "direction"})
 	m.cachedTok = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capstan", Subsystem: "gateway", Name: "prompt_cached_tokens_total",
 		Help: "Prompt tokens served from cache (usage.prompt_tokens_details.cached_tokens, source=served) versus predicted by the routing policy (source=predicted)."}, []string{"endpoint", "strategy", "source"})
+	m.activations = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "capstan", Subsystem: "gateway", Name: "activations_total",
+		Help: "Hold episodes: times the activator was asked to start capacity for an endpoint with no backend."}, []string{"endpoint"})
+	m.held = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "capstan", Subsystem: "gateway", Name: "held_requests",
+		Help: "Requests held by the activator, waiting for the endpoint's first backend."}, []string{"endpoint"})
 	if reg == nil {
 		// A private registry keeps several gateways in one process (tests) from
 		// colliding while still exercising registration.
 		reg = prometheus.NewRegistry()
 	}
 	reg.MustRegister(m.requests, m.latency, m.inFlight, m.retries, m.queued, m.rejected, m.decisions,
-		m.ejections, m.kvGaps, m.ttfb, m.ttft, m.itl, m.tokens, m.cachedTok)
+		m.ejections, m.kvGaps, m.activations, m.held, m.ttfb, m.ttft, m.itl, m.tokens, m.cachedTok)
 	return m
 }
 
@@ -81,13 +88,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // see (first byte, tokens in a stream, usage); get one with Result.Observer.
 type Observer struct {
 	m                           *metrics
+	stats                       *epStats
 	endpoint, variant, strategy string
 	predicted                   int
 }
 
 // Observer returns the metrics recorder for this result.
 func (g *Gateway) Observer(inv Invocation, res *Result) *Observer {
-	return &Observer{m: g.metrics, endpoint: inv.Endpoint, variant: res.Variant, strategy: res.Strategy, predicted: res.PredictedCachedTokens}
+	return &Observer{m: g.metrics, stats: res.stats, endpoint: inv.Endpoint, variant: res.Variant, strategy: res.Strategy, predicted: res.PredictedCachedTokens}
 }
 
 // FirstByte records the time to the first response byte.
@@ -98,6 +106,10 @@ func (o *Observer) FirstByte(d time.Duration) {
 // FirstToken records a stream's time to first token.
 func (o *Observer) FirstToken(d time.Duration) {
 	o.m.ttft.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds())
+	if o.stats != nil {
+		o.stats.ttftNs.Add(uint64(max(d, 0)))
+		o.stats.ttftCount.Add(1)
+	}
 }
 
 // InterToken records the gap between two token-carrying chunks.

@@ -94,8 +94,15 @@ func registerInTreePlugins(r *Registry) {
 	// when it would overload one backend.
 	r.RegisterStrategy("prefixaware", Profile{Filters: []string{loadGuardName},
 		Scorers: []WeightedScorer{{prefixName, 3}, {queueName, 1}, {kvUtilName, 1}}})
+	// kvaware also weighs the session id, below affinity: a new session
+	// (nothing cached anywhere) then lands where the session hash puts it
+	// instead of on the backend with the fewest requests in flight, which
+	// is typically one whose sessions are between turns and about to send
+	// their follow-ups into its prefill (docs/gateway.md, multi-turn). Its
+	// later turns follow the cache as before; without a session id the
+	// scorer is 0 everywhere and changes nothing.
 	r.RegisterStrategy("kvaware", Profile{Filters: []string{loadGuardName},
-		Scorers: []WeightedScorer{{kvPreciseName, 3}, {prefixName, 1}, {queueName, 1}, {kvUtilName, 1}}})
+		Scorers: []WeightedScorer{{kvPreciseName, 3}, {prefixName, 1}, {sessionName, 2}, {queueName, 1}, {kvUtilName, 1}}})
 	r.RegisterStrategy("session", Profile{Filters: []string{loadGuardName},
 		Scorers: []WeightedScorer{{sessionName, 3}, {queueName, 1}}})
 }

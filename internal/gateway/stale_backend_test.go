@@ -40,7 +40,7 @@ func TestBackendLeftRouteBetweenPickAndSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	// ...and only now does the request try to send to the backend it picked.
-	_, err := g.forward(context.Background(), Invocation{Endpoint: "ep", Path: "/invocations"}, oldB, "v")
+	_, err := g.forward(context.Background(), Invocation{Endpoint: "ep", Path: "/invocations"}, oldB, g.endpointStats("ep"), &variantState{route: VariantRoute{Name: "v"}, stats: &counters{}})
 	if !errors.Is(err, errStaleBackend) {
 		t.Fatalf("forward to a backend no longer in the route: err = %v, want errStaleBackend", err)
 	}

@@ -168,6 +168,13 @@ func (g *Gateway) Run(ctx context.Context) error {
 func (g *Gateway) ScrapeOnce(ctx context.Context) {
 	bs := g.backends()
 	g.tracker.forget(bs)
+	if g.up != nil {
+		keep := make(map[string]bool, len(bs))
+		for _, b := range bs {
+			keep[b.Addr] = true
+		}
+		g.up.closeIdleExcept(keep)
+	}
 	ctx, cancel := context.WithTimeout(ctx, max(g.opts.ScrapeInterval, 500*time.Millisecond))
 	defer cancel()
 	var wg sync.WaitGroup

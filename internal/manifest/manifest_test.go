@@ -480,13 +480,13 @@ func TestValidateJSM(t *testing.T) {
 			o.Spec.AutoScalingSpec = &AutoScalingSpec{CloudWatchTrigger: &CloudWatchTrigger{Namespace: "AWS/SageMaker", MetricName: "Invocations"}}
 		}, "spec.autoScalingSpec.cloudWatchTrigger.targetValue", "required"},
 		{"cloudwatch period values", func(o *JumpStartModel) {
-			o.Spec.AutoScalingSpec = &AutoScalingSpec{CloudWatchTriggerList: []CloudWatchTrigger{{Namespace: "n", MetricName: "m", TargetValue: ptr(1.0), MetricCollectionPeriod: ptr[int32](45)}}}
+			o.Spec.AutoScalingSpec = &AutoScalingSpec{CloudWatchTriggerList: []CloudWatchTrigger{{Namespace: "AWS/SageMaker", MetricName: "Invocations", TargetValue: ptr(1.0), MetricCollectionPeriod: ptr[int32](45)}}}
 		}, "spec.autoScalingSpec.cloudWatchTriggerList[0].metricCollectionPeriod", "multiple of 60"},
 		{"cloudwatch start >= period", func(o *JumpStartModel) {
-			o.Spec.AutoScalingSpec = &AutoScalingSpec{CloudWatchTrigger: &CloudWatchTrigger{Namespace: "n", MetricName: "m", TargetValue: ptr(1.0), MetricCollectionPeriod: ptr[int32](120), MetricCollectionStartTime: ptr[int32](60)}}
+			o.Spec.AutoScalingSpec = &AutoScalingSpec{CloudWatchTrigger: &CloudWatchTrigger{Namespace: "AWS/SageMaker", MetricName: "Invocations", TargetValue: ptr(1.0), MetricCollectionPeriod: ptr[int32](120), MetricCollectionStartTime: ptr[int32](60)}}
 		}, "spec.autoScalingSpec.cloudWatchTrigger.metricCollectionStartTime", ">= metricCollectionPeriod"},
 		{"cloudwatch metricType enum", func(o *JumpStartModel) {
-			o.Spec.AutoScalingSpec = &AutoScalingSpec{CloudWatchTrigger: &CloudWatchTrigger{Namespace: "n", MetricName: "m", TargetValue: ptr(1.0), MetricType: "Max"}}
+			o.Spec.AutoScalingSpec = &AutoScalingSpec{CloudWatchTrigger: &CloudWatchTrigger{Namespace: "AWS/SageMaker", MetricName: "Invocations", TargetValue: ptr(1.0), MetricType: "Max"}}
 		}, "spec.autoScalingSpec.cloudWatchTrigger.metricType", "Average, Value"},
 		{"prometheus serverAddress URL", func(o *JumpStartModel) {
 			o.Spec.AutoScalingSpec = &AutoScalingSpec{PrometheusTrigger: &PrometheusTrigger{ServerAddress: "localhost:9090", Query: "up", TargetValue: ptr(1.0)}}

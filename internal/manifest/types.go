@@ -476,6 +476,9 @@ const (
 	ReasonScaledToZero         = "ScaledToZero"
 	ReasonDeleting             = "Deleting"
 	ReasonInvalidSpec          = "InvalidSpec"
+	ReasonModelSourceFailed    = "ModelSourceFailed" // the model source could not be fetched or resolved
+	ReasonEndpointNameInUse    = "EndpointNameInUse" // the SageMaker endpoint name belongs to someone else
+	ReasonAsExpected           = "AsExpected"        // Degraded=False: nothing is wrong
 )
 
 // ConditionStatus is True, False or Unknown.

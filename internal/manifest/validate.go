@@ -658,11 +658,19 @@ func validateTarget(target, activation *float64, metricType string, p path, errs
 }
 
 func validateCloudWatch(t *CloudWatchTrigger, p path, errs *ErrorList) {
-	if t.Namespace == "" {
+	names, nsKnown := cloudWatchMetrics[t.Namespace]
+	switch {
+	case t.Namespace == "":
 		errs.add(p.child("namespace"), "required")
+	case !nsKnown:
+		errs.add(p.child("namespace"), "unsupported namespace %q; capstan maps %s and %s", t.Namespace, cwNamespaceSageMaker, cwNamespaceCapstan)
 	}
-	if t.MetricName == "" {
+	kind, metricKnown := names[t.MetricName]
+	switch {
+	case t.MetricName == "":
 		errs.add(p.child("metricName"), "required")
+	case nsKnown && !metricKnown:
+		errs.add(p.child("metricName"), "unsupported metric %q in namespace %s; one of %s", t.MetricName, t.Namespace, strings.Join(slices.Sorted(maps.Keys(names)), ", "))
 	}
 	validateTarget(t.TargetValue, t.ActivationTargetValue, t.MetricType, p, errs)
 	if per := t.MetricCollectionPeriod; per != nil {
@@ -674,6 +682,8 @@ func validateCloudWatch(t *CloudWatchTrigger, p path, errs *ErrorList) {
 	}
 	if t.MetricStat != "" && !reMetricStat.MatchString(t.MetricStat) {
 		errs.add(p.child("metricStat"), "unsupported statistic %q; Average, Sum, Minimum, Maximum, SampleCount or pNN", t.MetricStat)
+	} else if metricKnown && t.MetricStat != "" && !cwStatAvailable(kind, t.MetricStat) {
+		errs.add(p.child("metricStat"), "statistic %q is not available for %s; %s", t.MetricStat, t.MetricName, cwStatsHint[kind])
 	}
 	for i, d := range t.Dimensions {
 		if d.Name == "" {
@@ -699,8 +709,86 @@ func validatePrometheus(t *PrometheusTrigger, p path, errs *ErrorList) {
 	case len(t.Query) > maxStringBytes:
 		errs.add(p.child("query"), "longer than %d bytes", maxStringBytes)
 	}
+	if _, err := parseCustomHeaders(t.CustomHeaders); err != nil {
+		errs.add(p.child("customHeaders"), "%v; want name=value pairs separated by commas", err)
+	}
+	if len(t.Namespace) > 253 {
+		errs.add(p.child("namespace"), "longer than 253 bytes")
+	}
 	validateTarget(t.TargetValue, t.ActivationTargetValue, t.MetricType, p, errs)
 }
+
+// CloudWatch namespaces and metrics capstan computes (the autoscale/triggers
+// package reads them; its tests check that both tables agree). The kind
+// decides which statistics can be computed from capstan's counters.
+const (
+	cwNamespaceSageMaker = "AWS/SageMaker"
+	cwNamespaceCapstan   = "capstan"
+)
+
+type cwKind int
+
+const (
+	cwPerRequest    cwKind = iota // one exactly known sample per invocation: no percentiles
+	cwPerRequestSum               // per-invocation samples kept as a sum (latency): Sum, SampleCount, Average
+	cwGauge                       // sampled each poll: every statistic
+)
+
+var cwStatsHint = map[cwKind]string{
+	cwPerRequest:    "use Sum, SampleCount, Average, Minimum or Maximum",
+	cwPerRequestSum: "use Sum, SampleCount or Average (capstan keeps latency sums, not distributions)",
+}
+
+var cloudWatchMetrics = map[string]map[string]cwKind{
+	cwNamespaceSageMaker: {
+		"Invocations":                cwPerRequest,
+		"InvocationsPerInstance":     cwPerRequest,
+		"Invocation5XXErrors":        cwPerRequest,
+		"InvocationModelErrors":      cwPerRequest,
+		"ModelLatency":               cwPerRequestSum,
+		"ConcurrentRequestsPerModel": cwGauge,
+	},
+	cwNamespaceCapstan: {
+		"QueueDepth":         cwGauge,
+		"InFlightPerReplica": cwGauge,
+		"KVCacheUtilization": cwGauge,
+		"TimeToFirstToken":   cwPerRequestSum,
+	},
+}
+
+func cwStatAvailable(k cwKind, stat string) bool {
+	switch stat {
+	case "Sum", "SampleCount", "Average":
+		return true
+	case "Minimum", "Maximum":
+		return k != cwPerRequestSum
+	}
+	return k == cwGauge // pNN
+}
+
+// parseCustomHeaders checks KEDA's customHeaders form "k=v,k2=v2".
+func parseCustomHeaders(s string) (int, error) {
+	if strings.TrimSpace(s) == "" {
+		return 0, nil
+	}
+	if len(s) > maxStringBytes {
+		return 0, fmt.Errorf("longer than %d bytes", maxStringBytes)
+	}
+	pairs := strings.Split(s, ",")
+	for i, pair := range pairs {
+		k, v, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || !reHeaderName.MatchString(k) {
+			return 0, fmt.Errorf("entry %d %q is not name=value with a valid header name", i, pair)
+		}
+		if strings.ContainsAny(v, "\r\n") {
+			return 0, fmt.Errorf("entry %d: value has a line break", i)
+		}
+	}
+	return len(pairs), nil
+}
+
+var reHeaderName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // ValidateUpdate checks the rules that compare a new version of an object
 // with the stored one: identity is fixed, intelligent routing cannot be

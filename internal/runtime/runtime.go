@@ -15,6 +15,10 @@ type ReplicaSpec struct {
 	// Owner labels, for logs and metrics.
 	Endpoint string
 	Variant  string
+	// Controller names the controller that owns the replica: "" for the
+	// SageMaker endpoint controller, ControllerDeployment for manifests. Each
+	// controller touches only its own replicas.
+	Controller string
 	// Engine is "sim" (the only engine so far).
 	Engine string
 	// Model is a catalog model id or alias (e.g. a Hugging Face name).
@@ -32,6 +36,10 @@ type ReplicaSpec struct {
 	// Env is extra environment for the engine process.
 	Env map[string]string
 }
+
+// ControllerDeployment owns the replicas of InferenceEndpointConfig and
+// JumpStartModel deployments.
+const ControllerDeployment = "deployment"
 
 // State is where a replica is in its life.
 type State string

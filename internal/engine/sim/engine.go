@@ -134,9 +134,12 @@ func NewEngine(opts Options, d Deps) (*Engine, error) {
 		return nil, err
 	}
 	cat := catalog.Default()
-	m, err := cat.Model(opts.Model)
+	m, served, err := resolveModel(cat, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.ServedModelName == "" {
+		opts.ServedModelName = served
 	}
 	g, err := cat.GPU(opts.GPU)
 	if err != nil {

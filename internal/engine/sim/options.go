@@ -34,7 +34,8 @@ const (
 // Options configure one simulated engine process. Zero values of optional
 // fields mean "default"; Validate fills them in.
 type Options struct {
-	Model                string // catalog id or alias (required)
+	Model                string // catalog id or alias (required unless ModelDir is set)
+	ModelDir             string // folder with a Hugging Face config.json giving the architecture
 	GPU                  string // catalog GPU name (required)
 	TensorParallel       int
 	MIGProfile           string
@@ -65,14 +66,14 @@ type Options struct {
 func (o *Options) Validate() error {
 	var errs []error
 	bad := func(flag, format string, a ...any) { errs = append(errs, fmt.Errorf("--"+flag+": "+format, a...)) }
-	if strings.TrimSpace(o.Model) == "" {
-		bad("model", "required")
+	if strings.TrimSpace(o.Model) == "" && strings.TrimSpace(o.ModelDir) == "" {
+		bad("model", "required (or --model-dir)")
 	}
 	if strings.TrimSpace(o.GPU) == "" {
 		bad("gpu", "required")
 	}
 	if o.ServedModelName == "" {
-		o.ServedModelName = o.Model
+		o.ServedModelName = o.Model // with only --model-dir, NewEngine names it from the folder
 	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"

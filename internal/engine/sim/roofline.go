@@ -82,7 +82,7 @@ func NewRoofline(m catalog.Model, g catalog.GPU, tp int, mig *catalog.MIGProfile
 		bytesPerSec:     bw * bandwidthEfficiency,
 		weightsPerRank:  float64(m.WeightBytes()) / float64(tp),
 		kvBytesPerToken: float64(m.KVBytesPerToken()) / float64(tp),
-		flopsPerToken:   2 * float64(m.Params) / float64(tp),
+		flopsPerToken:   2 * float64(m.ActiveParamCount()) / float64(tp), // MoE: only routed experts compute
 	}
 	if tp > 1 {
 		link, ok := linkBandwidth[strings.ToLower(g.Name)]

@@ -354,6 +354,7 @@ func (e *apiError) Error() string { return e.msg }
 func toAPIError(err error, model string) *apiError {
 	var qf *gateway.QueueFullError
 	var un *gateway.UnavailableError
+	var ae *gateway.ActivationError
 	switch {
 	case errors.Is(err, gateway.ErrUnknownEndpoint):
 		return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "model_not_found", param: "model",
@@ -363,6 +364,12 @@ func toAPIError(err error, model string) *apiError {
 			msg: fmt.Sprintf("Too many requests queued for model `%s`; retry later.", model)}
 	case errors.As(err, &un):
 		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_unavailable", msg: un.Message}
+	case errors.As(err, &ae) && ae.Overflow:
+		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_activating", retryAfter: time.Second,
+			msg: fmt.Sprintf("Model `%s` is scaling up from zero and %d requests are already waiting for it; retry later.", model, ae.MaxHeld)}
+	case errors.As(err, &ae):
+		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_activating", retryAfter: time.Second,
+			msg: fmt.Sprintf("Model `%s` is scaling up from zero and no replica became ready within %s; retry later.", model, ae.Timeout)}
 	case errors.Is(err, gateway.ErrNoBackend):
 		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_backend_available",
 			msg: fmt.Sprintf("No replica of model `%s` can take the request now.", model)}

@@ -95,7 +95,8 @@ func TestErrorsGolden(t *testing.T) {
 	ok := fake(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{}`) })
 	f := newFront(t, route("llama", ok), gateway.Route{Endpoint: "expired", Unavailable: "capacity reservation expired",
 		Variants: []gateway.VariantRoute{{Name: "A", Weight: 1, Backends: []gateway.Backend{{ID: "x", Addr: ok}}}}},
-		gateway.Route{Endpoint: "empty", Variants: []gateway.VariantRoute{{Name: "A", Weight: 1}}})
+		gateway.Route{Endpoint: "empty", Variants: []gateway.VariantRoute{{Name: "A", Weight: 1}}},
+		gateway.Route{Endpoint: "cold", Activator: nopActivator{}, HoldTimeout: time.Millisecond, Variants: []gateway.VariantRoute{{Name: "A", Weight: 1}}})
 	tests := []struct {
 		name   string
 		method string
@@ -109,6 +110,7 @@ func TestErrorsGolden(t *testing.T) {
 		{name: "too_large", path: "/v1/completions", body: `{"model":"llama","prompt":"` + strings.Repeat("x", 1<<16) + `"}`, status: 413},
 		{name: "unavailable", path: "/v1/completions", body: `{"model":"expired","prompt":"x"}`, status: 503},
 		{name: "no_backend", path: "/v1/completions", body: `{"model":"empty","prompt":"x"}`, status: 503},
+		{name: "activation_timeout", path: "/v1/completions", body: `{"model":"cold","prompt":"x"}`, status: 503},
 		{name: "unknown_path", path: "/v1/embeddings", body: `{}`, status: 404},
 	}
 	for _, tt := range tests {
@@ -294,5 +296,37 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(10 * time.Second):
 		t.Fatal("upstream request not cancelled after the client left")
+	}
+}
+
+type nopActivator struct{}
+
+func (nopActivator) Activate(string) {}
+
+func TestActivationOverflowGets503(t *testing.T) {
+	be := fake(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{}`) })
+	cold := gateway.Route{Endpoint: "cold", Activator: nopActivator{}, MaxHeld: 1,
+		Variants: []gateway.VariantRoute{{Name: "AllTraffic", Weight: 1}}}
+	f := newFront(t, cold)
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := post(t, f.srv.URL+"/v1/completions", `{"model":"cold","prompt":"x"}`)
+		done <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for promtest.ToFloat64(gaugeVec(t, f.reg, "capstan_gateway_held_requests")) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("first request never held")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp, body := post(t, f.srv.URL+"/v1/completions", `{"model":"cold","prompt":"x"}`)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d retry-after %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	golden(t, "error_activation_overflow", body)
+	f.gw.SetRoute(route("cold", be))
+	if s := <-done; s != 200 {
+		t.Fatalf("held request got %d after the backend arrived", s)
 	}
 }

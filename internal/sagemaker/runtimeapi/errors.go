@@ -82,6 +82,7 @@ func toWire(err error, c errContext) wireError {
 	var re *requestError
 	var me *modelError
 	var ue *gateway.UnavailableError
+	var ae *gateway.ActivationError
 	switch {
 	case errors.As(err, &re):
 		return wireError{re.status, re.code, wireBody{Message: re.message}}
@@ -110,6 +111,12 @@ func toWire(err error, c errContext) wireError {
 			OriginalMessage:    truncate(me.body, maxMessage),
 			LogStreamArn:       c.logStreamArn(),
 		}}
+	case errors.As(err, &ae) && ae.Overflow:
+		return wireError{http.StatusServiceUnavailable, codeServiceUnavailable,
+			wireBody{Message: fmt.Sprintf("Endpoint %s is scaling up from zero instances and %d requests are already waiting for it. Try again later.", c.endpoint, ae.MaxHeld)}}
+	case errors.As(err, &ae):
+		return wireError{http.StatusServiceUnavailable, codeServiceUnavailable,
+			wireBody{Message: fmt.Sprintf("Endpoint %s is scaling up from zero instances and no instance became ready within %s. Try again later.", c.endpoint, ae.Timeout)}}
 	case errors.Is(err, gateway.ErrNoBackend):
 		return wireError{http.StatusServiceUnavailable, codeServiceUnavailable,
 			wireBody{Message: fmt.Sprintf("Endpoint %s has no instance available to serve the request. Try again later.", c.endpoint)}}

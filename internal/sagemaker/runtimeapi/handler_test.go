@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
@@ -101,6 +102,8 @@ func TestErrorsGolden(t *testing.T) {
 	h.route("good", variant("AllTraffic", ok))
 	h.gw.SetRoute(gateway.Route{Endpoint: "expired", Variants: []gateway.VariantRoute{variant("AllTraffic", ok)},
 		Unavailable: "Endpoint capacity reservation has expired. Please update endpoint configuration."})
+	h.gw.SetRoute(gateway.Route{Endpoint: "cold", Activator: nopActivator{}, HoldTimeout: time.Millisecond,
+		Variants: []gateway.VariantRoute{{Name: "AllTraffic", Weight: 1}}})
 
 	tests := []struct {
 		name   string
@@ -124,6 +127,7 @@ func TestErrorsGolden(t *testing.T) {
 		{name: "model_server_error_stream", path: "/endpoints/bad-server/invocations-response-stream", body: []byte(`{"inputs":"hi"}`)},
 		{name: "capacity_expired", path: "/endpoints/expired/invocations"},
 		{name: "no_backend", path: "/endpoints/empty/invocations"},
+		{name: "activation_timeout", path: "/endpoints/cold/invocations"},
 		{name: "unknown_operation", path: "/endpoints/good/nothing"},
 	}
 	for _, tt := range tests {
@@ -305,5 +309,39 @@ func TestBodyLimit(t *testing.T) {
 				t.Fatalf("oversized body reached the engine (%d bytes) or wrong code %q", got.Load(), resp.Header.Get("X-Amzn-ErrorType"))
 			}
 		})
+	}
+}
+
+type nopActivator struct{}
+
+func (nopActivator) Activate(string) {}
+
+func TestActivationOverflow(t *testing.T) {
+	h := newHarness(t, Options{})
+	ok := engine(t, echoEngine)
+	cold := gateway.Route{Endpoint: "cold", Activator: nopActivator{}, MaxHeld: 1,
+		Variants: []gateway.VariantRoute{{Name: "AllTraffic", Weight: 1}}}
+	h.gw.SetRoute(cold)
+	done := make(chan int, 1)
+	go func() {
+		resp := h.post(t, "/endpoints/cold/invocations", nil, []byte(`{"inputs":"hi"}`))
+		done <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.gw.Snapshot("cold").Held < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("first request never held")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp := h.post(t, "/endpoints/cold/invocations", nil, []byte(`{"inputs":"hi"}`))
+	body, _ := io.ReadAll(resp.Body)
+	got := fmt.Sprintf("%d\nX-Amzn-ErrorType: %s\nContent-Type: %s\n\n%s\n",
+		resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), resp.Header.Get("Content-Type"), body)
+	golden(t, "errors/activation_overflow.golden", []byte(got))
+	cold.Variants = []gateway.VariantRoute{variant("AllTraffic", ok)}
+	h.gw.SetRoute(cold)
+	if s := <-done; s != 200 {
+		t.Fatalf("held request got %d after the backend arrived", s)
 	}
 }

@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# bench/autoscale.sh — the autoscaling figures of docs/performance.md, on one
+# `capstan serve` with its embedded runtime and simulated engines:
+#
+#  1. The bursty trace (docs/benchmarking.md: idle, a 10× spike, a slow ramp,
+#     idle) through the OpenAI API, once against a deployment statically sized
+#     for the peak and once against an autoscaled one (min 1, max N, built-in
+#     in-flight-per-replica trigger). For each: SLO attainment (fraction of
+#     requests, failures included, whose TTFT ≤ SLO_TTFT) from `capstan bench
+#     --slo`, and replica-hours from the server's
+#     capstan_deployment_replica_seconds_total, read from /metrics before and
+#     after the trace.
+#  2. Scale from zero: a min-0 deployment is left idle until it has no
+#     replica; then one request arrives. Its TTFT is compared with the
+#     replica's own start-up (capstan_deployment_cold_start_seconds:
+#     activation to first replica serving) plus the same request's TTFT on the
+#     warm replica right after; what remains is the activator's overhead.
+#     ZERO_ROUNDS rounds (median reported), then CONCURRENT requests at once
+#     at zero, none of which may be lost.
+#
+# Ends with two machine-readable lines:
+#   RESULT autoscale slo_attainment=… replica_hours_ratio=… (autoscaled / static) …
+#   RESULT activator overhead_ms=… lost=… …
+#
+#   bench/autoscale.sh            full run (trace at scale 0.5: 5 minutes per deployment)
+#   QUICK=1 bench/autoscale.sh    within ~5 minutes on 2 cores (trace at scale 0.1: 1 minute each)
+#
+# Knobs (env): CAPSTAN (binary; default: build ./cmd/capstan), OUT (results
+# dir), TRACE_SCALE, RATE (the trace's base rate, req/s), SLO_TTFT, MAX_REPLICAS
+# (autoscaled maximum), STATIC_REPLICAS (the static deployment, default
+# MAX_REPLICAS), TARGET (in-flight requests per replica the trigger aims at),
+# ENGINE_TIME_SCALE, WORKLOAD, ZERO_ROUNDS, CONCURRENT, INSTANCE_TYPE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+QUICK=${QUICK:-0}
+OUT=${OUT:-$(mktemp -d /tmp/capstan-autoscale.XXXXXX)}
+mkdir -p "$OUT"
+if [[ -z "${CAPSTAN:-}" ]]; then
+	CAPSTAN="$OUT/capstan"
+	go build -o "$CAPSTAN" ./cmd/capstan
+fi
+# The simulated Llama-3.1-8B on one A10G at time scale 1 serves about 3 req/s
+# of this workload with TTFT p95 under a second, so the spike (10 × RATE)
+# needs about 4 replicas and idle (1 × RATE) one. TARGET in-flight requests per
+# replica is about what one replica holds at that rate (Little's law:
+# 3 req/s × ~2.5 s end to end).
+if [[ "$QUICK" == 1 ]]; then
+	TRACE_SCALE=${TRACE_SCALE:-0.1}
+	ZERO_ROUNDS=${ZERO_ROUNDS:-2}
+else
+	TRACE_SCALE=${TRACE_SCALE:-0.5}
+	ZERO_ROUNDS=${ZERO_ROUNDS:-5}
+fi
+RATE=${RATE:-1.2}
+SLO_TTFT=${SLO_TTFT:-1s}
+MAX_REPLICAS=${MAX_REPLICAS:-4}
+STATIC_REPLICAS=${STATIC_REPLICAS:-$MAX_REPLICAS}
+TARGET=${TARGET:-6}
+ENGINE_TIME_SCALE=${ENGINE_TIME_SCALE:-1}
+WORKLOAD=${WORKLOAD:-random:input=256,output=64}
+CONCURRENT=${CONCURRENT:-8}
+INSTANCE_TYPE=${INSTANCE_TYPE:-ml.g5.24xlarge}
+# The scale-down window follows the trace's time scale (30 s at scale 1), so
+# a compressed trace is not judged against an uncompressed autoscaler.
+DOWN_WINDOW=${DOWN_WINDOW:-$(python3 -c "print(max(1, round(30 * $TRACE_SCALE)))")}
+
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+command -v jq >/dev/null || { echo "jq is required" >&2; exit 1; }
+
+# --- the server --------------------------------------------------------------
+data="$OUT/data"
+rm -rf "$data"
+model_dir="$data/fsx/fs-0123456789abcdef0/capstan/llama-3.1-8b-instruct"
+mkdir -p "$model_dir"
+cp "$repo/test/e2e/testdata/models/llama-3.1-8b-instruct/config.json" "$model_dir/"
+"$CAPSTAN" serve --listen 127.0.0.1:0 --data-dir "$data" --engine-time-scale "$ENGINE_TIME_SCALE" \
+	>"$OUT/serve.out" 2>"$OUT/serve.log" &
+PIDS+=($!)
+url=""
+for _ in $(seq 300); do
+	url=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$OUT/serve.out" | head -1)
+	[[ -n "$url" ]] && break
+	sleep 0.1
+done
+[[ -n "$url" ]] || { echo "capstan serve did not start:" >&2; tail -30 "$OUT/serve.log" >&2; exit 1; }
+export CAPSTAN_SERVER=$url
+cap() { "$CAPSTAN" "$@"; }
+echo "results in $OUT (server $url; trace scale $TRACE_SCALE, base rate $RATE req/s, TTFT SLO $SLO_TTFT," \
+	"autoscaled 1..$MAX_REPLICAS target $TARGET in flight/replica, static $STATIC_REPLICAS)" >&2
+
+die() {
+	echo "FAIL: $*" >&2
+	tail -40 "$OUT/serve.log" >&2
+	exit 1
+}
+
+# manifest NAME REPLICAS [AUTOSCALING-YAML]: an InferenceEndpointConfig for
+# the fsx model folder above, one A10G per replica.
+manifest() {
+	cat <<EOF
+apiVersion: inference.sagemaker.aws.amazon.com/v1
+kind: InferenceEndpointConfig
+metadata: {name: $1, namespace: default}
+spec:
+  modelName: $1
+  endpointName: $1
+  instanceType: $INSTANCE_TYPE
+  replicas: $2
+  invocationEndpoint: v1/chat/completions
+  modelSourceConfig:
+    modelSourceType: fsx
+    fsxStorage: {fileSystemId: fs-0123456789abcdef0, mountName: capstan}
+    modelLocation: llama-3.1-8b-instruct
+  worker:
+    image: capstan/sim
+    modelInvocationPort: {containerPort: 8000, name: http}
+    modelVolumeMount: {name: model-weights, mountPath: /opt/ml/model}
+    resources: {requests: {cpu: "4", memory: 16Gi, nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}
+${3:-}
+EOF
+}
+
+# autoscaling MIN MAX COOLDOWN INITIAL_COOLDOWN
+autoscaling() {
+	cat <<EOF
+  autoScalingSpec:
+    minReplicaCount: $1
+    maxReplicaCount: $2
+    pollingInterval: 1
+    cooldownPeriod: $3
+    initialCooldownPeriod: $4
+    scaleUpStabilizationTime: 0
+    scaleDownStabilizationTime: $DOWN_WINDOW
+    cloudWatchTrigger:
+      namespace: capstan
+      metricName: InFlightPerReplica
+      metricType: Value
+      targetValue: $TARGET
+      activationTargetValue: 0
+      metricCollectionPeriod: 1
+      metricCollectionStartTime: 1
+EOF
+}
+
+obj() { cap get iec "$1" -o json 2>/dev/null; }
+wait_complete() {
+	local s=""
+	for _ in $(seq 600); do
+		s=$(obj "$1" | jq -r '.status.state // ""') || true
+		[[ "$s" == DeploymentComplete ]] && return 0
+		[[ "$s" == DeploymentFailed ]] && die "$1 DeploymentFailed: $(obj "$1" | jq -c .status)"
+		sleep 0.25
+	done
+	die "$1 not DeploymentComplete (last: $s)"
+}
+wait_replicas() { # NAME N SECONDS
+	local r=""
+	for _ in $(seq $(($3 * 4))); do
+		r=$(obj "$1" | jq -r '.status.replicas // 0') || true
+		[[ "$r" == "$2" ]] && return 0
+		sleep 0.25
+	done
+	die "$1: replicas not $2 within $3 s (last: $r)"
+}
+
+# metric NAME SERIES-SUFFIX: the value of capstan_deployment_<series> for
+# deployment NAME from /metrics (0 when absent).
+metric() {
+	curl -fsS "$url/metrics" | python3 -c '
+import re, sys
+name, series = sys.argv[1], sys.argv[2]
+label = re.compile(r'[{,]name="' + re.escape(name) + '"')
+total = 0.0
+for line in sys.stdin:
+    if line.startswith("#") or not line.startswith(series):
+        continue
+    head, _, value = line.rpartition(" ")
+    rest = head[len(series):]
+    if rest and not rest.startswith("{"):
+        continue
+    if label.search(rest):
+        total += float(value)
+print(total)' "$1" "$2"
+}
+
+# trace NAME: the bursty trace against deployment NAME; prints
+# "attainment replica_seconds failed requests".
+trace() {
+	local name=$1 before after
+	before=$(metric "$name" capstan_deployment_replica_seconds_total)
+	cap bench --target "$url" --model "$name" --workload "$WORKLOAD" \
+		--arrival "trace:bursty,scale=$TRACE_SCALE" --rate "$RATE" --slo "ttft=$SLO_TTFT" \
+		--timeout 5m --progress 0 --out "$OUT/trace-$name.json" >"$OUT/trace-$name.txt" 2>&1 ||
+		{ cat "$OUT/trace-$name.txt" >&2; die "bench against $name"; }
+	after=$(metric "$name" capstan_deployment_replica_seconds_total)
+	echo "== $name" >&2
+	grep -E 'requests ok|TTFT|goodput|phase' "$OUT/trace-$name.txt" >&2 || true
+	jq -r --arg rs "$(python3 -c "print($after - $before)")" \
+		'.stages[0].summaries[0] | "\(.goodput.attainment) \($rs) \(.failed) \(.requests)"' "$OUT/trace-$name.json"
+}
+
+# --- 1. static vs autoscaled on the bursty trace ----------------------------
+manifest as-static "$STATIC_REPLICAS" >"$OUT/as-static.yaml"
+cap apply -f "$OUT/as-static.yaml" >/dev/null || die "apply as-static"
+wait_complete as-static
+wait_replicas as-static "$STATIC_REPLICAS" 120
+trace as-static >"$OUT/static.res"
+read -r st_att st_rs st_failed st_reqs <"$OUT/static.res"
+cap delete iec as-static >/dev/null || die "delete as-static"
+
+manifest as-auto 1 "$(autoscaling 1 "$MAX_REPLICAS" 300 0)" >"$OUT/as-auto.yaml"
+cap apply -f "$OUT/as-auto.yaml" >/dev/null || die "apply as-auto"
+wait_complete as-auto
+wait_replicas as-auto 1 60
+trace as-auto >"$OUT/auto.res"
+read -r au_att au_rs au_failed au_reqs <"$OUT/auto.res"
+cap delete iec as-auto >/dev/null || die "delete as-auto"
+
+# --- 2. scale from zero -------------------------------------------------------
+# A cooldown of 2 s: the deployment drops to zero soon after each round.
+manifest as-zero 1 "$(autoscaling 0 1 2 0)" >"$OUT/as-zero.yaml"
+cap apply -f "$OUT/as-zero.yaml" >/dev/null || die "apply as-zero"
+wait_complete as-zero
+zero_bench() { # TAG REQUESTS CONCURRENCY
+	cap bench --target "$url" --model as-zero --workload "$WORKLOAD" --concurrency "$3" --requests "$2" \
+		--timeout 5m --progress 0 --no-metrics --out "$OUT/zero-$1.json" >"$OUT/zero-$1.txt" 2>&1 ||
+		{ cat "$OUT/zero-$1.txt" >&2; die "bench against as-zero ($1)"; }
+}
+# Each round: wait for zero, send one request, then (the replica now warm)
+# the same request shape 5 times one at a time. The activator's overhead is
+# the cold request's TTFT minus the replica's cold start (activation to first
+# replica serving) minus the warm TTFT median. A last round sends CONCURRENT
+# requests at once at zero: none may be lost.
+rows=()
+lost=0
+cold_round() { # TAG REQUESTS
+	wait_replicas as-zero 0 120
+	zero_bench "$1" "$2" "$2"
+	local f
+	f=$(jq '.stages[0].summaries[0].failed' "$OUT/zero-$1.json")
+	lost=$((lost + f))
+	[[ "$(jq '.stages[0].summaries[0].succeeded' "$OUT/zero-$1.json")" == "$2" ]] || echo "round $1: $f of $2 failed" >&2
+}
+for i in $(seq "$ZERO_ROUNDS"); do
+	cs_sum0=$(metric as-zero capstan_deployment_cold_start_seconds_sum)
+	cs_n0=$(metric as-zero capstan_deployment_cold_start_seconds_count)
+	cold_round "cold-$i" 1
+	zero_bench "warm-$i" 5 1
+	cs_sum1=$(metric as-zero capstan_deployment_cold_start_seconds_sum)
+	cs_n1=$(metric as-zero capstan_deployment_cold_start_seconds_count)
+	first_ms=$(jq '.stages[0].summaries[0].ttft_ms.max' "$OUT/zero-cold-$i.json")
+	warm_ms=$(jq '.stages[0].summaries[0].ttft_ms.p50' "$OUT/zero-warm-$i.json")
+	row=$(python3 -c "
+n = $cs_n1 - $cs_n0
+cs = ($cs_sum1 - $cs_sum0) / n * 1000 if n > 0 else float('nan')
+print(f'{$first_ms:.1f} {cs:.1f} {$first_ms - cs - $warm_ms:.1f} {$warm_ms:.1f} {int(n)}')")
+	echo "round $i: cold TTFT ms, cold start ms, overhead ms, warm TTFT ms, activations: $row" >&2
+	rows+=("$row")
+done
+cold_round burst "$CONCURRENT"
+burst_ok=$(jq '.stages[0].summaries[0].succeeded' "$OUT/zero-burst.json")
+cap delete iec as-zero >/dev/null || die "delete as-zero"
+
+# --- results ------------------------------------------------------------------
+python3 - "$st_att" "$st_rs" "$st_failed" "$st_reqs" "$au_att" "$au_rs" "$au_failed" "$au_reqs" \
+	"$lost" "$SLO_TTFT" "$TRACE_SCALE" "$burst_ok" "${rows[@]}" <<'PY'
+import statistics, sys
+a = sys.argv[1:]
+st_att, st_rs, st_failed, st_reqs = float(a[0]), float(a[1]), int(a[2]), int(a[3])
+au_att, au_rs, au_failed, au_reqs = float(a[4]), float(a[5]), int(a[6]), int(a[7])
+lost, slo, scale, burst_ok = int(a[8]), a[9], a[10], int(a[11])
+rows = [list(map(float, r.split())) for r in a[12:]]
+ratio = au_rs / st_rs if st_rs > 0 else float("nan")
+print(f"RESULT autoscale slo_attainment={au_att:.3f} replica_hours_ratio={ratio:.2f} "
+      f"static_slo_attainment={st_att:.3f} autoscaled_replica_hours={au_rs/3600:.4f} "
+      f"static_replica_hours={st_rs/3600:.4f} requests={au_reqs} failed={au_failed} "
+      f"static_failed={st_failed} slo_ttft={slo} trace_scale={scale}")
+med = lambda i: statistics.median(r[i] for r in rows) if rows else float("nan")
+print(f"RESULT activator overhead_ms={med(2):.1f} lost={lost} first_request_ttft_ms={med(0):.1f} "
+      f"cold_start_ms={med(1):.1f} warm_ttft_ms={med(3):.1f} rounds={len(rows)} burst_ok={burst_ok}")
+PY

@@ -1,0 +1,290 @@
+package appautoscaling
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+type putPolicyInput struct {
+	targetRef
+	PolicyName                               *string               `json:"PolicyName"`
+	PolicyType                               *string               `json:"PolicyType"`
+	TargetTrackingScalingPolicyConfiguration *TargetTrackingConfig `json:"TargetTrackingScalingPolicyConfiguration"`
+	StepScalingPolicyConfiguration           map[string]any        `json:"StepScalingPolicyConfiguration"`
+	PredictiveScalingPolicyConfiguration     map[string]any        `json:"PredictiveScalingPolicyConfiguration"`
+}
+
+type putPolicyOutput struct {
+	PolicyARN string  `json:"PolicyARN"`
+	Alarms    []Alarm `json:"Alarms"`
+}
+
+const maxCooldown = 86400
+
+func (a *API) putScalingPolicy(_ context.Context, body []byte) (any, error) {
+	var in putPolicyInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationErrors
+	if ve.required(in.PolicyName != nil, "policyName") {
+		ve.length(*in.PolicyName, 1, 256, "policyName")
+		if *in.PolicyName != "" && !patPrintable.MatchString(*in.PolicyName) {
+			ve.add(*in.PolicyName, "policyName", `Member must satisfy regular expression pattern: \p{Print}+`)
+		}
+	}
+	in.check(&ve, true)
+	ve.enum(in.PolicyType, "policyType", policyTypes)
+	if c := in.TargetTrackingScalingPolicyConfiguration; c != nil {
+		ve.required(c.TargetValue != nil, "targetTrackingScalingPolicyConfiguration.targetValue")
+		ve.intRange(c.ScaleOutCooldown, 0, math.MaxInt32, "targetTrackingScalingPolicyConfiguration.scaleOutCooldown")
+		ve.intRange(c.ScaleInCooldown, 0, math.MaxInt32, "targetTrackingScalingPolicyConfiguration.scaleInCooldown")
+		if p := c.PredefinedMetricSpecification; p != nil {
+			ve.required(p.PredefinedMetricType != "", "targetTrackingScalingPolicyConfiguration.predefinedMetricSpecification.predefinedMetricType")
+		}
+		if m := c.CustomizedMetricSpecification; m != nil {
+			ve.enum(m.Statistic, "targetTrackingScalingPolicyConfiguration.customizedMetricSpecification.statistic", statistics)
+		}
+	}
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	k, _, _, err := in.resolve()
+	if err != nil {
+		return nil, err
+	}
+	typ := PolicyStepScaling // the service's default when PolicyType is omitted
+	if in.PolicyType != nil {
+		typ = *in.PolicyType
+	}
+	if typ != PolicyTargetTracking {
+		return nil, validationf("%s policies are not supported by capstan: use PolicyType %s with a TargetTrackingScalingPolicyConfiguration.", typ, PolicyTargetTracking)
+	}
+	cfg := in.TargetTrackingScalingPolicyConfiguration
+	if err := a.checkTargetTracking(cfg); err != nil {
+		return nil, err
+	}
+
+	now := a.clk.Now()
+	var out putPolicyOutput
+	err = a.st.Update(func(tx *store.Tx) error {
+		if !tx.Exists(bucketTargets, k.String()) {
+			return notRegistered(k)
+		}
+		p := policyRecord{Target: k, Name: *in.PolicyName}
+		found, err := tx.Get(bucketPolicies, p.key(), &p)
+		if err != nil {
+			return err
+		}
+		if !found {
+			pols, err := store.List[policyRecord](tx, bucketPolicies)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, q := range pols {
+				if q.Target == k {
+					n++
+				}
+			}
+			if n >= a.opts.MaxPoliciesPerTarget {
+				return newAPIError(http.StatusBadRequest, CodeLimitExceeded,
+					"You have reached the maximum number of scaling policies (%d) for scalable target %s.", a.opts.MaxPoliciesPerTarget, k.ResourceID)
+			}
+			id := a.opts.NewID()
+			p.ARN = fmt.Sprintf("arn:aws:autoscaling:%s:%s:scalingPolicy:%s:resource/%s/%s:policyName/%s",
+				a.opts.Region, a.opts.AccountID, id, k.Namespace, k.ResourceID, p.Name)
+			high, low := alarmNames(k.ResourceID, id)
+			p.Alarms = []Alarm{
+				{high, fmt.Sprintf("arn:aws:cloudwatch:%s:%s:alarm:%s", a.opts.Region, a.opts.AccountID, high)},
+				{low, fmt.Sprintf("arn:aws:cloudwatch:%s:%s:alarm:%s", a.opts.Region, a.opts.AccountID, low)},
+			}
+			p.Created = now
+		}
+		p.Type = typ
+		p.Config = *cfg
+		out = putPolicyOutput{PolicyARN: p.ARN, Alarms: p.Alarms}
+		return tx.Put(bucketPolicies, p.key(), &p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info("scaling policy put", "resource", k.ResourceID, "policy", *in.PolicyName, "target_value", *cfg.TargetValue)
+	return out, nil
+}
+
+// checkTargetTracking is the service-side validation of a target-tracking
+// configuration, past the model's constraints.
+func (a *API) checkTargetTracking(c *TargetTrackingConfig) error {
+	if c == nil {
+		return validationf("TargetTrackingScalingPolicyConfiguration is required for a policy of type %s.", PolicyTargetTracking)
+	}
+	if v := *c.TargetValue; v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return validationf("TargetValue must be greater than 0 (got %v).", v)
+	}
+	for _, cd := range []struct {
+		name string
+		v    *int
+	}{{"ScaleOutCooldown", c.ScaleOutCooldown}, {"ScaleInCooldown", c.ScaleInCooldown}} {
+		if cd.v != nil && *cd.v > maxCooldown {
+			return validationf("%s must be at most %d seconds (got %d).", cd.name, maxCooldown, *cd.v)
+		}
+	}
+	pre, cus := c.PredefinedMetricSpecification, c.CustomizedMetricSpecification
+	switch {
+	case pre == nil && cus == nil:
+		return validationf("Either PredefinedMetricSpecification or CustomizedMetricSpecification must be specified.")
+	case pre != nil && cus != nil:
+		return validationf("Only one of PredefinedMetricSpecification or CustomizedMetricSpecification may be specified.")
+	case pre != nil:
+		if pre.PredefinedMetricType != PredefinedInvocationsPerInstance {
+			return validationf("PredefinedMetricType %s is not supported for scalable dimension %s in capstan: use %s or a CustomizedMetricSpecification.",
+				pre.PredefinedMetricType, DimensionVariant, PredefinedInvocationsPerInstance)
+		}
+	default:
+		if len(cus.Metrics) > 0 {
+			return validationf("CustomizedMetricSpecification.Metrics (metric math) is not supported by capstan: give MetricName, Namespace, Dimensions and Statistic.")
+		}
+		if cus.MetricName == nil || *cus.MetricName == "" || cus.Namespace == nil || *cus.Namespace == "" || cus.Statistic == nil {
+			return validationf("CustomizedMetricSpecification requires MetricName, Namespace and Statistic.")
+		}
+		if !oneOf(*cus.Namespace, metricNamespaces) {
+			return validationf("Metric namespace %s is not available in capstan: use one of %s.", *cus.Namespace, enumText(metricNamespaces))
+		}
+		for _, d := range cus.Dimensions {
+			if d.Name != "EndpointName" && d.Name != "VariantName" {
+				return validationf("Metric dimension %s is not available in capstan: use EndpointName and VariantName.", d.Name)
+			}
+		}
+	}
+	return nil
+}
+
+type describePoliciesInput struct {
+	ServiceNamespace  *string  `json:"ServiceNamespace"`
+	PolicyNames       []string `json:"PolicyNames"`
+	ResourceId        *string  `json:"ResourceId"`
+	ScalableDimension *string  `json:"ScalableDimension"`
+	MaxResults        *int     `json:"MaxResults"`
+	NextToken         *string  `json:"NextToken"`
+}
+
+// ScalingPolicy is the wire shape of a policy.
+type ScalingPolicy struct {
+	PolicyARN                                string                `json:"PolicyARN"`
+	PolicyName                               string                `json:"PolicyName"`
+	ServiceNamespace                         string                `json:"ServiceNamespace"`
+	ResourceId                               string                `json:"ResourceId"`
+	ScalableDimension                        string                `json:"ScalableDimension"`
+	PolicyType                               string                `json:"PolicyType"`
+	TargetTrackingScalingPolicyConfiguration *TargetTrackingConfig `json:"TargetTrackingScalingPolicyConfiguration,omitempty"`
+	Alarms                                   []Alarm               `json:"Alarms"`
+	CreationTime                             *Epoch                `json:"CreationTime"`
+}
+
+type describePoliciesOutput struct {
+	ScalingPolicies []ScalingPolicy `json:"ScalingPolicies"`
+	NextToken       *string         `json:"NextToken,omitempty"`
+}
+
+func (a *API) describeScalingPolicies(_ context.Context, body []byte) (any, error) {
+	var in describePoliciesInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationErrors
+	ref := targetRef{in.ServiceNamespace, in.ResourceId, in.ScalableDimension}
+	ref.check(&ve, false)
+	if len(in.PolicyNames) > 50 {
+		ve.add(fmt.Sprintf("[%d items]", len(in.PolicyNames)), "policyNames", "Member must have length less than or equal to 50")
+	}
+	for i, n := range in.PolicyNames {
+		ve.length(n, 1, 1600, fmt.Sprintf("policyNames.%d.member", i+1))
+	}
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, n := range in.PolicyNames {
+		names[n] = true
+	}
+	var all []policyRecord
+	err := a.st.View(func(tx *store.Tx) error {
+		ps, err := store.List[policyRecord](tx, bucketPolicies)
+		all = ps
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var kept []policyRecord
+	for _, p := range all {
+		if p.Target.Namespace != *in.ServiceNamespace ||
+			(in.ResourceId != nil && p.Target.ResourceID != *in.ResourceId) ||
+			(in.ScalableDimension != nil && p.Target.Dimension != *in.ScalableDimension) ||
+			(len(names) > 0 && !names[p.Name]) {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	sort.SliceStable(kept, func(i, j int) bool {
+		if !kept[i].Created.Equal(kept[j].Created) {
+			return kept[i].Created.Before(kept[j].Created)
+		}
+		return kept[i].key() < kept[j].key()
+	})
+	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 10, 10)
+	if err != nil {
+		return nil, err
+	}
+	out := describePoliciesOutput{ScalingPolicies: []ScalingPolicy{}, NextToken: next}
+	for _, p := range kept[start:end] {
+		cfg := p.Config
+		out.ScalingPolicies = append(out.ScalingPolicies, ScalingPolicy{
+			PolicyARN: p.ARN, PolicyName: p.Name, ServiceNamespace: p.Target.Namespace, ResourceId: p.Target.ResourceID,
+			ScalableDimension: p.Target.Dimension, PolicyType: p.Type, TargetTrackingScalingPolicyConfiguration: &cfg,
+			Alarms: p.Alarms, CreationTime: epoch(p.Created),
+		})
+	}
+	return out, nil
+}
+
+type deletePolicyInput struct {
+	targetRef
+	PolicyName *string `json:"PolicyName"`
+}
+
+func (a *API) deleteScalingPolicy(_ context.Context, body []byte) (any, error) {
+	var in deletePolicyInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	var ve validationErrors
+	if ve.required(in.PolicyName != nil, "policyName") {
+		ve.length(*in.PolicyName, 1, 256, "policyName")
+	}
+	in.check(&ve, true)
+	if err := ve.err(); err != nil {
+		return nil, err
+	}
+	k := targetKey{*in.ServiceNamespace, *in.ResourceId, *in.ScalableDimension}
+	p := policyRecord{Target: k, Name: *in.PolicyName}
+	err := a.st.Update(func(tx *store.Tx) error {
+		if !tx.Exists(bucketPolicies, p.key()) {
+			return newAPIError(http.StatusBadRequest, CodeObjectNotFound,
+				"No scaling policy found for service namespace: %s, resource ID: %s, scalable dimension: %s, policy name: %s",
+				k.Namespace, k.ResourceID, k.Dimension, p.Name)
+		}
+		return tx.Delete(bucketPolicies, p.key())
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info("scaling policy deleted", "resource", k.ResourceID, "policy", p.Name)
+	return struct{}{}, nil
+}

@@ -1,0 +1,372 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/deployment"
+	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/manifestapi"
+	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// cliEnv is a manifests API server (the real handler over the in-memory
+// store) and a way to run CLI commands against it.
+type cliEnv struct {
+	store *manifestapi.MemoryStore // nil when backed by the deployment service
+	api   manifestapi.Store
+	svc   *deployment.Service // nil when backed by the memory store
+	clk   *clock.Fake
+	srv   *httptest.Server
+}
+
+func newCLIEnv(t *testing.T) *cliEnv {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	st := manifestapi.NewMemoryStore(clk)
+	e := &cliEnv{store: st, api: st, clk: clk}
+	e.serve(t)
+	return e
+}
+
+// newDeploymentCLIEnv backs the API with the real deployment.Service over a
+// fake runtime and the default cluster.
+func newDeploymentCLIEnv(t *testing.T) *cliEnv {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	st, err := store.Open(filepath.Join(t.TempDir(), "capstan.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cl, err := cluster.New(catalog.Default(), cluster.DefaultInstanceGroups())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := deployment.New(deployment.Options{
+		Store: st, Clock: clk, Registerer: prometheus.NewRegistry(),
+		Runtime: fake.New(fake.WithClock(clk)), Cluster: cl,
+		Gateway:    gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()}),
+		GatewayURL: "http://127.0.0.1:8080", EngineArgs: []string{"--time-scale=0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &cliEnv{api: svc, svc: svc, clk: clk}
+	e.serve(t)
+	return e
+}
+
+func (e *cliEnv) serve(t *testing.T) {
+	t.Helper()
+	h, err := manifestapi.New(manifestapi.Options{Store: e.api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/apis/", h)
+	e.srv = httptest.NewServer(mux)
+	t.Cleanup(e.srv.Close)
+}
+
+// count is how many objects the store holds, of both kinds.
+func (e *cliEnv) count(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, r := range manifestapi.Resources {
+		objs, err := e.api.List(context.Background(), r.Kind, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(objs)
+	}
+	return n
+}
+
+// testRoot is NewRootCommand with only the manifests commands, sharing the
+// environment's fake clock so AGE columns are exact.
+func (e *cliEnv) testRoot() *cobra.Command {
+	g := &globalOptions{}
+	root := &cobra.Command{Use: "capstan", SilenceUsage: true, SilenceErrors: true}
+	root.PersistentFlags().StringVar(&g.server, "server", "", "")
+	for _, mk := range []func(*manifestsOptions) *cobra.Command{applyCommand, getCommand, describeCommand, deleteCommand} {
+		root.AddCommand(mk(newManifestsOptions(g, e.clk)))
+	}
+	return root
+}
+
+// run executes one command line; stdin feeds "-f -".
+func (e *cliEnv) run(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	root := e.testRoot()
+	var out, errb bytes.Buffer
+	root.SetArgs(append([]string{"--server", e.srv.URL}, args...))
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), errb.String(), err
+}
+
+func (e *cliEnv) mustRun(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, errOut, err := e.run(t, stdin, args...)
+	if err != nil {
+		t.Fatalf("capstan %s: %v\nstderr: %s", strings.Join(args, " "), err, errOut)
+	}
+	return out
+}
+
+func exampleManifest(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "manifest", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const smallIEC = `apiVersion: inference.sagemaker.aws.amazon.com/v1
+kind: InferenceEndpointConfig
+metadata: {name: small}
+spec:
+  modelName: Llama-3.1-8B-Instruct
+  instanceType: ml.g5.24xlarge
+  replicas: 2
+  modelSourceConfig: {modelSourceType: s3, s3Storage: {bucketName: models, region: us-east-1}, modelLocation: llama}
+  worker:
+    image: vllm/vllm-openai:latest
+    modelInvocationPort: {containerPort: 8000}
+    modelVolumeMount: {name: model-weights}
+    resources: {requests: {cpu: "4", memory: 16Gi, nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}
+`
+
+const deepseekJSM = `apiVersion: inference.sagemaker.aws.amazon.com/v1
+kind: JumpStartModel
+metadata: {name: deepseek, namespace: team-a}
+spec:
+  sageMakerEndpoint: {name: deepseek}
+  model: {modelId: deepseek-llm-r1-distill-qwen-1-5b}
+  server: {instanceType: ml.g5.8xlarge}
+`
+
+// TestApplyExamples applies every example manifest through the real root
+// command (as `capstan apply -f` runs): the MIG ones are refused naming
+// the field, the rest are created, and the MIG ones without MIG deploy.
+func TestApplyExamples(t *testing.T) {
+	tests := []struct {
+		file     string
+		object   string   // printed on success
+		migPaths []string // field paths the refusal must name; nil = accepted
+		noMIG    func(string) string
+	}{
+		{file: "examples-iec-kv-routing.yaml", object: "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/demo"},
+		{file: "reference-iec-l1-l2-routing.yaml", object: "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/demo"},
+		{file: "examples-iec-mig.yaml", object: "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/qwen-mig",
+			migPaths: []string{"spec.worker.resources.requests[nvidia.com/mig-4g.71gb]", "spec.worker.resources.limits[nvidia.com/mig-4g.71gb]"},
+			noMIG:    func(s string) string { return strings.ReplaceAll(s, "nvidia.com/mig-4g.71gb: 1", "nvidia.com/gpu: 1") }},
+		{file: "examples-jsm-mig.yaml", object: "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek",
+			migPaths: []string{"spec.server.acceleratorPartitionType"},
+			noMIG:    func(s string) string { return strings.Replace(s, "    acceleratorPartitionType: mig-7g.40gb\n", "", 1) }},
+		{file: "reference-jsm-mig-scale-to-zero.yaml", object: "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek",
+			migPaths: []string{"spec.server.acceleratorPartitionType"},
+			noMIG:    func(s string) string { return strings.Replace(s, " acceleratorPartitionType: mig-7g.40gb,", "", 1) }},
+	}
+	for _, backend := range []struct {
+		name string
+		env  func(*testing.T) *cliEnv
+	}{{"memory", newCLIEnv}, {"deployment", newDeploymentCLIEnv}} {
+		for _, tt := range tests {
+			t.Run(backend.name+"/"+tt.file, func(t *testing.T) {
+				e := backend.env(t)
+				dir := t.TempDir()
+				src := exampleManifest(t, tt.file)
+				p := writeFile(t, dir, tt.file, src)
+				var out, errOut bytes.Buffer
+				code := Execute(context.Background(), []string{"apply", "-f", p, "--server", e.srv.URL}, &out, &errOut)
+				if tt.migPaths == nil {
+					if code != 0 || out.String() != tt.object+" created\n" {
+						t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+					}
+					return
+				}
+				if code == 0 {
+					t.Fatalf("MIG manifest accepted: %s", out.String())
+				}
+				for _, fp := range tt.migPaths {
+					if !strings.Contains(errOut.String(), "  * "+fp+": MIG") {
+						t.Errorf("stderr does not name %s:\n%s", fp, errOut.String())
+					}
+				}
+				if !strings.Contains(errOut.String(), p+": ") {
+					t.Errorf("stderr does not name the file:\n%s", errOut.String())
+				}
+				if n := e.count(t); n != 0 {
+					t.Fatalf("stored %d objects", n)
+				}
+				stripped := tt.noMIG(src)
+				if stripped == src {
+					t.Fatal("test bug: the MIG request was not removed")
+				}
+				if out := e.mustRun(t, stripped, "apply", "-f", "-"); out != tt.object+" created\n" {
+					t.Errorf("without MIG: %q", out)
+				}
+			})
+		}
+	}
+}
+
+func TestApply(t *testing.T) {
+	t.Run("idempotent and declarative", func(t *testing.T) {
+		e := newCLIEnv(t)
+		p := writeFile(t, t.TempDir(), "small.yaml", smallIEC)
+		const obj = "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/small"
+		for i, want := range []string{"created", "unchanged", "unchanged"} {
+			if out := e.mustRun(t, "", "apply", "-f", p); out != obj+" "+want+"\n" {
+				t.Fatalf("apply #%d: %q, want %s", i+1, out, want)
+			}
+		}
+		writeFile(t, filepath.Dir(p), "small.yaml", strings.Replace(smallIEC, "vllm-openai:latest", "vllm-openai:v2", 1))
+		if out := e.mustRun(t, "", "apply", "-f", p); out != obj+" configured\n" {
+			t.Fatalf("changed: %q", out)
+		}
+	})
+	t.Run("directory in name order, other files ignored", func(t *testing.T) {
+		e := newCLIEnv(t)
+		dir := t.TempDir()
+		writeFile(t, dir, "b.yml", deepseekJSM)
+		writeFile(t, dir, "a.yaml", smallIEC)
+		writeFile(t, dir, "c.json", `{"apiVersion":"inference.sagemaker.aws.amazon.com/v1","kind":"JumpStartModel","metadata":{"name":"js"},"spec":{"model":{"modelId":"deepseek-llm-r1-distill-qwen-1-5b"},"server":{"instanceType":"ml.g5.8xlarge"}}}`)
+		writeFile(t, dir, "README.md", "not a manifest")
+		if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out := e.mustRun(t, "", "apply", "-f", dir, "-n", "prod")
+		want := "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/small created\n" +
+			"jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek created\n" +
+			"jumpstartmodel.inference.sagemaker.aws.amazon.com/js created\n"
+		if out != want {
+			t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
+		}
+		wantStored := []string{"InferenceEndpointConfig/prod/small", "JumpStartModel/team-a/deepseek", "JumpStartModel/prod/js"}
+		if got := e.store.Applied(); !slices.Equal(got, wantStored) {
+			t.Errorf("stored %v, want %v", got, wantStored)
+		}
+	})
+	t.Run("every field error with its path, nothing stored", func(t *testing.T) {
+		e := newCLIEnv(t)
+		bad := strings.Replace(smallIEC, "  instanceType: ml.g5.24xlarge\n", "  instanceType: ml.g5.24xlarge\n  replicaz: 2\n  maxDeployTimeInSecond: 5\n", 1)
+		_, _, err := e.run(t, deepseekJSM+"---\n"+bad, "apply", "-f", "-")
+		if err == nil {
+			t.Fatal("invalid manifest accepted")
+		}
+		msg := err.Error()
+		for _, want := range []string{
+			"<stdin>: InferenceEndpointConfig/small (document 1, line 9) is invalid:",
+			"  * spec.maxDeployTimeInSecond: unknown field",
+			"  * spec.replicaz: unknown field",
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error lacks %q:\n%s", want, msg)
+			}
+		}
+		if got := e.store.Applied(); len(got) != 0 {
+			t.Errorf("stored %v", got)
+		}
+	})
+	t.Run("one bad file does not stop the others", func(t *testing.T) {
+		e := newCLIEnv(t)
+		dir := t.TempDir()
+		a := writeFile(t, dir, "a.yaml", exampleManifest(t, "examples-jsm-mig.yaml"))
+		b := writeFile(t, dir, "b.yaml", smallIEC)
+		out, _, err := e.run(t, "", "apply", "-f", a, "-f", b)
+		if err == nil || !strings.Contains(err.Error(), a+": JumpStartModel/deepseek") {
+			t.Fatalf("err = %v", err)
+		}
+		if !strings.Contains(out, "/small created") {
+			t.Errorf("stdout = %q", out)
+		}
+	})
+	t.Run("usage errors", func(t *testing.T) {
+		e := newCLIEnv(t)
+		for _, args := range [][]string{
+			{"apply"},
+			{"apply", "-f", filepath.Join(t.TempDir(), "missing.yaml")},
+			{"apply", "-f", t.TempDir()}, // empty directory
+			{"apply", "-f", "-", "-f", "-"},
+		} {
+			if _, _, err := e.run(t, smallIEC, args...); err == nil {
+				t.Errorf("%v: no error", args)
+			}
+		}
+	})
+}
+
+func TestServerUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	var out, errOut bytes.Buffer
+	code := Execute(context.Background(), []string{"get", "iec", "--server", url}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "cannot reach the capstan server at "+url) {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestToken checks --token and CAPSTAN_TOKEN against a server that wants
+// a bearer token, as capstan serve may when credentials are configured.
+func TestToken(t *testing.T) {
+	e := newCLIEnv(t)
+	h, err := manifestapi.New(manifestapi.Options{Store: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(authed.Close)
+	e.srv = authed
+	if _, _, err := e.run(t, "", "get", "iec"); err == nil || !strings.Contains(err.Error(), "requires a token") {
+		t.Errorf("without a token: %v", err)
+	}
+	if _, _, err := e.run(t, "", "get", "iec", "--token", "s3cret"); err != nil {
+		t.Errorf("--token: %v", err)
+	}
+	t.Setenv("CAPSTAN_TOKEN", "s3cret")
+	if _, _, err := e.run(t, smallIEC, "apply", "-f", "-"); err != nil {
+		t.Errorf("CAPSTAN_TOKEN: %v", err)
+	}
+	if got := e.store.Applied(); len(got) != 1 {
+		t.Errorf("applied %v", got)
+	}
+}

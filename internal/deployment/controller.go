@@ -1,0 +1,935 @@
+package deployment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/autoscale"
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/modelsource"
+	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+// modelRetry is how long a failed model source waits before it is tried
+// again (a spec change retries at once).
+const modelRetry = 30 * time.Second
+
+// Controller drives manifest deployments to their spec. Reconcile moves one
+// object a step (or several) towards it and is safe to call at any time;
+// Run calls it on store changes, runtime events, autoscaling polls and a
+// resync tick.
+type Controller struct {
+	o   Options
+	m   *metrics
+	log *slog.Logger
+
+	mu       sync.Mutex
+	ctx      context.Context
+	running  map[string]bool // reconcile in flight
+	dirty    map[string]bool // requested again while in flight
+	wg       sync.WaitGroup
+	states   map[string]*objState
+	owners   map[string]string // replica id → object key
+	routes   map[string]string // route name → object key
+	retiring map[string]bool   // replicas being drained and stopped
+	orphans  map[string]bool   // unlisted replicas seen by the last resync
+
+	evmu sync.Mutex
+	evs  map[string][]manifest.Event
+}
+
+var _ gateway.Activator = (*Controller)(nil)
+
+// objState is the controller's in-memory view of one object. Reconciles of
+// one object never overlap, so only they touch it, except activate (under
+// Controller.mu).
+type objState struct {
+	// model source resolution
+	srcKey   string
+	model    modelsource.Result
+	modelOK  bool
+	modelErr *failure
+	modelAt  time.Time
+	// placement and start
+	instance map[string]catalog.InstanceType // replica → instance type it sits on
+	pending  map[string]string               // replica → why it is not placed
+	waitRoom map[string]bool                 // pending replicas that freed capacity would place
+	startErr map[string]string               // replica → why Start failed
+	kvPorts  map[string]int
+	// autoscaling
+	scaler    *autoscale.Scaler
+	scalerKey string
+	scalerErr string
+	cfg       autoscale.Config
+	nextPoll  time.Time
+	pollStop  context.CancelFunc
+	pollEvery time.Duration
+	activate  bool // set by Activate, consumed by Reconcile
+	coldStart time.Time
+	// registration and route
+	route      string
+	registered bool
+	nameErr    string
+	lastPut    *endpoint.ManagedEndpoint
+	routeSig   string
+	warnedGen  int64
+	// replica-second accounting
+	acctAt time.Time
+	acctN  int
+}
+
+type failure struct{ reason, message string }
+
+func newController(o Options, m *metrics) *Controller {
+	return &Controller{o: o, m: m, log: o.Logger,
+		running: map[string]bool{}, dirty: map[string]bool{}, states: map[string]*objState{},
+		owners: map[string]string{}, routes: map[string]string{}, retiring: map[string]bool{}, orphans: map[string]bool{},
+		evs: map[string][]manifest.Event{}}
+}
+
+func (c *Controller) state(k string) *objState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.states[k]
+	if !ok {
+		st = &objState{instance: map[string]catalog.InstanceType{}, pending: map[string]string{}, waitRoom: map[string]bool{},
+			startErr: map[string]string{}, kvPorts: map[string]int{}}
+		c.states[k] = st
+	}
+	return st
+}
+
+// Run reconciles on store changes, runtime events, autoscaling polls and a
+// resync tick until ctx is done, then waits for reconciles in flight.
+func (c *Controller) Run(ctx context.Context) {
+	c.mu.Lock()
+	c.ctx = ctx
+	c.mu.Unlock()
+	watch := c.o.Store.Watch(ctx)
+	go c.o.Runtime.Subscribe(ctx, func(r runtime.Replica) {
+		if r.Spec.Controller != runtime.ControllerDeployment {
+			return
+		}
+		c.mu.Lock()
+		k, ok := c.owners[r.Spec.ID]
+		c.mu.Unlock()
+		if ok {
+			c.Enqueue(k)
+		}
+	})
+	tick := c.o.Clock.NewTicker(c.o.Resync)
+	defer tick.Stop()
+	c.resync(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			c.wg.Wait()
+			return
+		case k, ok := <-watch:
+			if !ok {
+				c.wg.Wait()
+				return
+			}
+			if k.Kind == bucket {
+				c.Enqueue(k.Name)
+			}
+		case <-tick.C():
+			c.resync(ctx)
+		}
+	}
+}
+
+// resync enqueues every object and stops replicas no record lists.
+func (c *Controller) resync(ctx context.Context) {
+	var recs []record
+	err := c.o.Store.View(func(tx *store.Tx) error {
+		var err error
+		recs, err = store.List[record](tx, bucket)
+		return err
+	})
+	if err != nil {
+		c.log.Error("list deployments", "err", err)
+		return
+	}
+	known := map[string]bool{}
+	for _, r := range recs {
+		o := r.obj()
+		m := o.GetMeta()
+		k := key(o.GetKind(), m.Namespace, m.Name)
+		for _, rr := range r.Replicas {
+			known[rr.ID] = true
+		}
+		c.Enqueue(k)
+	}
+	c.stopOrphans(ctx, known)
+}
+
+// stopOrphans stops this controller's replicas that no record lists (left by
+// a crash between a record change and a Stop). A replica must be unlisted
+// in two resyncs in a row, so one that a reconcile records and starts
+// between this resync's read of the records and of the runtime survives; one
+// being retired is left to its retire.
+func (c *Controller) stopOrphans(ctx context.Context, known map[string]bool) {
+	seen := map[string]bool{}
+	var stop []string
+	c.mu.Lock()
+	for _, r := range c.o.Runtime.List() {
+		id := r.Spec.ID
+		if r.Spec.Controller != runtime.ControllerDeployment || r.State == runtime.StateStopped || known[id] || c.retiring[id] {
+			continue
+		}
+		if c.orphans[id] {
+			stop = append(stop, id)
+		} else {
+			seen[id] = true
+		}
+	}
+	c.orphans = seen
+	c.mu.Unlock()
+	for _, id := range stop {
+		c.log.Warn("stopping orphaned replica", "replica", id)
+		if err := c.o.Runtime.Stop(ctx, id); err != nil {
+			c.log.Warn("stop orphaned replica", "replica", id, "err", err)
+			continue
+		}
+		c.o.Cluster.Release(id)
+	}
+}
+
+// Enqueue asks for a reconcile of object key k. At most one reconcile per
+// object runs at a time; a request during one runs it again afterwards.
+// Before Run it does nothing.
+func (c *Controller) Enqueue(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil || c.ctx.Err() != nil {
+		return
+	}
+	if c.running[k] {
+		c.dirty[k] = true
+		return
+	}
+	c.running[k] = true
+	c.wg.Add(1)
+	ctx := c.ctx
+	go func() {
+		defer c.wg.Done()
+		for {
+			if err := c.Reconcile(ctx, k); err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
+				c.log.Warn("reconcile", "object", k, "err", err)
+			}
+			c.mu.Lock()
+			if !c.dirty[k] || ctx.Err() != nil {
+				delete(c.running, k)
+				delete(c.dirty, k)
+				c.mu.Unlock()
+				return
+			}
+			delete(c.dirty, k)
+			c.mu.Unlock()
+		}
+	}()
+}
+
+// Activate implements gateway.Activator: a request reached a route with no
+// replica. The deployment scales to its minimum (at least one) at once,
+// without waiting for the next autoscaling poll.
+func (c *Controller) Activate(route string) {
+	c.mu.Lock()
+	k, ok := c.routes[route]
+	var st *objState
+	if ok {
+		st = c.states[k]
+	}
+	if st != nil {
+		st.activate = true
+	}
+	ctx := c.ctx
+	c.mu.Unlock()
+	if !ok || st == nil {
+		c.log.Warn("activation for an unknown route", "route", route)
+		return
+	}
+	c.log.Info("activation requested", "route", route, "object", k)
+	if ctx == nil {
+		// Not running (tests drive Reconcile themselves).
+		return
+	}
+	c.Enqueue(k)
+}
+
+// save writes rec if the stored version is still rec.Version; rec.Version
+// is bumped on success.
+func (c *Controller) save(k string, rec *record) error {
+	err := c.o.Store.Update(func(tx *store.Tx) error {
+		var cur record
+		found, err := tx.Get(bucket, k, &cur)
+		if err != nil {
+			return err
+		}
+		if !found || cur.Version != rec.Version {
+			return errConflict
+		}
+		rec.Version++
+		rec.obj().GetMeta().ResourceVersion = strconv.FormatInt(rec.Version, 10)
+		return tx.Put(bucket, k, rec)
+	})
+	if err != nil {
+		rec.Version = -1 // force a re-read on any further save
+	}
+	return err
+}
+
+// Reconcile moves object k (see Key) towards its spec.
+func (c *Controller) Reconcile(ctx context.Context, k string) error {
+	var rec record
+	var found bool
+	err := c.o.Store.View(func(tx *store.Tx) error {
+		var err error
+		found, err = tx.Get(bucket, k, &rec)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		c.forget(k)
+		return nil
+	}
+	st := c.state(k)
+	obj := rec.obj()
+	now := c.o.Clock.Now()
+	c.account(k, obj, st, now)
+	if rec.Deleting {
+		return c.reconcileDelete(ctx, k, &rec, st)
+	}
+	p, err := planFor(obj)
+	if err != nil {
+		return c.writeStatus(ctx, k, &rec, st, nil, &failure{manifest.ReasonInvalidSpec, err.Error()})
+	}
+	c.claimRoute(k, p, st)
+	if gen := obj.GetMeta().Generation; st.warnedGen != gen {
+		st.warnedGen = gen
+		for _, w := range p.warnings {
+			c.event(k, manifest.EventWarning, "Unsupported", w)
+		}
+	}
+
+	changed := false
+	// A renamed endpoint gives up its old registration.
+	if rec.Registered != "" && rec.Registered != p.endpointName && c.o.Endpoints != nil {
+		if err := c.o.Endpoints.DeleteManaged(ctx, rec.Registered, p.owner()); err != nil {
+			return fmt.Errorf("deregister endpoint %s: %w", rec.Registered, err)
+		}
+		c.event(k, manifest.EventNormal, "EndpointDeregistered", "SageMaker endpoint "+rec.Registered+" removed")
+		rec.Registered, st.registered, st.lastPut = "", false, nil
+		changed = true
+	}
+	// Claim the SageMaker endpoint name before taking the route of that name.
+	if p.endpointName != "" && c.o.Endpoints != nil && !st.registered {
+		status := endpoint.StatusCreating
+		if obj.GetStatus().State == manifest.StateDeploymentComplete {
+			status = endpoint.StatusInService // a restart of capstan, not a new endpoint
+		}
+		err := c.o.Endpoints.PutManaged(ctx, c.managed(p, &rec, st, status, ""))
+		switch {
+		case errors.Is(err, endpoint.ErrNameInUse):
+			st.nameErr = err.Error()
+			return c.writeStatus(ctx, k, &rec, st, p, &failure{manifest.ReasonEndpointNameInUse, err.Error()})
+		case err != nil:
+			return fmt.Errorf("register endpoint %s: %w", p.endpointName, err)
+		}
+		st.registered, st.nameErr = true, ""
+		if rec.Registered != p.endpointName {
+			rec.Registered = p.endpointName
+			changed = true
+			c.event(k, manifest.EventNormal, "EndpointRegistered", "SageMaker endpoint "+p.endpointName+" registered")
+		}
+	}
+
+	res, mfail := c.resolveModel(ctx, k, obj, p, st)
+	if mfail != nil {
+		res = st.model // the replicas that still serve run the last good model
+	}
+	if mfail == nil {
+		if tmpl := p.templateHash(res.Model, res.Dir); rec.Template != tmpl {
+			if rec.Template != "" {
+				c.event(k, manifest.EventNormal, "RolloutStarted", fmt.Sprintf("replica template changed; rolling out revision %d", rec.Revision+1))
+			}
+			rec.Revision++
+			rec.Template = tmpl
+			rec.NextIndex = 0
+			rec.DeployStart = now
+			changed = true
+		}
+	}
+	if c.autoscale(ctx, k, &rec, p, st) {
+		changed = true
+	}
+	desired := c.desired(&rec, p)
+
+	var retire []string
+	if mfail == nil {
+		var ch bool
+		retire, ch = c.plan(k, &rec, p, st, desired)
+		changed = changed || ch
+		c.mu.Lock()
+		for _, id := range retire {
+			c.retiring[id] = true
+		}
+		c.mu.Unlock()
+	}
+	if changed {
+		if err := c.save(k, &rec); err != nil {
+			c.mu.Lock()
+			for _, id := range retire {
+				delete(c.retiring, id)
+			}
+			c.mu.Unlock()
+			return err
+		}
+	}
+	// Runtime events find their object through owners (also after a restart).
+	c.mu.Lock()
+	for _, r := range rec.Replicas {
+		c.owners[r.ID] = k
+	}
+	c.mu.Unlock()
+	// Victims leave the route before they are drained.
+	c.setRoute(p, &rec, st, res.Model, retire)
+	for _, id := range retire {
+		c.retire(ctx, k, id, st)
+	}
+	if mfail == nil {
+		c.placeAndStart(ctx, k, &rec, p, st, res)
+	}
+	c.setRoute(p, &rec, st, res.Model, nil)
+	return c.writeStatus(ctx, k, &rec, st, p, mfail)
+}
+
+// claimRoute records which route object k serves, dropping an old route
+// when the name changed.
+func (c *Controller) claimRoute(k string, p *plan, st *objState) {
+	c.mu.Lock()
+	old := ""
+	if st.route != "" && st.route != p.route {
+		old = st.route
+		if c.routes[old] == k {
+			delete(c.routes, old)
+		}
+		st.routeSig = ""
+	}
+	st.route = p.route
+	c.routes[p.route] = k
+	c.mu.Unlock()
+	if old != "" {
+		c.o.Gateway.DeleteRoute(old)
+	}
+}
+
+// desired is the replica count the deployment aims for now.
+func (c *Controller) desired(rec *record, p *plan) int {
+	if p.autoscale != nil && rec.Desired != nil {
+		return *rec.Desired
+	}
+	return p.replicas
+}
+
+// resolveModel fetches the model source once per source (and again after
+// modelRetry when it failed).
+func (c *Controller) resolveModel(ctx context.Context, k string, obj manifest.Object, p *plan, st *objState) (modelsource.Result, *failure) {
+	var src modelsource.Source
+	var srcErr error
+	if c.o.Models != nil {
+		src, srcErr = modelsource.FromManifest(obj)
+	}
+	b, _ := json.Marshal(src)
+	sk := string(b) + "|" + p.modelHint
+	if srcErr != nil {
+		sk += "|" + srcErr.Error()
+	}
+	now := c.o.Clock.Now()
+	if st.srcKey == sk {
+		if st.modelOK {
+			return st.model, nil
+		}
+		if st.modelErr != nil && now.Sub(st.modelAt) < modelRetry {
+			return modelsource.Result{}, st.modelErr
+		}
+	}
+	st.srcKey, st.modelAt = sk, now
+	res, f := c.fetch(ctx, src, srcErr, p)
+	if f != nil {
+		st.modelOK, st.modelErr = false, f
+		c.event(k, manifest.EventWarning, f.reason, f.message)
+		c.log.Warn("model source failed", "object", k, "reason", f.reason, "err", f.message)
+		return res, f
+	}
+	st.model, st.modelOK, st.modelErr = res, true, nil
+	c.event(k, manifest.EventNormal, "ModelResolved", fmt.Sprintf("model %s ready (%s)", res.Model, describeResult(res)))
+	return res, nil
+}
+
+func describeResult(r modelsource.Result) string {
+	if r.Dir == "" {
+		return "from the catalog"
+	}
+	return fmt.Sprintf("%d files, %d bytes in %s", r.Files, r.Bytes, r.Dir)
+}
+
+func (c *Controller) fetch(ctx context.Context, src modelsource.Source, srcErr error, p *plan) (modelsource.Result, *failure) {
+	var res modelsource.Result
+	if c.o.Models != nil {
+		if srcErr != nil {
+			return res, sourceFailure(srcErr)
+		}
+		var err error
+		res, err = c.o.Models.Fetch(ctx, src)
+		if err != nil {
+			return res, sourceFailure(err)
+		}
+	}
+	if res.Model == "" && p.modelHint != "" {
+		if m, err := c.o.Catalog.Model(p.modelHint); err == nil {
+			res.Model = m.ID
+		}
+	}
+	if res.Model == "" && res.Dir == "" {
+		return res, &failure{manifest.ReasonModelSourceFailed,
+			fmt.Sprintf("model %q is not in the catalog and its source gave no model directory", p.modelHint)}
+	}
+	return res, nil
+}
+
+func sourceFailure(err error) *failure {
+	var se *modelsource.SourceError
+	if errors.As(err, &se) && se.Reason != "" {
+		return &failure{"ModelSource" + se.Reason, err.Error()}
+	}
+	return &failure{manifest.ReasonModelSourceFailed, err.Error()}
+}
+
+func (c *Controller) healthy(id string) (runtime.Replica, bool) {
+	r, err := c.o.Runtime.Get(id)
+	return r, err == nil && r.State == runtime.StateHealthy && r.Addr != ""
+}
+
+// plan decides the replica set: it numbers new replicas of the current
+// revision up to desired, picks the current-revision victims of a scale-in
+// (newest first) and the old-revision replicas that may retire because new
+// ones serve in their place. The record lists the survivors; the victims
+// are returned for the caller to take out of the route, drain and stop.
+func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired int) (retire []string, changed bool) {
+	var cur, old []replicaRec
+	for _, r := range rec.Replicas {
+		if r.Revision == rec.Revision {
+			cur = append(cur, r)
+		} else {
+			old = append(old, r)
+		}
+	}
+	for len(cur) < desired {
+		id := replicaID(p.kind, p.namespace, p.name, rec.Revision, rec.NextIndex)
+		rec.NextIndex++
+		cur = append(cur, replicaRec{ID: id, Revision: rec.Revision})
+		changed = true
+	}
+	if n := len(cur) - desired; n > 0 {
+		// Newest first, but never a serving replica while one that does
+		// not serve (pending, starting, failed) can go instead.
+		order := slices.Clone(cur)
+		sort.SliceStable(order, func(i, j int) bool {
+			_, hi := c.healthy(order[i].ID)
+			_, hj := c.healthy(order[j].ID)
+			if hi != hj {
+				return !hi
+			}
+			return indexOf(cur, order[i].ID) > indexOf(cur, order[j].ID)
+		})
+		victims := map[string]bool{}
+		for _, r := range order[:n] {
+			victims[r.ID] = true
+			retire = append(retire, r.ID)
+		}
+		cur = slices.DeleteFunc(cur, func(r replicaRec) bool { return victims[r.ID] })
+		changed = true
+		c.event(k, manifest.EventNormal, "ScalingReplicaSet", fmt.Sprintf("scaled in to %d replicas", desired))
+	}
+	if len(old) > 0 {
+		newHealthy, starting, capacityPending := 0, 0, 0
+		for _, r := range cur {
+			if _, ok := c.healthy(r.ID); ok {
+				newHealthy++
+			} else if _, placed := st.instance[r.ID]; placed {
+				starting++
+			} else if st.waitRoom[r.ID] {
+				capacityPending++
+			}
+		}
+		keep := max(0, desired-newHealthy)
+		if keep > 0 && capacityPending > 0 && starting == 0 {
+			// No room for a new replica while the old ones hold it: give up
+			// one old replica (drained first) so the rollout can proceed.
+			keep--
+			c.event(k, manifest.EventNormal, "RolloutSurge", "no room for a new replica; retiring an old one first to make room")
+		}
+		// Keep the serving old replicas; retire the others first.
+		sort.SliceStable(old, func(i, j int) bool {
+			_, hi := c.healthy(old[i].ID)
+			_, hj := c.healthy(old[j].ID)
+			return hi && !hj
+		})
+		if len(old) > keep {
+			for _, r := range old[keep:] {
+				retire = append(retire, r.ID)
+			}
+			old = old[:keep]
+			changed = true
+		}
+		if len(old) == 0 {
+			c.event(k, manifest.EventNormal, "RolloutComplete", fmt.Sprintf("revision %d serves alone", rec.Revision))
+		}
+	}
+	rec.Replicas = append(cur, old...)
+	return retire, changed
+}
+
+func indexOf(rs []replicaRec, id string) int {
+	for i, r := range rs {
+		if r.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// retire drains replica id (already out of the route), stops it and frees
+// its node capacity.
+func (c *Controller) retire(ctx context.Context, k, id string, st *objState) {
+	c.mu.Lock()
+	c.retiring[id] = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.retiring, id)
+		delete(c.owners, id)
+		c.mu.Unlock()
+	}()
+	if _, err := c.o.Runtime.Get(id); err == nil {
+		dctx, cancel := context.WithTimeout(ctx, c.o.DrainTimeout)
+		if err := c.o.Gateway.Drain(dctx, id); err != nil {
+			c.log.Warn("drain timed out; stopping anyway", "replica", id, "err", err)
+		}
+		cancel()
+		if err := c.o.Runtime.Stop(ctx, id); err != nil {
+			c.log.Warn("stop replica", "replica", id, "err", err)
+		}
+	}
+	c.o.Cluster.Release(id)
+	delete(st.instance, id)
+	delete(st.pending, id)
+	delete(st.waitRoom, id)
+	delete(st.startErr, id)
+	delete(st.kvPorts, id)
+	c.log.Info("replica retired", "object", k, "replica", id)
+}
+
+// placeAndStart places every listed replica that has no node yet and starts
+// every placed replica the runtime does not run.
+func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p *plan, st *objState, res modelsource.Result) {
+	for _, r := range rec.Replicas {
+		it, placed := st.instance[r.ID]
+		if !placed {
+			var ok bool
+			it, ok = c.place(k, r.ID, p, st)
+			if !ok {
+				continue
+			}
+		}
+		rep, err := c.o.Runtime.Get(r.ID)
+		if err == nil && rep.State != runtime.StateStopped {
+			continue
+		}
+		spec, err := c.replicaSpec(r.ID, p, it, res, st)
+		if err == nil {
+			err = c.o.Runtime.Start(ctx, spec)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if st.startErr[r.ID] != err.Error() {
+				c.event(k, manifest.EventWarning, manifest.ReasonReplicaFailed, fmt.Sprintf("replica %s did not start: %v", r.ID, err))
+			}
+			st.startErr[r.ID] = err.Error()
+			continue
+		}
+		delete(st.startErr, r.ID)
+		node, _ := c.o.Cluster.NodeOf(r.ID)
+		c.event(k, manifest.EventNormal, "Started", fmt.Sprintf("replica %s started on node %s (%s)", r.ID, node.Name, it.Name))
+	}
+}
+
+// place tries the plan's instance types in order (every cluster type when
+// it names none).
+func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.InstanceType, bool) {
+	types := p.instanceTypes
+	if len(types) == 0 {
+		types = c.o.Cluster.InstanceTypes()
+	}
+	var reasons []string
+	room := false
+	for _, t := range types {
+		it, err := c.o.Catalog.InstanceType(t)
+		if err != nil {
+			reasons = append(reasons, err.Error())
+			continue
+		}
+		req := p.request(it)
+		node, err := c.o.Cluster.Place(id, t, req)
+		if err != nil {
+			reasons = append(reasons, err.Error())
+			room = room || cluster.IsUnschedulable(err) && c.o.Cluster.CouldFit(t, req)
+			continue
+		}
+		st.instance[id] = it
+		delete(st.pending, id)
+		delete(st.waitRoom, id)
+		c.log.Info("replica placed", "object", k, "replica", id, "node", node)
+		return it, true
+	}
+	reason := "no instance type to place on"
+	if len(reasons) > 0 {
+		reason = reasons[0]
+		for _, r := range reasons[1:] {
+			reason += "; " + r
+		}
+	}
+	if st.pending[id] != reason {
+		c.event(k, manifest.EventWarning, "FailedScheduling", fmt.Sprintf("replica %s: %s", id, reason))
+	}
+	st.pending[id] = reason
+	st.waitRoom[id] = room
+	return catalog.InstanceType{}, false
+}
+
+// replicaSpec is what the runtime starts for replica id on instance type it.
+func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, res modelsource.Result, st *objState) (runtime.ReplicaSpec, error) {
+	args := append([]string(nil), c.o.EngineArgs...)
+	if res.Dir != "" {
+		args = append(args, "--model-dir="+res.Dir)
+	}
+	if p.l1 {
+		args = append(args, "--cpu-cache-bytes="+strconv.FormatInt(p.l1Bytes(it), 10))
+	}
+	if p.l2URL != "" {
+		args = append(args, "--shared-cache="+p.l2URL)
+	}
+	if p.kvaware {
+		port, ok := st.kvPorts[id]
+		if !ok {
+			var err error
+			if port, err = freePort(); err != nil {
+				return runtime.ReplicaSpec{}, fmt.Errorf("kv events port: %w", err)
+			}
+			st.kvPorts[id] = port
+		}
+		args = append(args, "--kv-events="+kvEndpoint(port))
+	}
+	var env map[string]string
+	if len(p.env) > 0 {
+		env = make(map[string]string, len(p.env))
+		for _, k := range sortedEnvKeys(p.env) {
+			env[k] = p.env[k]
+		}
+	}
+	return runtime.ReplicaSpec{ID: id, Endpoint: p.route, Variant: VariantName, Controller: runtime.ControllerDeployment,
+		Engine: "sim", Model: res.Model, ServedModelName: p.route, GPU: it.GPU, TensorParallel: p.tensorParallel(it),
+		Args: args, Env: env}, nil
+}
+
+func kvEndpoint(port int) string { return "tcp://127.0.0.1:" + strconv.Itoa(port) }
+
+// freePort asks the kernel for a free TCP port for a replica's KV events.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// setRoute points the deployment's route at its serving replicas (minus
+// excluded ones). An unchanged route is not set again.
+func (c *Controller) setRoute(p *plan, rec *record, st *objState, model string, exclude []string) {
+	if p == nil {
+		return
+	}
+	skip := map[string]bool{}
+	for _, id := range exclude {
+		skip[id] = true
+	}
+	vr := gateway.VariantRoute{Name: VariantName, Weight: 1, RoutingStrategy: p.strategy, Model: model}
+	for _, r := range rec.Replicas {
+		if skip[r.ID] {
+			continue
+		}
+		rep, ok := c.healthy(r.ID)
+		if !ok {
+			continue
+		}
+		b := gateway.Backend{ID: r.ID, Addr: rep.Addr}
+		if port, ok := st.kvPorts[r.ID]; ok && p.kvaware {
+			b.KVEventsEndpoint = kvEndpoint(port)
+		}
+		vr.Backends = append(vr.Backends, b)
+	}
+	route := gateway.Route{Endpoint: p.route, Variants: []gateway.VariantRoute{vr}}
+	if n := len(vr.Backends); n > 0 && p.maxConcurrent > 0 {
+		// Per-replica limits (the nginx sidecar's, upstream) summed over the
+		// serving replicas; beyond them callers get 429.
+		route.MaxConcurrency, route.MaxQueue = p.maxConcurrent*n, p.maxQueue*n
+	}
+	scaleToZero := p.autoscale != nil && p.autoscale.MinReplicaCount != nil && *p.autoscale.MinReplicaCount == 0
+	if scaleToZero {
+		route.Activator = c
+	}
+	sig, _ := json.Marshal(struct {
+		V    gateway.VariantRoute
+		A    bool
+		C, Q int
+	}{vr, scaleToZero, route.MaxConcurrency, route.MaxQueue})
+	if string(sig) == st.routeSig {
+		return
+	}
+	st.routeSig = string(sig)
+	c.o.Gateway.SetRoute(route)
+	if len(vr.Backends) > 0 && !st.coldStart.IsZero() {
+		d := c.o.Clock.Now().Sub(st.coldStart)
+		c.m.coldStart.WithLabelValues(p.namespace, p.name, p.kind).Observe(d.Seconds())
+		c.log.Info("cold start complete", "route", p.route, "seconds", d.Seconds())
+		st.coldStart = time.Time{}
+	}
+}
+
+// account adds replica-seconds since the last reconcile.
+func (c *Controller) account(k string, obj manifest.Object, st *objState, now time.Time) {
+	m := obj.GetMeta()
+	if !st.acctAt.IsZero() && st.acctN > 0 {
+		if d := now.Sub(st.acctAt); d > 0 {
+			c.m.replicaSeconds.WithLabelValues(m.Namespace, m.Name, obj.GetKind()).Add(d.Seconds() * float64(st.acctN))
+		}
+	}
+	st.acctAt = now
+	n := 0
+	for id := range st.instance {
+		if r, err := c.o.Runtime.Get(id); err == nil && r.State != runtime.StateStopped {
+			n++
+		}
+	}
+	st.acctN = n
+}
+
+func (c *Controller) reconcileDelete(ctx context.Context, k string, rec *record, st *objState) error {
+	o := rec.obj()
+	if o.GetStatus().State != manifest.StateDeletionInProgress {
+		o.GetStatus().State = manifest.StateDeletionInProgress
+		now := c.o.Clock.Now().UTC().Truncate(time.Second)
+		o.GetStatus().Conditions = setCondition(o.GetStatus().Conditions, manifest.ConditionReady, manifest.ConditionFalse,
+			manifest.ReasonDeleting, "draining and stopping replicas", o.GetMeta().Generation, now)
+		if err := c.save(k, rec); err != nil {
+			return err
+		}
+		c.event(k, manifest.EventNormal, "Deleting", "draining and stopping replicas")
+	}
+	p, _ := planFor(o)
+	if p != nil {
+		c.o.Gateway.DeleteRoute(p.route)
+	}
+	for _, r := range rec.Replicas {
+		c.retire(ctx, k, r.ID, st)
+	}
+	if p != nil && c.o.Endpoints != nil {
+		for _, name := range []string{rec.Registered, p.endpointName} {
+			if name == "" {
+				continue
+			}
+			if err := c.o.Endpoints.DeleteManaged(ctx, name, p.owner()); err != nil {
+				return fmt.Errorf("deregister endpoint %s: %w", name, err)
+			}
+		}
+	}
+	err := c.o.Store.Update(func(tx *store.Tx) error {
+		var cur record
+		found, err := tx.Get(bucket, k, &cur)
+		if err != nil || !found {
+			return err
+		}
+		if cur.Version != rec.Version {
+			return errConflict
+		}
+		return tx.Delete(bucket, k)
+	})
+	if err != nil {
+		return err
+	}
+	c.log.Info("deployment deleted", "object", k)
+	c.forget(k)
+	return nil
+}
+
+// forget drops the in-memory state of a deleted object.
+func (c *Controller) forget(k string) {
+	c.mu.Lock()
+	st := c.states[k]
+	delete(c.states, k)
+	if st != nil && c.routes[st.route] == k {
+		delete(c.routes, st.route)
+	}
+	for id, owner := range c.owners {
+		if owner == k {
+			delete(c.owners, id)
+		}
+	}
+	c.mu.Unlock()
+	if st != nil && st.pollStop != nil {
+		st.pollStop()
+	}
+	if kind, ns, name, ok := splitKey(k); ok {
+		c.m.forget(ns, name, kind)
+	}
+	c.dropEvents(k)
+}
+
+// managed is the SageMaker registration of the deployment.
+func (c *Controller) managed(p *plan, rec *record, st *objState, status, reason string) endpoint.ManagedEndpoint {
+	m := endpoint.ManagedEndpoint{Name: p.endpointName, Owner: p.owner(), Status: status, FailureReason: reason,
+		Variant: VariantName, Model: st.model.Model, DesiredCount: c.desired(rec, p)}
+	if len(p.instanceTypes) > 0 {
+		m.InstanceType = p.instanceTypes[0]
+	}
+	for _, r := range rec.Replicas {
+		if _, ok := c.healthy(r.ID); ok {
+			m.Replicas = append(m.Replicas, r.ID)
+			if it, ok := st.instance[r.ID]; ok {
+				m.InstanceType = it.Name
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,153 @@
+package deployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capstan-dev/capstan/internal/autoscale"
+	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+// EndpointRegistry registers deployments as SageMaker endpoints.
+// *endpoint.Service implements it.
+//
+// Error contract: PutManaged returns an error wrapping endpoint.ErrNameInUse
+// when another manifest or a SageMaker-created endpoint holds the name; the
+// deployment then fails with reason EndpointNameInUse and takes no route.
+// DeleteManaged is a no-op for a name the owner does not hold.
+type EndpointRegistry interface {
+	PutManaged(ctx context.Context, m endpoint.ManagedEndpoint) error
+	DeleteManaged(ctx context.Context, name, owner string) error
+}
+
+var _ EndpointRegistry = (*endpoint.Service)(nil)
+
+// TriggerBuilder turns an autoScalingSpec into a scaler config and triggers
+// (triggers.Build).
+type TriggerBuilder func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error)
+
+// Options wire a Service. Store, Clock, Runtime, Cluster and Gateway are
+// required; the rest have defaults or switch features off when nil.
+type Options struct {
+	Store      *store.Store
+	Clock      clock.Clock
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Runtime    runtime.Runtime
+	Cluster    *cluster.Cluster
+	Gateway    *gateway.Gateway
+	// Models resolves model sources; nil resolves JumpStart ids and IEC
+	// modelNames against the catalog only (no download).
+	Models ModelFetcher
+	// Endpoints registers sageMakerEndpoint.name / spec.endpointName; nil
+	// means names are used for routes only.
+	Endpoints EndpointRegistry
+	// Triggers builds autoscaling triggers (default triggers.Build).
+	Triggers TriggerBuilder
+	// Catalog resolves instance types (default catalog.Default()).
+	Catalog *catalog.Catalog
+	// EngineArgs are extra engine flags for every replica (e.g. --time-scale).
+	EngineArgs []string
+	// StartTimeout: a replica not healthy by then is reported (default 10m).
+	StartTimeout time.Duration
+	// DrainTimeout bounds the wait for in-flight requests of a retiring
+	// replica (default 60s).
+	DrainTimeout time.Duration
+	// Resync is how often every deployment is reconciled regardless of
+	// events (default 1s).
+	Resync time.Duration
+	// GatewayURL is "http://ADDR", for status.endpoints.url.
+	GatewayURL string
+	// Region and AccountID build SageMaker endpoint ARNs (defaults
+	// us-east-1 and 000000000000, as the SageMaker API's).
+	Region, AccountID string
+	// MaxEvents bounds the events kept per object (default 64).
+	MaxEvents int
+}
+
+// Service stores manifests and runs their deployments.
+type Service struct {
+	store *store.Store
+	clock clock.Clock
+	log   *slog.Logger
+	ctrl  *Controller
+}
+
+// New validates o and returns a Service; call Run to start the controller.
+func New(o Options) (*Service, error) {
+	var missing []error
+	if o.Store == nil {
+		missing = append(missing, errors.New("Store"))
+	}
+	if o.Clock == nil {
+		missing = append(missing, errors.New("Clock"))
+	}
+	if o.Runtime == nil {
+		missing = append(missing, errors.New("Runtime"))
+	}
+	if o.Cluster == nil {
+		missing = append(missing, errors.New("Cluster"))
+	}
+	if o.Gateway == nil {
+		missing = append(missing, errors.New("Gateway"))
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("deployment: options required: %w", errors.Join(missing...))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Triggers == nil {
+		o.Triggers = triggers.Build
+	}
+	if o.Catalog == nil {
+		o.Catalog = catalog.Default()
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 10 * time.Minute
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 60 * time.Second
+	}
+	if o.Resync <= 0 {
+		o.Resync = time.Second
+	}
+	if o.Region == "" {
+		o.Region = "us-east-1"
+	}
+	if o.AccountID == "" {
+		o.AccountID = "000000000000"
+	}
+	if o.MaxEvents <= 0 {
+		o.MaxEvents = 64
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("deployment: %w", err)
+	}
+	c := newController(o, m)
+	return &Service{store: o.Store, clock: o.Clock, log: o.Logger, ctrl: c}, nil
+}
+
+// Run drives the controller until ctx is done.
+func (s *Service) Run(ctx context.Context) { s.ctrl.Run(ctx) }
+
+// Controller returns the controller, for callers (and tests) that reconcile
+// one object synchronously.
+func (s *Service) Controller() *Controller { return s.ctrl }
+
+// Key is the controller's work-queue key of an object.
+func Key(kind, namespace, name string) string { return key(kind, namespace, name) }

@@ -1,0 +1,272 @@
+package deployment
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/manifest"
+)
+
+// VariantName is the one production variant a manifest deployment has.
+const VariantName = "AllTraffic"
+
+// plan is what the controller needs from a manifest, in capstan's own terms.
+type plan struct {
+	kind, namespace, name string
+	// route is the gateway route (and SageMaker endpoint, when endpointName
+	// is set) name.
+	route        string
+	endpointName string
+	// instanceTypes in preference order; empty means any type in the cluster.
+	instanceTypes []string
+	req           cluster.Resources
+	// gpus is the tensor-parallel degree; 0 means all GPUs of the instance
+	// type the replica lands on (JumpStartModel).
+	gpus       int
+	modelHint  string // catalog id or alias from the manifest, when it names one
+	env        map[string]string
+	strategy   string
+	kvaware    bool
+	l1         bool
+	l2URL      string
+	replicas   int
+	autoscale  *manifest.AutoScalingSpec
+	maxDeploy  time.Duration
+	invocation string // IEC invocationEndpoint; "" for JSM
+	// maxConcurrent and maxQueue are the worker's per-replica request
+	// limits (0 = none); the gateway enforces them for the route as a whole.
+	maxConcurrent, maxQueue int
+	warnings   []string
+}
+
+// owner is how the SageMaker registration names the manifest.
+func (p *plan) owner() string { return p.kind + "/" + p.namespace + "/" + p.name }
+
+func planFor(obj manifest.Object) (*plan, error) {
+	m := obj.GetMeta()
+	p := &plan{kind: obj.GetKind(), namespace: m.Namespace, name: m.Name, env: map[string]string{}}
+	var kvs *manifest.KVCacheSpec
+	var ir *manifest.IntelligentRoutingSpec
+	var lb *manifest.LoadBalancer
+	switch o := obj.(type) {
+	case *manifest.InferenceEndpointConfig:
+		s := &o.Spec
+		p.endpointName = s.EndpointName
+		p.modelHint = s.ModelName
+		p.invocation = s.InvocationEndpoint
+		if s.InstanceType != "" {
+			p.instanceTypes = []string{s.InstanceType}
+		} else {
+			p.instanceTypes = append([]string(nil), s.InstanceTypes...)
+		}
+		if s.Worker != nil {
+			if r := s.Worker.Resources; r != nil {
+				req, gpus, err := requests(r)
+				if err != nil {
+					return nil, err
+				}
+				p.req, p.gpus = req, gpus
+			}
+			if rl := s.Worker.RequestLimits; rl != nil {
+				p.maxConcurrent = int(deref(rl.MaxConcurrentRequests, 0))
+				p.maxQueue = int(deref(rl.MaxQueueSize, 0))
+			}
+			if len(s.Worker.Args) > 0 || len(s.Worker.Command) > 0 {
+				p.warnings = append(p.warnings, "worker.args and worker.command are for the container image; capstan runs its simulated engine and does not pass them")
+			}
+			for _, e := range s.Worker.EnvironmentVariables {
+				if len(e.ValueFrom) > 0 {
+					p.warnings = append(p.warnings, fmt.Sprintf("environment variable %s uses valueFrom, which capstan does not resolve; it is not set", e.Name))
+					continue
+				}
+				p.env[e.Name] = e.Value
+			}
+		}
+		p.replicas = int(deref(s.Replicas, manifest.DefaultReplicas))
+		p.autoscale = s.AutoScalingSpec
+		p.maxDeploy = time.Duration(deref(s.MaxDeployTimeInSeconds, manifest.DefaultMaxDeployTimeSeconds)) * time.Second
+		kvs, ir, lb = s.KVCacheSpec, s.IntelligentRoutingSpec, s.LoadBalancer
+	case *manifest.JumpStartModel:
+		s := &o.Spec
+		if s.SageMakerEndpoint != nil {
+			p.endpointName = s.SageMakerEndpoint.Name
+		}
+		if s.Model != nil {
+			p.modelHint = s.Model.ModelID
+		}
+		if s.Server != nil {
+			p.instanceTypes = []string{s.Server.InstanceType}
+		}
+		for _, e := range s.EnvironmentVariables {
+			p.env[e.Name] = e.Value
+		}
+		p.replicas = int(deref(s.Replicas, manifest.DefaultReplicas))
+		p.autoscale = s.AutoScalingSpec
+		p.maxDeploy = time.Duration(deref(s.MaxDeployTimeInSeconds, manifest.DefaultMaxDeployTimeSeconds)) * time.Second
+		kvs, ir, lb = s.KVCacheSpec, s.IntelligentRoutingSpec, s.LoadBalancer
+	default:
+		return nil, fmt.Errorf("%w: %T", ErrUnknownKind, obj)
+	}
+	p.route = p.endpointName
+	if p.route == "" {
+		p.route = p.name
+	}
+	if kvs != nil {
+		p.l1 = kvs.EnableL1Cache == nil || *kvs.EnableL1Cache
+		if kvs.EnableL2Cache != nil && *kvs.EnableL2Cache && kvs.L2CacheSpec != nil {
+			switch strings.ToLower(kvs.L2CacheSpec.L2CacheBackend) {
+			case manifest.L2BackendRedis:
+				p.l2URL = kvs.L2CacheSpec.L2CacheLocalURL
+			default:
+				p.warnings = append(p.warnings, fmt.Sprintf("L2 cache backend %q is not available in capstan; only redis is, so the L2 tier is off", kvs.L2CacheSpec.L2CacheBackend))
+			}
+		}
+		if kvs.CacheConfigFile != "" {
+			p.warnings = append(p.warnings, "kvCacheSpec.cacheConfigFile is ignored: capstan configures its cache tiers from the other kvCacheSpec fields")
+		}
+	}
+	switch {
+	case ir != nil && ir.Enabled != nil && *ir.Enabled:
+		p.strategy = ir.RoutingStrategy
+		if p.strategy == "" {
+			p.strategy = manifest.RoutingPrefixAware
+		}
+		p.kvaware = p.strategy == manifest.RoutingKVAware
+	case lb != nil && lb.RoutingAlgorithm == manifest.LBRoundRobin:
+		p.strategy = manifest.RoutingRoundRobin
+	default:
+		p.strategy = "LEAST_OUTSTANDING_REQUESTS"
+	}
+	return p, nil
+}
+
+func deref(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// requests reads a worker's resource requests (limits when a request is
+// absent, as Kubernetes defaults requests from limits) and its GPU count.
+func requests(r *manifest.ResourceRequirements) (cluster.Resources, int, error) {
+	get := func(name string) (float64, error) {
+		q, ok := r.Requests[name]
+		if !ok {
+			q, ok = r.Limits[name]
+		}
+		if !ok {
+			return 0, nil
+		}
+		v, err := q.Value()
+		if err != nil {
+			return 0, fmt.Errorf("spec.worker.resources %s: %w", name, err)
+		}
+		return v, nil
+	}
+	var out cluster.Resources
+	cpu, err := get(manifest.ResourceCPU)
+	if err != nil {
+		return out, 0, err
+	}
+	mem, err := get(manifest.ResourceMemory)
+	if err != nil {
+		return out, 0, err
+	}
+	gpu, err := get(manifest.ResourceGPU)
+	if err != nil {
+		return out, 0, err
+	}
+	out.MilliCPU = int64(math.Ceil(cpu * 1000))
+	out.MemoryBytes = int64(math.Ceil(mem))
+	out.GPUs = int(gpu)
+	return out, out.GPUs, nil
+}
+
+// request is what one replica asks of a node of instance type it.
+func (p *plan) request(it catalog.InstanceType) cluster.Resources {
+	r := p.req
+	if p.kind == manifest.KindJumpStartModel {
+		// A JumpStart server takes the whole instance, as on SageMaker.
+		r.GPUs = it.GPUCount
+	}
+	return r
+}
+
+// tensorParallel is the number of GPUs a replica on it spans.
+func (p *plan) tensorParallel(it catalog.InstanceType) int {
+	if p.kind == manifest.KindJumpStartModel {
+		return max(it.GPUCount, 1)
+	}
+	return max(p.gpus, 1)
+}
+
+// l1Bytes sizes the CPU KV tier: the worker's memory request, or its share
+// (by GPUs) of half the instance's memory when it asks for none.
+func (p *plan) l1Bytes(it catalog.InstanceType) int64 {
+	if p.req.MemoryBytes > 0 {
+		return p.req.MemoryBytes
+	}
+	share := float64(p.tensorParallel(it)) / float64(max(it.GPUCount, 1))
+	return int64(float64(int64(it.MemoryGiB)<<30) / 2 * min(share, 1))
+}
+
+// template is everything that, when it changes, needs new replicas (a
+// rollout); replica count, autoscaling and routing do not.
+type template struct {
+	InstanceTypes []string          `json:"instanceTypes"`
+	Req           cluster.Resources `json:"req"`
+	GPUs          int               `json:"gpus"`
+	Env           map[string]string `json:"env"`
+	KVAware       bool              `json:"kvaware"`
+	L1            bool              `json:"l1"`
+	L2            string            `json:"l2"`
+	Model         string            `json:"model"`
+	ModelDir      string            `json:"modelDir"`
+	Route         string            `json:"route"`
+}
+
+func (p *plan) templateHash(model, dir string) string {
+	t := template{InstanceTypes: p.instanceTypes, Req: p.req, GPUs: p.gpus, Env: p.env, KVAware: p.kvaware,
+		L1: p.l1, L2: p.l2URL, Model: model, ModelDir: dir, Route: p.route}
+	b, _ := json.Marshal(t) // maps marshal in key order: stable
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// kindShort abbreviates a kind in replica ids.
+func kindShort(kind string) string {
+	if kind == manifest.KindJumpStartModel {
+		return "jsm"
+	}
+	return "iec"
+}
+
+// replicaID is unique per object, template revision and index, and safe as
+// a log file name: "iec.default.demo.r2.0".
+func replicaID(kind, namespace, name string, rev, idx int) string {
+	base := kindShort(kind) + "." + namespace + "." + name
+	if len(base) > 150 {
+		sum := sha256.Sum256([]byte(base))
+		base = base[:140] + "-" + hex.EncodeToString(sum[:4])
+	}
+	return fmt.Sprintf("%s.r%d.%d", base, rev, idx)
+}
+
+// sortedEnvKeys lists env keys in order, for stable specs.
+func sortedEnvKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

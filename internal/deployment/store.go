@@ -1,0 +1,371 @@
+package deployment
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+// bucket holds every manifest record, keyed "Kind/namespace/name".
+const bucket = "deployments"
+
+// MaxObjects bounds how many manifests (of both kinds) the server keeps.
+const MaxObjects = 1000
+
+// ErrTooMany: creating the object would exceed MaxObjects.
+var ErrTooMany = fmt.Errorf("too many manifests; the limit is %d", MaxObjects)
+
+// Errors the API layer maps.
+var (
+	// ErrUnknownKind: the kind is neither InferenceEndpointConfig nor JumpStartModel.
+	ErrUnknownKind = errors.New("unknown kind")
+	// ErrBeingDeleted: the object is being deleted; apply it again once it is gone.
+	ErrBeingDeleted = errors.New("object is being deleted")
+	// errConflict: the record changed under the controller; it re-reads.
+	errConflict = errors.New("record changed concurrently")
+)
+
+// record is one stored manifest plus the controller's durable bookkeeping.
+type record struct {
+	IEC *manifest.InferenceEndpointConfig `json:"iec,omitempty"`
+	JSM *manifest.JumpStartModel          `json:"jsm,omitempty"`
+	// Version is bumped by every write; it is the object's resourceVersion.
+	Version  int64 `json:"version"`
+	Deleting bool  `json:"deleting,omitempty"`
+	// Revision numbers replica templates; Template is the current one's hash.
+	Revision int    `json:"revision"`
+	Template string `json:"template,omitempty"`
+	// NextIndex numbers replicas within a revision.
+	NextIndex int `json:"nextIndex"`
+	// Replicas are every replica the deployment should have (current and
+	// not yet retired old revisions), recorded before they are started.
+	Replicas []replicaRec `json:"replicas,omitempty"`
+	// Desired is the autoscaler's replica count; nil means spec.replicas.
+	Desired *int `json:"desired,omitempty"`
+	// DeployStart is when the current rollout began (zero once complete).
+	DeployStart time.Time `json:"deployStart,omitzero"`
+	// Registered is the SageMaker endpoint name this object holds.
+	Registered string `json:"registered,omitempty"`
+	// Activated is when the activator last brought the deployment up from
+	// zero (for the scale-to-zero guard and the cold-start metric).
+	Activated time.Time `json:"activated,omitzero"`
+}
+
+type replicaRec struct {
+	ID       string `json:"id"`
+	Revision int    `json:"revision"`
+}
+
+func (r *record) obj() manifest.Object {
+	if r.IEC != nil {
+		return r.IEC
+	}
+	return r.JSM
+}
+
+func (r *record) set(o manifest.Object) {
+	switch v := o.(type) {
+	case *manifest.InferenceEndpointConfig:
+		r.IEC, r.JSM = v, nil
+	case *manifest.JumpStartModel:
+		r.IEC, r.JSM = nil, v
+	}
+}
+
+func key(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+func splitKey(k string) (kind, namespace, name string, ok bool) {
+	parts := strings.SplitN(k, "/", 3)
+	if len(parts) != 3 {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
+func checkKind(kind string) error {
+	if kind != manifest.KindInferenceEndpointConfig && kind != manifest.KindJumpStartModel {
+		return fmt.Errorf("%w %q (want %s or %s)", ErrUnknownKind, kind, manifest.KindInferenceEndpointConfig, manifest.KindJumpStartModel)
+	}
+	return nil
+}
+
+// clone deep-copies an object through JSON, so callers never share memory
+// with the store's view.
+func clone(o manifest.Object) (manifest.Object, error) {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	var out manifest.Object
+	switch o.(type) {
+	case *manifest.InferenceEndpointConfig:
+		out = &manifest.InferenceEndpointConfig{}
+	case *manifest.JumpStartModel:
+		out = &manifest.JumpStartModel{}
+	default:
+		return nil, fmt.Errorf("%w: %T", ErrUnknownKind, o)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func specOf(o manifest.Object) any {
+	switch v := o.(type) {
+	case *manifest.InferenceEndpointConfig:
+		return v.Spec
+	case *manifest.JumpStartModel:
+		return v.Spec
+	}
+	return nil
+}
+
+func sameSpec(a, b manifest.Object) bool {
+	ja, err1 := json.Marshal(specOf(a))
+	jb, err2 := json.Marshal(specOf(b))
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
+
+func newUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // variant 10
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// Apply creates or updates obj, which manifest.Load has already decoded,
+// defaulted and validated. Re-applying an unchanged manifest writes nothing
+// and returns ActionUnchanged; a spec change bumps metadata.generation (and
+// the controller rolls it out); a label or annotation change alone is
+// "configured" without a new generation. Status on input is ignored.
+func (s *Service) Apply(ctx context.Context, obj manifest.Object) (manifest.ApplyResult, error) {
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		return manifest.ApplyResult{}, fmt.Errorf("apply: no object")
+	}
+	if err := checkKind(obj.GetKind()); err != nil {
+		return manifest.ApplyResult{}, err
+	}
+	next, err := clone(obj)
+	if err != nil {
+		return manifest.ApplyResult{}, fmt.Errorf("apply: %w", err)
+	}
+	nm := next.GetMeta()
+	if nm.Name == "" {
+		return manifest.ApplyResult{}, fmt.Errorf("apply: metadata.name is required")
+	}
+	if nm.Namespace == "" {
+		nm.Namespace = manifest.DefaultNamespace
+	}
+	k := key(next.GetKind(), nm.Namespace, nm.Name)
+	res := manifest.ApplyResult{Kind: next.GetKind(), Namespace: nm.Namespace, Name: nm.Name}
+	now := s.clock.Now().UTC().Truncate(time.Second)
+	err = s.store.Update(func(tx *store.Tx) error {
+		var rec record
+		found, err := tx.Get(bucket, k, &rec)
+		if err != nil {
+			return err
+		}
+		if !found {
+			n := 0
+			if err := tx.Each(bucket, func(string, []byte) error { n++; return nil }); err != nil {
+				return err
+			}
+			if n >= MaxObjects {
+				return fmt.Errorf("%s %s/%s: %w", next.GetKind(), nm.Namespace, nm.Name, ErrTooMany)
+			}
+			nm.UID = newUID()
+			nm.CreationTimestamp = &now
+			nm.Generation = 1
+			*next.GetStatus() = manifest.Status{State: manifest.StateDeploymentPending}
+			rec = record{Version: 1, DeployStart: now}
+			nm.ResourceVersion = "1"
+			rec.set(next)
+			res.Action, res.Generation = manifest.ActionCreated, 1
+			return tx.Put(bucket, k, &rec)
+		}
+		if rec.Deleting {
+			return fmt.Errorf("%s %s/%s: %w", next.GetKind(), nm.Namespace, nm.Name, ErrBeingDeleted)
+		}
+		prev := rec.obj()
+		if err := manifest.ValidateUpdate(prev, next); err != nil {
+			return err
+		}
+		pm := prev.GetMeta()
+		nm.UID, nm.CreationTimestamp, nm.Generation = pm.UID, pm.CreationTimestamp, pm.Generation
+		*next.GetStatus() = *prev.GetStatus()
+		specChanged := !sameSpec(prev, next)
+		metaChanged := !reflect.DeepEqual(pm.Labels, nm.Labels) && !(len(pm.Labels) == 0 && len(nm.Labels) == 0) ||
+			!reflect.DeepEqual(pm.Annotations, nm.Annotations) && !(len(pm.Annotations) == 0 && len(nm.Annotations) == 0)
+		res.Generation = pm.Generation
+		if !specChanged && !metaChanged {
+			res.Action = manifest.ActionUnchanged
+			return nil
+		}
+		if specChanged {
+			nm.Generation++
+			res.Generation = nm.Generation
+		}
+		rec.Version++
+		nm.ResourceVersion = strconv.FormatInt(rec.Version, 10)
+		rec.set(next)
+		res.Action = manifest.ActionConfigured
+		return tx.Put(bucket, k, &rec)
+	})
+	if err != nil {
+		return manifest.ApplyResult{}, err
+	}
+	if res.Action != manifest.ActionUnchanged {
+		what := "created"
+		if res.Action == manifest.ActionConfigured {
+			what = fmt.Sprintf("configured (generation %d)", res.Generation)
+		}
+		s.ctrl.event(k, manifest.EventNormal, "Applied", "manifest "+what)
+		s.log.InfoContext(ctx, "manifest applied", "kind", res.Kind, "namespace", res.Namespace, "name", res.Name,
+			"action", res.Action, "generation", res.Generation)
+	}
+	return res, nil
+}
+
+func (s *Service) load(k string) (record, bool, error) {
+	var rec record
+	var found bool
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		found, err = tx.Get(bucket, k, &rec)
+		return err
+	})
+	return rec, found, err
+}
+
+func (rec *record) view() manifest.Object {
+	o := rec.obj()
+	o.GetMeta().ResourceVersion = strconv.FormatInt(rec.Version, 10)
+	return o
+}
+
+// Get returns the object with its status; manifest.ErrNotFound when absent.
+func (s *Service) Get(_ context.Context, kind, namespace, name string) (manifest.Object, error) {
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	if namespace == "" {
+		namespace = manifest.DefaultNamespace
+	}
+	rec, found, err := s.load(key(kind, namespace, name))
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("%s %s/%s: %w", kind, namespace, name, manifest.ErrNotFound)
+	}
+	return rec.view(), nil
+}
+
+// List returns every object of kind in namespace ("" = all), sorted by
+// namespace and name.
+func (s *Service) List(_ context.Context, kind, namespace string) ([]manifest.Object, error) {
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	recs, err := s.all()
+	if err != nil {
+		return nil, err
+	}
+	var out []manifest.Object
+	for _, r := range recs {
+		o := r.obj()
+		if o.GetKind() != kind || namespace != "" && o.GetMeta().Namespace != namespace {
+			continue
+		}
+		out = append(out, r.view())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].GetMeta(), out[j].GetMeta()
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return out, nil
+}
+
+func (s *Service) all() ([]record, error) {
+	var recs []record
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		recs, err = store.List[record](tx, bucket)
+		return err
+	})
+	return recs, err
+}
+
+// Delete starts deleting the object: its state becomes DeletionPending and
+// the controller drains and stops its replicas, removes its route and
+// SageMaker endpoint, and then the record. Deleting an object already being
+// deleted is not an error.
+func (s *Service) Delete(ctx context.Context, kind, namespace, name string) error {
+	if err := checkKind(kind); err != nil {
+		return err
+	}
+	if namespace == "" {
+		namespace = manifest.DefaultNamespace
+	}
+	k := key(kind, namespace, name)
+	err := s.store.Update(func(tx *store.Tx) error {
+		var rec record
+		found, err := tx.Get(bucket, k, &rec)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("%s %s/%s: %w", kind, namespace, name, manifest.ErrNotFound)
+		}
+		if rec.Deleting {
+			return nil
+		}
+		rec.Deleting = true
+		rec.Version++
+		st := rec.obj().GetStatus()
+		st.State = manifest.StateDeletionPending
+		return tx.Put(bucket, k, &rec)
+	})
+	if err != nil {
+		return err
+	}
+	s.ctrl.event(k, manifest.EventNormal, "Deleting", "deletion requested")
+	s.log.InfoContext(ctx, "manifest deletion requested", "kind", kind, "namespace", namespace, "name", name)
+	return nil
+}
+
+// Events returns the object's recent events, oldest first.
+func (s *Service) Events(_ context.Context, kind, namespace, name string) ([]manifest.Event, error) {
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	if namespace == "" {
+		namespace = manifest.DefaultNamespace
+	}
+	k := key(kind, namespace, name)
+	_, found, err := s.load(k)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("%s %s/%s: %w", kind, namespace, name, manifest.ErrNotFound)
+	}
+	return s.ctrl.events(k), nil
+}

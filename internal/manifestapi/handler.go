@@ -1,0 +1,439 @@
+package manifestapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/capstan-dev/capstan/internal/manifest"
+)
+
+// Store keeps manifests and reports what became of them. Kind is
+// manifest.KindInferenceEndpointConfig or manifest.KindJumpStartModel.
+//
+// Error contract: Get, Delete and Events return an error wrapping
+// manifest.ErrNotFound for an unknown object; Apply returns validation
+// problems it finds against the stored object (manifest.ValidateUpdate) as a
+// manifest.ErrorList (or anything manifest.FieldErrors can read), and an
+// error wrapping endpoint.ErrNameInUse when a SageMaker endpoint name is
+// taken, or deployment.ErrBeingDeleted while the object is being deleted. Apply receives an object that is already defaulted and valid, with
+// status and server-set metadata cleared. List with namespace "" lists every
+// namespace; List and Events return an empty slice, not an error, for none.
+// internal/deployment's Service implements it.
+type Store interface {
+	Apply(ctx context.Context, obj manifest.Object) (manifest.ApplyResult, error)
+	Get(ctx context.Context, kind, namespace, name string) (manifest.Object, error)
+	List(ctx context.Context, kind, namespace string) ([]manifest.Object, error)
+	Delete(ctx context.Context, kind, namespace, name string) error
+	Events(ctx context.Context, kind, namespace, name string) ([]manifest.Event, error)
+}
+
+// Options configure a Handler. Zero values pick the defaults.
+type Options struct {
+	Store  Store
+	Logger *slog.Logger
+	// MaxBodyBytes caps a request body (default manifest.MaxManifestBytes, 1 MiB).
+	MaxBodyBytes int64
+	// MaxDocuments caps the documents in one apply (default manifest.MaxDocuments, 100).
+	MaxDocuments int
+}
+
+// Handler serves the manifests API. It matches full paths under BasePath,
+// so mount it at "/apis/" without stripping the prefix.
+type Handler struct {
+	store   Store
+	log     *slog.Logger
+	maxBody int64
+	maxDocs int
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns a Handler over o.Store.
+func New(o Options) (*Handler, error) {
+	if o.Store == nil {
+		return nil, errors.New("manifestapi: Options.Store is required")
+	}
+	h := &Handler{store: o.Store, log: o.Logger, maxBody: o.MaxBodyBytes, maxDocs: o.MaxDocuments}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = manifest.MaxManifestBytes
+	}
+	if h.maxDocs <= 0 {
+		h.maxDocs = manifest.MaxDocuments
+	}
+	return h, nil
+}
+
+// reDNSLabel is RFC 1123's label, the rule for names and namespaces.
+var reDNSLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+func checkLabel(what, v string) error {
+	if len(v) > 63 || !reDNSLabel.MatchString(v) {
+		return fail(errBadRequest, "%s %q must be an RFC 1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit", what, v)
+	}
+	return nil
+}
+
+// ServeHTTP routes by path segments rather than with http.ServeMux so that
+// unknown paths and wrong methods answer with a Status body, as Kubernetes
+// clients expect.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	code, v := h.serve(r)
+	writeJSON(w, code, v)
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "code", code}
+	switch {
+	case code >= 500:
+		h.log.ErrorContext(r.Context(), "manifest API request failed", append(attrs, "error", v.(*Status).Message)...)
+	case code >= 400:
+		h.log.DebugContext(r.Context(), "manifest API request refused", append(attrs, "reason", v.(*Status).Reason)...)
+	}
+}
+
+// serve returns the HTTP code and the body to write.
+func (h *Handler) serve(r *http.Request) (int, any) {
+	v, code, err := h.route(r)
+	if err != nil {
+		st := statusFor(err)
+		return st.Code, st
+	}
+	return code, v
+}
+
+func (h *Handler) route(r *http.Request) (any, int, error) {
+	ctx := r.Context()
+	p := r.URL.Path
+	if p == "/apis" || p == "/apis/" {
+		if err := allow(r, http.MethodGet); err != nil {
+			return nil, 0, err
+		}
+		return groupList(), http.StatusOK, nil
+	}
+	rest, ok := strings.CutPrefix(p, BasePath)
+	if !ok || (rest != "" && rest[0] != '/') {
+		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", p)
+	}
+	rest = strings.Trim(rest, "/")
+	var seg []string
+	if rest != "" {
+		seg = strings.Split(rest, "/")
+	}
+	switch {
+	case len(seg) == 0:
+		if err := allow(r, http.MethodGet); err != nil {
+			return nil, 0, err
+		}
+		return resourceList(), http.StatusOK, nil
+	case len(seg) == 1 && seg[0] == "apply":
+		if err := allow(r, http.MethodPost); err != nil {
+			return nil, 0, err
+		}
+		return h.applyMany(r)
+	case len(seg) == 1:
+		res, err := resource(seg[0])
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := allow(r, http.MethodGet); err != nil {
+			return nil, 0, err
+		}
+		return h.list(ctx, res, "")
+	case len(seg) >= 3 && len(seg) <= 5 && seg[0] == "namespaces":
+	default:
+		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", p)
+	}
+	ns := seg[1]
+	if err := checkLabel("namespace", ns); err != nil {
+		return nil, 0, err
+	}
+	res, err := resource(seg[2])
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(seg) == 3 {
+		if err := allow(r, http.MethodGet); err != nil {
+			return nil, 0, err
+		}
+		return h.list(ctx, res, ns)
+	}
+	name := seg[3]
+	if err := checkLabel("name", name); err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	if len(seg) == 5 {
+		if seg[4] != "events" {
+			return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", p)
+		}
+		if err := allow(r, http.MethodGet); err != nil {
+			return nil, 0, err
+		}
+		return h.events(ctx, res, ns, name)
+	}
+	switch r.Method {
+	case http.MethodGet:
+		obj, err := h.store.Get(ctx, res.Kind, ns, name)
+		if err != nil {
+			return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "get", err))
+		}
+		return obj, http.StatusOK, nil
+	case http.MethodPut:
+		return h.put(r, res, ns, name)
+	case http.MethodDelete:
+		if err := h.store.Delete(ctx, res.Kind, ns, name); err != nil {
+			return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "delete", err))
+		}
+		h.log.InfoContext(ctx, "manifest deleted", "kind", res.Kind, "namespace", ns, "name", name)
+		return &Status{Kind: "Status", APIVersion: "v1", Status: StatusSuccess, Code: http.StatusOK,
+			Details: &StatusDetails{Name: name, Group: Group, Kind: res.Kind}}, http.StatusOK, nil
+	default:
+		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT or DELETE)", r.Method, p)
+	}
+}
+
+// storeErr words a Store failure about one object; NotFound reads as
+// Kubernetes words it rather than repeating the store's text.
+func storeErr(res Resource, ns, name, op string, err error) error {
+	if errors.Is(err, manifest.ErrNotFound) {
+		return fail(errNotFound, "%s %q not found in namespace %q", res.GroupResource(), name, ns)
+	}
+	return fmt.Errorf("%s %s %q in namespace %q: %w", op, res.GroupResource(), name, ns, err)
+}
+
+func allow(r *http.Request, method string) error {
+	if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
+		return nil
+	}
+	return fail(errMethodNotAllowed, "%s is not supported on %s (use %s)", r.Method, r.URL.Path, method)
+}
+
+func resource(plural string) (Resource, error) {
+	res, ok := resourceForPlural(plural)
+	if !ok {
+		return Resource{}, fail(errNotFound, "the server does not serve resource %q in %s/%s (served: inferenceendpointconfigs, jumpstartmodels)", plural, Group, Version)
+	}
+	return res, nil
+}
+
+func (h *Handler) list(ctx context.Context, res Resource, ns string) (any, int, error) {
+	objs, err := h.store.List(ctx, res.Kind, ns)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list %s: %w", res.Plural, err)
+	}
+	if objs == nil {
+		objs = []manifest.Object{}
+	}
+	return &List{APIVersion: manifest.APIVersion, Kind: res.Kind + "List", Items: objs}, http.StatusOK, nil
+}
+
+func (h *Handler) events(ctx context.Context, res Resource, ns, name string) (any, int, error) {
+	evs, err := h.store.Events(ctx, res.Kind, ns, name)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "events of", err))
+	}
+	if evs == nil {
+		evs = []manifest.Event{}
+	}
+	return &EventList{APIVersion: manifest.APIVersion, Kind: "EventList", Items: evs}, http.StatusOK, nil
+}
+
+// readBody reads the request body up to the limit.
+func (h *Handler) readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > h.maxBody {
+		return nil, fail(errTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, h.maxBody)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, h.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fail(errTooLarge, "request body is larger than the limit of %d bytes", h.maxBody)
+		}
+		return nil, fail(errBadRequest, "read body: %v", err)
+	}
+	return body, nil
+}
+
+// load decodes, defaults and validates every document of body, as
+// manifest.Load does, except that a document without a namespace takes
+// defaultNS (the URL's, or the apply's ?namespace=) before defaulting.
+// Status and server-set metadata from a round-tripped `get -o yaml` are
+// dropped: they belong to the server.
+func (h *Handler) load(body []byte, defaultNS string) ([]manifest.Object, error) {
+	docs := SplitDocuments(body)
+	if len(docs) == 0 {
+		return nil, fail(errBadRequest, "the body holds no manifest")
+	}
+	if len(docs) > h.maxDocs {
+		return nil, fail(errTooLarge, "the body holds %d documents; the limit is %d", len(docs), h.maxDocs)
+	}
+	objs, err := manifest.Decode(body)
+	if err != nil {
+		if len(manifest.FieldErrors(err)) == 0 {
+			return nil, fail(errBadRequest, "%v", err)
+		}
+		return nil, err
+	}
+	var errs []error
+	for i, o := range objs {
+		m := o.GetMeta()
+		if m.Namespace == "" {
+			m.Namespace = defaultNS
+		}
+		m.UID, m.ResourceVersion, m.Generation, m.CreationTimestamp = "", "", 0, nil
+		*o.GetStatus() = manifest.Status{}
+		o.Default()
+		if err := o.Validate(); err != nil {
+			errs = append(errs, docError(docs, objs, i, err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return objs, nil
+}
+
+func docError(docs []Document, objs []manifest.Object, i int, err error) *manifest.DocumentError {
+	de := &manifest.DocumentError{Index: i, Kind: objs[i].GetKind(), Name: objs[i].GetMeta().Name, Err: err}
+	if len(docs) == len(objs) {
+		de.Line = docs[i].Line
+	}
+	return de
+}
+
+// checkUpdates runs the rules that compare objs with what is stored, and
+// refuses the same object twice in one body, before anything is stored.
+func (h *Handler) checkUpdates(ctx context.Context, docs []Document, objs []manifest.Object) error {
+	var errs []error
+	seen := map[string]int{}
+	for i, o := range objs {
+		m := o.GetMeta()
+		key := o.GetKind() + "/" + m.Namespace + "/" + m.Name
+		if j, dup := seen[key]; dup {
+			errs = append(errs, docError(docs, objs, i, manifest.ErrorList{{Path: "metadata.name", Message: fmt.Sprintf("%s %q appears twice in the body (also document %d)", o.GetKind(), m.Name, j)}}))
+			continue
+		}
+		seen[key] = i
+		prev, err := h.store.Get(ctx, o.GetKind(), m.Namespace, m.Name)
+		switch {
+		case errors.Is(err, manifest.ErrNotFound):
+			continue
+		case err != nil:
+			return fmt.Errorf("read stored %s: %w", key, err)
+		}
+		if err := manifest.ValidateUpdate(prev, o); err != nil {
+			errs = append(errs, docError(docs, objs, i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h *Handler) put(r *http.Request, res Resource, ns, name string) (any, int, error) {
+	ctx := r.Context()
+	body, err := h.readBody(r)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	objs, err := h.load(body, ns)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	if len(objs) != 1 {
+		return nil, 0, withObject(res.Kind, name, fail(errBadRequest, "PUT takes exactly one manifest, got %d; POST %s takes several", len(objs), ApplyPath))
+	}
+	o, m := objs[0], objs[0].GetMeta()
+	switch {
+	case o.GetKind() != res.Kind:
+		err = fail(errBadRequest, "the body is a %s but the URL is for %s", o.GetKind(), res.Plural)
+	case m.Name != name:
+		err = fail(errBadRequest, "the name of the object (%s) does not match the name on the URL (%s)", m.Name, name)
+	case m.Namespace != ns:
+		err = fail(errBadRequest, "the namespace of the object (%s) does not match the namespace on the URL (%s)", m.Namespace, ns)
+	}
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	docs := SplitDocuments(body)
+	if err := h.checkUpdates(ctx, docs, objs); err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	ar, err := h.apply(ctx, o)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	code := http.StatusOK
+	if ar.Action == manifest.ActionCreated {
+		code = http.StatusCreated
+	}
+	return ar, code, nil
+}
+
+func (h *Handler) apply(ctx context.Context, o manifest.Object) (*ApplyResponse, error) {
+	m := o.GetMeta()
+	res, err := h.store.Apply(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), m.Namespace, m.Name, err)
+	}
+	h.log.InfoContext(ctx, "manifest applied", "kind", res.Kind, "namespace", res.Namespace, "name", res.Name,
+		"action", res.Action, "generation", res.Generation)
+	out := &ApplyResponse{ApplyResult: res}
+	// The stored object carries what the store added (uid, generation,
+	// status); a failure to read it back does not undo the apply.
+	if stored, err := h.store.Get(ctx, o.GetKind(), m.Namespace, m.Name); err == nil {
+		out.Object = stored
+	}
+	return out, nil
+}
+
+func (h *Handler) applyMany(r *http.Request) (any, int, error) {
+	ctx := r.Context()
+	ns := r.URL.Query().Get("namespace")
+	if ns == "" {
+		ns = manifest.DefaultNamespace
+	} else if err := checkLabel("namespace", ns); err != nil {
+		return nil, 0, err
+	}
+	body, err := h.readBody(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	objs, err := h.load(body, ns)
+	if err != nil {
+		return nil, 0, err
+	}
+	docs := SplitDocuments(body)
+	if err := h.checkUpdates(ctx, docs, objs); err != nil {
+		return nil, 0, err
+	}
+	out := &ApplyResultList{APIVersion: manifest.APIVersion, Kind: "ApplyResultList", Items: []manifest.ApplyResult{}}
+	for i, o := range objs {
+		res, err := h.apply(ctx, o)
+		if err != nil {
+			done := make([]string, 0, i)
+			for _, a := range out.Items {
+				done = append(done, fmt.Sprintf("%s/%s/%s %s", a.Kind, a.Namespace, a.Name, a.Action))
+			}
+			if len(done) > 0 {
+				err = fmt.Errorf("%w (already applied: %s)", err, strings.Join(done, ", "))
+			}
+			return nil, 0, withObject(o.GetKind(), o.GetMeta().Name, err)
+		}
+		out.Items = append(out.Items, res.ApplyResult)
+	}
+	return out, http.StatusOK, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client may be gone; nothing to do about it
+}

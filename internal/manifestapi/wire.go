@@ -1,0 +1,78 @@
+package manifestapi
+
+import "github.com/capstan-dev/capstan/internal/manifest"
+
+// List is the answer to a collection GET, e.g. kind InferenceEndpointConfigList.
+type List struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   struct{}          `json:"metadata"`
+	Items      []manifest.Object `json:"items"`
+}
+
+// ApplyResponse answers a PUT: what the apply did, plus the stored object
+// (omitted if it could not be read back).
+type ApplyResponse struct {
+	manifest.ApplyResult
+	Object manifest.Object `json:"object,omitempty"`
+}
+
+// ApplyResultList answers POST .../apply, one result per document in order.
+type ApplyResultList struct {
+	APIVersion string                 `json:"apiVersion"`
+	Kind       string                 `json:"kind"`
+	Items      []manifest.ApplyResult `json:"items"`
+}
+
+// EventList answers GET .../{name}/events, oldest first.
+type EventList struct {
+	APIVersion string           `json:"apiVersion"`
+	Kind       string           `json:"kind"`
+	Items      []manifest.Event `json:"items"`
+}
+
+// APIResource and APIResourceList are the discovery document at BasePath.
+type APIResource struct {
+	Name         string   `json:"name"`
+	SingularName string   `json:"singularName"`
+	Namespaced   bool     `json:"namespaced"`
+	Kind         string   `json:"kind"`
+	Verbs        []string `json:"verbs"`
+	ShortNames   []string `json:"shortNames,omitempty"`
+}
+
+// APIResourceList is served at GET BasePath.
+type APIResourceList struct {
+	Kind         string        `json:"kind"`
+	APIVersion   string        `json:"apiVersion"`
+	GroupVersion string        `json:"groupVersion"`
+	Resources    []APIResource `json:"resources"`
+}
+
+func resourceList() *APIResourceList {
+	l := &APIResourceList{Kind: "APIResourceList", APIVersion: "v1", GroupVersion: manifest.APIVersion}
+	for _, r := range Resources {
+		l.Resources = append(l.Resources, APIResource{Name: r.Plural, SingularName: r.Singular, Namespaced: true,
+			Kind: r.Kind, Verbs: []string{"delete", "get", "list", "update"}, ShortNames: r.ShortNames})
+	}
+	return l
+}
+
+// groupList is the APIGroupList at /apis.
+func groupList() any {
+	type gv struct {
+		GroupVersion string `json:"groupVersion"`
+		Version      string `json:"version"`
+	}
+	type group struct {
+		Name             string `json:"name"`
+		Versions         []gv   `json:"versions"`
+		PreferredVersion gv     `json:"preferredVersion"`
+	}
+	v := gv{GroupVersion: manifest.APIVersion, Version: Version}
+	return struct {
+		Kind       string  `json:"kind"`
+		APIVersion string  `json:"apiVersion"`
+		Groups     []group `json:"groups"`
+	}{"APIGroupList", "v1", []group{{Name: Group, Versions: []gv{v}, PreferredVersion: v}}}
+}

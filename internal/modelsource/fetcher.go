@@ -1,0 +1,250 @@
+package modelsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
+)
+
+// Defaults for Options.
+const (
+	DefaultHuggingFaceEndpoint = "https://huggingface.co"
+	DefaultS3Region            = "us-east-1"
+	// DefaultParallelDownloads is how many objects one fetch downloads at once.
+	DefaultParallelDownloads = 4
+	// hfTimeout bounds each Hugging Face request; the hub answers in well under
+	// a second when reachable.
+	hfTimeout = 30 * time.Second
+)
+
+// Options configure a Fetcher. The serve config's modelSources block maps
+// onto them (see docs/model-sources.md).
+type Options struct {
+	// CacheDir holds downloaded and generated model folders (required).
+	CacheDir string
+	// S3Endpoint is the URL of an S3-compatible server (e.g. moto, MinIO);
+	// it switches to path-style addressing. "" = AWS S3 itself.
+	S3Endpoint string
+	// S3Region is used when a source names no region (default us-east-1).
+	S3Region string
+	// S3AccessKeyID/S3SecretAccessKey are static credentials; when empty the
+	// AWS default chain (environment, shared config, …) is used.
+	S3AccessKeyID, S3SecretAccessKey string
+	// FSxRoot is where FSx file systems are mounted: an fsx source is the
+	// folder FSxRoot/<fileSystemId>/<mountName>/<modelLocation> (required
+	// for fsx sources).
+	FSxRoot string
+	// HuggingFaceEndpoint is the hub URL (default https://huggingface.co).
+	HuggingFaceEndpoint string
+	// HuggingFaceToken authenticates to the hub; "" = $HF_TOKEN if set.
+	HuggingFaceToken string
+	// HTTPClient is used for the hub; nil = a client with a 30 s timeout.
+	HTTPClient *http.Client
+	// Catalog resolves JumpStart ids and catalog model names (default catalog.Default()).
+	Catalog *catalog.Catalog
+	Logger  *slog.Logger
+	// Clock times fetches for the logs (default clock.Real{}).
+	Clock clock.Clock
+	// ParallelDownloads bounds concurrent object downloads per fetch (default 4).
+	ParallelDownloads int
+}
+
+// Result is a fetched model folder.
+type Result struct {
+	// Dir holds config.json (and, for s3/fsx, everything under the prefix).
+	Dir string
+	// Model is the catalog model id when the model is known to the catalog
+	// ("" otherwise); the architecture itself always comes from Dir/config.json.
+	Model string
+	// Files and Bytes count what Dir holds from the source: for s3 every
+	// object (downloaded or already current), for fsx every regular file, for
+	// huggingface the files downloaded, for jumpstart the generated config.json.
+	Files int
+	Bytes int64
+	// Downloaded counts the objects actually transferred by this call (s3 and
+	// huggingface); 0 when everything was already current.
+	Downloaded int
+}
+
+// Fetcher materialises model sources as local folders. Fetch is idempotent
+// and safe for concurrent use: concurrent calls for the same source share one
+// download.
+type Fetcher struct {
+	o   Options
+	log *slog.Logger
+	cat *catalog.Catalog
+	hf  *http.Client
+	clk clock.Clock
+
+	mu       sync.Mutex
+	inflight map[string]*call
+	s3       map[string]s3API // by region
+}
+
+type call struct {
+	done    chan struct{}
+	res     Result
+	err     error
+	waiters int // callers sharing this fetch (guarded by Fetcher.mu; read by tests)
+}
+
+// New checks the options and creates the cache directory. It does not touch
+// the network.
+func New(o Options) (*Fetcher, error) {
+	if strings.TrimSpace(o.CacheDir) == "" {
+		return nil, errors.New("modelsource: CacheDir is required")
+	}
+	abs, err := filepath.Abs(o.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("modelsource: cache dir: %w", err)
+	}
+	o.CacheDir = abs
+	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("modelsource: cache dir: %w", err)
+	}
+	if o.FSxRoot != "" {
+		if o.FSxRoot, err = filepath.Abs(o.FSxRoot); err != nil {
+			return nil, fmt.Errorf("modelsource: fsx root: %w", err)
+		}
+	}
+	if o.S3Region == "" {
+		o.S3Region = DefaultS3Region
+	}
+	if o.HuggingFaceEndpoint == "" {
+		o.HuggingFaceEndpoint = DefaultHuggingFaceEndpoint
+	}
+	o.HuggingFaceEndpoint = strings.TrimRight(o.HuggingFaceEndpoint, "/")
+	if o.HuggingFaceToken == "" {
+		o.HuggingFaceToken = os.Getenv("HF_TOKEN")
+	}
+	if o.ParallelDownloads <= 0 {
+		o.ParallelDownloads = DefaultParallelDownloads
+	}
+	f := &Fetcher{o: o, log: o.Logger, cat: o.Catalog, hf: o.HTTPClient, inflight: map[string]*call{}, s3: map[string]s3API{}}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	if f.cat == nil {
+		f.cat = catalog.Default()
+	}
+	if f.hf == nil {
+		f.hf = &http.Client{Timeout: hfTimeout}
+	}
+	f.clk = o.Clock
+	if f.clk == nil {
+		f.clk = clock.Real{}
+	}
+	return f, nil
+}
+
+// Fetch makes src available as a local folder holding config.json. Errors are
+// always *SourceError. A second call for the same source while one runs waits
+// for it and shares its result (or returns ctx's error if ctx ends first);
+// a later call re-checks the source and transfers only what changed.
+func (f *Fetcher) Fetch(ctx context.Context, src Source) (Result, error) {
+	if err := src.Validate(); err != nil {
+		return Result{}, err
+	}
+	k := src.key()
+	f.mu.Lock()
+	c, running := f.inflight[k]
+	if !running {
+		c = &call{done: make(chan struct{})}
+		f.inflight[k] = c
+	} else {
+		c.waiters++
+	}
+	f.mu.Unlock()
+	if running {
+		select {
+		case <-c.done:
+			return c.res, c.err
+		case <-ctx.Done():
+			return Result{}, srcErr(ReasonFetchFailed, ctx.Err(), "waiting for the fetch of %s in progress", src)
+		}
+	}
+	// The download itself is not tied to the first caller's ctx alone: others
+	// may be waiting on it. It runs under ctx; if ctx ends, waiters get the
+	// error and may retry.
+	c.res, c.err = f.fetch(ctx, src)
+	f.mu.Lock()
+	delete(f.inflight, k)
+	f.mu.Unlock()
+	close(c.done)
+	if c.err == nil && src.Prefetch {
+		warm(c.res.Dir)
+	}
+	return c.res, c.err
+}
+
+func (f *Fetcher) fetch(ctx context.Context, src Source) (Result, error) {
+	start := f.clk.Now()
+	var res Result
+	var err error
+	switch src.Type {
+	case TypeS3:
+		res, err = f.fetchS3(ctx, src)
+	case TypeFSx:
+		res, err = f.fetchFSx(src)
+	case TypeHuggingFace:
+		res, err = f.fetchHF(ctx, src)
+	case TypeJumpStart:
+		res, err = f.fetchJumpStart(src)
+	}
+	if err != nil {
+		var se *SourceError
+		if !errors.As(err, &se) {
+			err = srcErr(ReasonFetchFailed, err, "fetching %s", src)
+		}
+		f.log.Warn("model source fetch failed", "source", src.String(), "reason", Reason(err), "err", err)
+		return Result{}, err
+	}
+	f.log.Info("model source ready", "source", src.String(), "dir", res.Dir, "model", res.Model,
+		"files", res.Files, "bytes", res.Bytes, "downloaded", res.Downloaded, "took", f.clk.Now().Sub(start))
+	return res, nil
+}
+
+// catalogModel names the catalog model a folder holds, by its config.json's
+// _name_or_path or by the given hints (folder name, repo id), or "".
+func (f *Fetcher) catalogModel(hints ...string) string {
+	for _, h := range hints {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		if m, err := f.cat.Model(h); err == nil {
+			return m.ID
+		}
+		if m, err := f.cat.Model(filepath.Base(h)); err == nil {
+			return m.ID
+		}
+	}
+	return ""
+}
+
+// warm reads every regular file under dir once, so the OS page cache holds
+// the weights before the engine starts (prefetchEnabled). Errors are
+// ignored: prefetch is an optimisation.
+func warm(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if fh, err := os.Open(p); err == nil {
+			_, _ = io.Copy(io.Discard, fh)
+			fh.Close()
+		}
+		return nil
+	})
+}
