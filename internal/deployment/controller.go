@@ -730,9 +730,6 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 // replicaSpec is what the runtime starts for replica id on instance type it.
 func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, res modelsource.Result, st *objState) (runtime.ReplicaSpec, error) {
 	args := append([]string(nil), c.o.EngineArgs...)
-	if res.Dir != "" {
-		args = append(args, "--model-dir="+res.Dir)
-	}
 	if p.l1 {
 		args = append(args, "--cpu-cache-bytes="+strconv.FormatInt(p.l1Bytes(it), 10))
 	}
@@ -758,7 +755,7 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, re
 		}
 	}
 	return runtime.ReplicaSpec{ID: id, Endpoint: p.route, Variant: VariantName, Controller: runtime.ControllerDeployment,
-		Engine: "sim", Model: res.Model, ServedModelName: p.route, GPU: it.GPU, TensorParallel: p.tensorParallel(it),
+		Engine: "sim", Model: res.Model, ModelDir: res.Dir, ServedModelName: p.route, GPU: it.GPU, TensorParallel: p.tensorParallel(it),
 		Args: args, Env: env}, nil
 }
 

@@ -105,11 +105,12 @@ func TestStatusAndReplicaSpec(t *testing.T) {
 	}
 	s := starts[0]
 	if s.Model != "llama-3.1-8b" || s.GPU != "a10g" || s.TensorParallel != 1 || s.Endpoint != "demo-ep" ||
-		s.Controller != runtime.ControllerDeployment || s.ServedModelName != "demo-ep" || s.Variant != VariantName {
+		s.Controller != runtime.ControllerDeployment || s.ServedModelName != "demo-ep" || s.Variant != VariantName ||
+		s.ModelDir != "/models/s3/models/llama-3.1-8b-instruct" {
 		t.Fatalf("spec %+v", s)
 	}
 	args := strings.Join(s.Args, " ")
-	for _, want := range []string{"--time-scale=0", "--model-dir=/models/s3/models/llama-3.1-8b-instruct ",
+	for _, want := range []string{"--time-scale=0",
 		"--cpu-cache-bytes=32212254720", "--shared-cache=redis://127.0.0.1:6379", "--kv-events=tcp://127.0.0.1:"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %q", args, want)

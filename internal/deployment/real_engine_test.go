@@ -100,8 +100,8 @@ func TestRealEngine(t *testing.T) {
 	if len(reps) != 1 || reps[0].Spec.TensorParallel != 8 || reps[0].Spec.GPU != "a100-40gb" {
 		t.Fatalf("replicas %+v", reps)
 	}
-	if !strings.Contains(strings.Join(reps[0].Spec.Args, " "), "--model-dir=") {
-		t.Fatalf("replica args %v lack the fetched model folder", reps[0].Spec.Args)
+	if reps[0].Spec.ModelDir == "" {
+		t.Fatalf("replica spec %+v lacks the fetched model folder", reps[0].Spec)
 	}
 
 	res, err := gw.Invoke(ctx, gateway.Invocation{Endpoint: "deepseek", Path: "/v1/chat/completions",

@@ -21,8 +21,12 @@ type ReplicaSpec struct {
 	Controller string
 	// Engine is "sim" (the only engine so far).
 	Engine string
-	// Model is a catalog model id or alias (e.g. a Hugging Face name).
+	// Model is a catalog model id or alias (e.g. a Hugging Face name). It may
+	// be empty when ModelDir is set.
 	Model string
+	// ModelDir is a model folder whose Hugging Face config.json gives the
+	// architecture (fetched from a manifest's model source).
+	ModelDir string
 	// ServedModelName is the name the engine answers to in OpenAI requests;
 	// empty means Model.
 	ServedModelName string

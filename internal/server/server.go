@@ -17,13 +17,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/capstan-dev/capstan/internal/appautoscaling"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/gateway/openai"
+	"github.com/capstan-dev/capstan/internal/manifestapi"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
 	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
@@ -50,21 +53,21 @@ type Options struct {
 
 // Server is a running capstan serve.
 type Server struct {
-	Addr    string
-	Clock   clock.Clock
-	Gateway *gateway.Gateway
-	Service *endpoint.Service
+	Addr        string
+	Clock       clock.Clock
+	Gateway     *gateway.Gateway
+	Service     *endpoint.Service
+	Deployments *deployment.Service
 
-	cfg      config.Config
-	log      *slog.Logger
-	store    *store.Store
-	rt       runtime.Runtime
-	ctrl     *endpoint.Controller
-	http     *http.Server
-	ln       net.Listener
-	cancel   context.CancelFunc
-	ctrlDone chan struct{}
-	once     sync.Once
+	cfg    config.Config
+	log    *slog.Logger
+	store  *store.Store
+	rt     runtime.Runtime
+	http   *http.Server
+	ln     net.Listener
+	cancel context.CancelFunc
+	loops  sync.WaitGroup // the controllers' Run loops
+	once   sync.Once
 }
 
 // Start opens the store, starts the runtime, controller and listener, prints
@@ -107,11 +110,38 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		EngineArgs: args, StartTimeout: cfg.Endpoints.StartTimeout.Duration,
 		DrainTimeout: cfg.Endpoints.DrainTimeout.Duration, Resync: o.Resync, Reservations: fl})
 
+	// Listen first: deployments publish their endpoint URL in status.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		st.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	fail := func(err error) (*Server, error) {
+		ln.Close()
+		_ = rt.Close(context.Background())
+		st.Close()
+		return nil, err
+	}
+	dep, err := newDeployments(deploymentDeps{cfg: cfg, store: st, clock: clk, log: log, reg: reg, rt: rt, gw: gw,
+		endpoints: svc, cat: cat, engineArgs: args, gatewayURL: "http://" + ln.Addr().String()}, o)
+	if err != nil {
+		return fail(fmt.Errorf("deployments: %w", err))
+	}
+	manifests, err := manifestapi.New(manifestapi.Options{Store: dep, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	aas := appautoscaling.NewAPI(st, variantsAdapter{svc}, appautoscaling.Options{AccountID: cfg.AccountID, Region: cfg.Region,
+		Clock: clk, Logger: log, Registerer: reg, Source: gw})
+
 	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log, Capacity: fl})
-	var control, runtimeH http.Handler = api, http.NotFoundHandler()
+	var control, runtimeH http.Handler = awsJSONDispatch(api, aas), http.NotFoundHandler()
 	if o.RuntimeAPI != nil {
 		runtimeH = o.RuntimeAPI(gw, log)
 	}
+	var manifestsH http.Handler = manifests
+	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
 	if len(cfg.Credentials) > 0 {
 		secrets := map[string]string{}
 		for _, c := range cfg.Credentials {
@@ -119,35 +149,34 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 		v := &sigv4.Verifier{Secrets: secrets, Clock: clock.Real{}, MaxBodyBytes: 8 << 20}
 		control, runtimeH = v.Middleware(control), v.Middleware(runtimeH)
+		front = bearerAuth(front, cfg.Credentials, denyOpenAI)
+		manifestsH = bearerAuth(manifestsH, cfg.Credentials, denyManifests)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", control)
 	mux.Handle("/endpoints/", runtimeH)
+	mux.Handle("/apis/", manifestsH)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.Handle("/_capstan/clock", clockHandler(clk))
-	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
-	if len(cfg.Credentials) > 0 {
-		front = bearerAuth(front, cfg.Credentials)
-	}
 	for _, p := range openai.Paths() {
 		mux.Handle(p, front)
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		_ = rt.Close(context.Background())
-		st.Close()
-		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
-	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, cfg: cfg, log: log, store: st, rt: rt,
-		ctrl: ctrl, ln: ln, cancel: cancel, ctrlDone: make(chan struct{}),
+	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
+		ln: ln, cancel: cancel,
 		http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	go func() {
-		defer close(s.ctrlDone)
-		ctrl.Run(cctx)
-	}()
+	// The controllers: SageMaker endpoints, manifests' deployments and
+	// Application Auto Scaling's target tracking. Stop waits for all three
+	// before it stops the replicas.
+	for _, run := range []func(context.Context){ctrl.Run, dep.Run, aas.Run} {
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			run(cctx)
+		}()
+	}
 	// The gateway's own loop scrapes replica metrics, health-checks replicas and
 	// follows KV events for the cache-aware routing policies.
 	go func() { _ = gw.Run(cctx) }()
@@ -176,7 +205,7 @@ func (s *Server) Stop(ctx context.Context) {
 		defer cancel()
 		_ = s.http.Shutdown(sctx)
 		s.cancel()
-		<-s.ctrlDone
+		s.loops.Wait()
 		if err := s.rt.Close(sctx); err != nil {
 			s.log.Warn("stop replicas", "err", err)
 		}

@@ -149,8 +149,17 @@ func (r *Runtime) validate(spec runtime.ReplicaSpec) error {
 	if spec.Engine != "" && spec.Engine != "sim" {
 		return fmt.Errorf("replica %s: engine %q not supported (only \"sim\")", spec.ID, spec.Engine)
 	}
-	if _, err := r.opts.Catalog.Model(spec.Model); err != nil {
-		return fmt.Errorf("replica %s: model: %w", spec.ID, err)
+	switch {
+	case spec.Model == "" && spec.ModelDir == "":
+		return fmt.Errorf("replica %s: neither a model nor a model folder", spec.ID)
+	case spec.ModelDir != "" && !filepath.IsAbs(spec.ModelDir):
+		return fmt.Errorf("replica %s: model folder %q is not an absolute path", spec.ID, spec.ModelDir)
+	case spec.Model != "" && spec.ModelDir == "":
+		// With a folder the engine reads the architecture from its
+		// config.json; Model then only names it.
+		if _, err := r.opts.Catalog.Model(spec.Model); err != nil {
+			return fmt.Errorf("replica %s: model: %w", spec.ID, err)
+		}
 	}
 	gpu, err := r.opts.Catalog.GPU(spec.GPU)
 	if err != nil {
@@ -169,8 +178,13 @@ func (r *Runtime) validate(spec runtime.ReplicaSpec) error {
 
 // args builds the engine command line for spec.
 func (r *Runtime) args(spec runtime.ReplicaSpec) []string {
-	args := []string{"engine", "sim", "--model", spec.Model, "--gpu", spec.GPU,
-		"--host", r.opts.Host, "--port", "0"}
+	args := []string{"engine", "sim", "--gpu", spec.GPU, "--host", r.opts.Host, "--port", "0"}
+	if spec.Model != "" {
+		args = append(args, "--model", spec.Model)
+	}
+	if spec.ModelDir != "" {
+		args = append(args, "--model-dir", spec.ModelDir)
+	}
 	if spec.TensorParallel > 0 {
 		args = append(args, "--tensor-parallel", strconv.Itoa(spec.TensorParallel))
 	}

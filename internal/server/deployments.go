@@ -1,0 +1,101 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capstan-dev/capstan/internal/appautoscaling"
+	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/deployment"
+	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/modelsource"
+	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+// deploymentDeps is what newDeployments needs from Start.
+type deploymentDeps struct {
+	cfg        config.Config
+	store      *store.Store
+	clock      clock.Clock
+	log        *slog.Logger
+	reg        prometheus.Registerer
+	rt         runtime.Runtime
+	gw         *gateway.Gateway
+	endpoints  *endpoint.Service
+	cat        *catalog.Catalog
+	engineArgs []string
+	gatewayURL string
+}
+
+// newDeployments builds the manifests' side of capstan: the default cluster,
+// the model-source fetcher and the deployment service that runs
+// InferenceEndpointConfig and JumpStartModel objects.
+func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
+	groups := cluster.DefaultInstanceGroups()
+	if gs := d.cfg.Cluster.InstanceGroups; len(gs) > 0 {
+		groups = make([]cluster.InstanceGroup, 0, len(gs))
+		for _, g := range gs {
+			groups = append(groups, cluster.InstanceGroup{Name: g.Name, InstanceType: g.InstanceType, Count: g.Count})
+		}
+	}
+	cl, err := cluster.New(d.cat, groups)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	ms := d.cfg.ModelSources
+	models, err := modelsource.New(modelsource.Options{
+		CacheDir: ms.CacheDir, FSxRoot: ms.FSxRoot, HuggingFaceEndpoint: ms.HuggingFaceEndpoint,
+		S3Endpoint: ms.S3.Endpoint, S3Region: ms.S3.Region,
+		S3AccessKeyID: ms.S3.AccessKeyID, S3SecretAccessKey: ms.S3.SecretAccessKey,
+		Catalog: d.cat, Logger: d.log, Clock: d.clock,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return deployment.New(deployment.Options{
+		Store: d.store, Clock: d.clock, Logger: d.log, Registerer: d.reg,
+		Runtime: d.rt, Cluster: cl, Gateway: d.gw, Models: models, Endpoints: d.endpoints,
+		Triggers: triggers.Build, Catalog: d.cat, EngineArgs: d.engineArgs,
+		StartTimeout: d.cfg.Endpoints.StartTimeout.Duration, DrainTimeout: d.cfg.Endpoints.DrainTimeout.Duration,
+		Resync: o.Resync, GatewayURL: d.gatewayURL, Region: d.cfg.Region, AccountID: d.cfg.AccountID,
+	})
+}
+
+// variantsAdapter lets Application Auto Scaling read and set SageMaker
+// variants' instance counts through the endpoint service, which bounds them
+// by the variant's reservation.
+type variantsAdapter struct{ svc *endpoint.Service }
+
+var _ appautoscaling.Variants = variantsAdapter{}
+
+func (v variantsAdapter) Variant(ctx context.Context, ep, variant string) (int, int, error) {
+	return v.svc.VariantCapacity(ctx, ep, variant)
+}
+
+func (v variantsAdapter) SetDesired(ctx context.Context, ep, variant string, n int) error {
+	return v.svc.SetVariantCount(ctx, ep, variant, n)
+}
+
+// awsJSONDispatch sends AWS JSON 1.1 calls to the service their X-Amz-Target
+// names: Application Auto Scaling's AnyScaleFrontendService.* to aas,
+// everything else (SageMaker.*) to sagemaker, which answers unknown targets.
+func awsJSONDispatch(sagemaker, aas http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("X-Amz-Target"), appautoscaling.TargetPrefix) {
+			aas.ServeHTTP(w, r)
+			return
+		}
+		sagemaker.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# End-to-end manifest flow against a real S3-compatible server: start moto's
+# standalone server, upload model folders (config.json of real models) with the
+# aws CLI, start `capstan serve --s3-endpoint`, `capstan apply -f` a manifest
+# whose modelSourceConfig points at the bucket, wait for DeploymentComplete,
+# invoke it through SageMaker InvokeEndpoint (endpointName registers it) and the
+# OpenAI API, see it in ListEndpoints, re-apply unchanged, apply every example
+# manifest of examples.md (internal/manifest/testdata/examples-*.yaml: the MIG
+# ones are rejected naming the field, and deploy once the MIG request is
+# removed), then `capstan delete`.
+# Needs CAPSTAN_BIN (path to the capstan binary), the aws CLI, moto_server, jq.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+: "${CAPSTAN_BIN:?set CAPSTAN_BIN to the capstan binary}"
+for c in aws jq python3; do command -v "$c" >/dev/null || { echo "$c is required" >&2; exit 1; }; done
+if command -v moto_server >/dev/null; then moto=(moto_server); else moto=(python3 -m moto.server); fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do
+    kill -TERM "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- server log (tail)" >&2
+  tail -n 60 "$work/server.log" >&2 || true
+  exit 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1
+export AWS_PAGER="" AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
+
+# 1. The S3-compatible server and the model folders.
+s3port=$(free_port)
+"${moto[@]}" -H 127.0.0.1 -p "$s3port" >"$work/moto.log" 2>&1 &
+pids+=($!)
+s3="http://127.0.0.1:$s3port"
+for _ in $(seq 1 100); do
+  curl -fsS -o /dev/null "$s3/" 2>/dev/null && break
+  sleep 0.1
+done
+curl -fsS -o /dev/null "$s3/" || { cat "$work/moto.log" >&2; echo "FAIL: moto_server did not start" >&2; exit 1; }
+s3cli() { aws s3 --endpoint-url "$s3" "$@"; }
+s3cli mb s3://models >/dev/null
+for m in tinyllama llama-3.1-8b-instruct qwen2.5-7b-instruct; do
+  s3cli cp --recursive --only-show-errors "$here/testdata/models/$m" "s3://models/$m"
+done
+s3cli ls s3://models/tinyllama/ | grep -q config.json || { echo "FAIL: upload to moto" >&2; exit 1; }
+echo "moto S3 at $s3 with 3 model folders"
+
+# 2. capstan serve with the S3 endpoint configured.
+"$CAPSTAN_BIN" serve --listen 127.0.0.1:0 --data-dir "$work/data" --engine-time-scale 0.01 --dev-clock \
+  --s3-endpoint "$s3" >"$work/server.out" 2>"$work/server.log" &
+pids+=($!)
+url=""
+for _ in $(seq 1 300); do
+  url=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$work/server.out" | head -1)
+  [ -n "$url" ] && break
+  kill -0 "${pids[-1]}" 2>/dev/null || fail "capstan serve exited"
+  sleep 0.1
+done
+[ -n "$url" ] || fail "capstan serve did not print its address"
+echo "server at $url"
+export CAPSTAN_SERVER=$url
+cap() { "$CAPSTAN_BIN" "$@"; }
+sm() { aws sagemaker --endpoint-url "$url" "$@"; }
+smr() { aws sagemaker-runtime --endpoint-url "$url" "$@"; }
+
+# wait_state KIND NAME STATE
+wait_state() {
+  local kind=$1 name=$2 want=$3 s=""
+  for _ in $(seq 1 240); do
+    s=$(cap get "$kind" "$name" -o json 2>/dev/null | jq -r '.status.state // ""') || true
+    [ "$s" = "$want" ] && return 0
+    [ "$s" = DeploymentFailed ] && fail "$kind/$name DeploymentFailed: $(cap get "$kind" "$name" -o json | jq -c .status)"
+    sleep 0.25
+  done
+  fail "$kind/$name not $want (last: $s)"
+}
+
+# 3. Apply the S3-backed manifest and serve it.
+manifest="$here/testdata/manifest-flow.yaml"
+out=$(cap apply -f "$manifest" 2>&1) || fail "apply: $out"
+grep -q created <<<"$out" || fail "first apply did not create: $out"
+wait_state iec mf-demo DeploymentComplete
+cap get iec mf-demo -o json >"$work/mf.json"
+[ "$(jq -r '.status.replicas // 0' "$work/mf.json")" -ge 1 ] || fail "no replica: $(jq -c .status "$work/mf.json")"
+cap describe iec mf-demo >"$work/describe.txt" 2>&1 || fail "describe: $(cat "$work/describe.txt")"
+echo "mf-demo DeploymentComplete"
+
+# SageMaker InvokeEndpoint: the body goes to the container's invocationEndpoint
+# (v1/chat/completions).
+echo '{"messages":[{"role":"user","content":"What is a GPU?"}],"max_tokens":8}' >"$work/in.json"
+smr invoke-endpoint --endpoint-name mf-demo --body "fileb://$work/in.json" \
+  --content-type application/json "$work/out.json" >"$work/invoke.json" 2>"$work/invoke.err" ||
+  fail "invoke-endpoint: $(cat "$work/invoke.err")"
+jq -e '.choices[0].message.content | length > 0' "$work/out.json" >/dev/null ||
+  fail "invoke-endpoint answered: $(head -c 400 "$work/out.json")"
+echo "InvokeEndpoint: $(jq -c '.choices[0].message.content' "$work/out.json")"
+
+# The OpenAI API: the gateway routes on the model name.
+code=$(curl -sS -o "$work/openai.json" -w '%{http_code}' "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"mf-demo","messages":[{"role":"user","content":"Hello"}],"max_tokens":8}')
+[ "$code" = 200 ] || fail "OpenAI API: HTTP $code $(head -c 400 "$work/openai.json")"
+jq -e '.choices[0].message.content | length > 0' "$work/openai.json" >/dev/null || fail "OpenAI API answered: $(head -c 400 "$work/openai.json")"
+echo "OpenAI API: $(jq -c '.usage' "$work/openai.json")"
+
+sm list-endpoints --query 'Endpoints[].EndpointName' --output text | tr '\t' '\n' | grep -qx mf-demo ||
+  fail "list-endpoints lacks mf-demo: $(sm list-endpoints)"
+[ "$(sm describe-endpoint --endpoint-name mf-demo --query EndpointStatus --output text)" = InService ] ||
+  fail "mf-demo not InService: $(sm describe-endpoint --endpoint-name mf-demo)"
+echo "ListEndpoints shows mf-demo InService"
+
+# 4. Re-applying the unchanged manifest changes nothing.
+gen=$(jq -r '.metadata.generation // 0' "$work/mf.json")
+out=$(cap apply -f "$manifest" 2>&1) || fail "re-apply: $out"
+grep -q unchanged <<<"$out" || fail "re-apply not unchanged: $out"
+[ "$(cap get iec mf-demo -o json | jq -r '.metadata.generation // 0')" = "$gen" ] || fail "re-apply bumped the generation"
+echo "re-apply: unchanged"
+
+# 5. Every example manifest of examples.md, unchanged. The MIG ones are
+# rejected naming the field; without the MIG request they deploy.
+examples=("$repo"/internal/manifest/testdata/examples-*.yaml)
+[ "${#examples[@]}" -ge 3 ] || fail "expected the examples.md manifests in internal/manifest/testdata, found ${examples[*]}"
+for f in "${examples[@]}"; do
+  base=$(basename "$f")
+  case "$base" in
+    *iec-mig*) field="spec.worker.resources" ;;
+    *jsm-mig*) field="spec.server.acceleratorPartitionType" ;;
+    *) field="" ;;
+  esac
+  if [ -n "$field" ]; then
+    if out=$(cap apply -f "$f" 2>&1); then fail "$base: MIG manifest accepted: $out"; fi
+    grep -qF "$field" <<<"$out" || fail "$base: rejection does not name $field: $out"
+    grep -qi mig <<<"$out" || fail "$base: rejection does not mention MIG: $out"
+    echo "$base: rejected, naming $field"
+  else
+    out=$(cap apply -f "$f" 2>&1) || fail "$base: apply: $out"
+    grep -q created <<<"$out" || fail "$base: not created: $out"
+    echo "$base: created"
+  fi
+done
+
+# The same manifests without their MIG request deploy on whole GPUs.
+sed '/acceleratorPartitionType/d' "$repo/internal/manifest/testdata/examples-jsm-mig.yaml" >"$work/jsm-nomig.yaml"
+sed 's#nvidia.com/mig-4g.71gb#nvidia.com/gpu#' "$repo/internal/manifest/testdata/examples-iec-mig.yaml" >"$work/iec-nomig.yaml"
+for f in "$work/jsm-nomig.yaml" "$work/iec-nomig.yaml"; do
+  out=$(cap apply -f "$f" 2>&1) || fail "$(basename "$f"): apply: $out"
+  grep -q created <<<"$out" || fail "$(basename "$f"): not created: $out"
+done
+wait_state jsm deepseek DeploymentComplete
+wait_state iec qwen-mig DeploymentComplete
+echo "without the MIG request: deepseek (JumpStartModel) and qwen-mig deploy"
+
+# 6. Delete.
+cap delete -f "$manifest" >"$work/delete.out" 2>&1 || fail "delete: $(cat "$work/delete.out")"
+for _ in $(seq 1 120); do
+  cap get iec mf-demo >/dev/null 2>&1 || break
+  sleep 0.25
+done
+cap get iec mf-demo >/dev/null 2>&1 && fail "mf-demo still there after delete"
+for _ in $(seq 1 120); do
+  sm list-endpoints --query 'Endpoints[].EndpointName' --output text | tr '\t' '\n' | grep -qx mf-demo || break
+  sleep 0.25
+done
+sm list-endpoints --query 'Endpoints[].EndpointName' --output text | tr '\t' '\n' | grep -qx mf-demo &&
+  fail "mf-demo still listed after delete"
+cap delete jsm deepseek >/dev/null && cap delete iec qwen-mig >/dev/null || fail "delete examples"
+cap delete -f "$repo/internal/manifest/testdata/examples-iec-kv-routing.yaml" >/dev/null || fail "delete demo"
+echo "manifest flow passed"
