@@ -172,7 +172,7 @@ metric() {
 	curl -fsS "$url/metrics" | python3 -c '
 import re, sys
 name, series = sys.argv[1], sys.argv[2]
-label = re.compile(r'[{,]name="' + re.escape(name) + '"')
+label = re.compile(r"[{,]name=\"" + re.escape(name) + "\"")
 total = 0.0
 for line in sys.stdin:
     if line.startswith("#") or not line.startswith(series):
