@@ -20,6 +20,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/modelsource"
+	"github.com/capstan-dev/capstan/internal/reconcile"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/store"
 )
@@ -37,11 +38,10 @@ type Controller struct {
 	m   *metrics
 	log *slog.Logger
 
+	queue *reconcile.Queue
+
 	mu       sync.Mutex
-	ctx      context.Context
-	running  map[string]bool // reconcile in flight
-	dirty    map[string]bool // requested again while in flight
-	wg       sync.WaitGroup
+	ctx      context.Context // Run's, for the polling goroutines; nil before Run
 	states   map[string]*objState
 	owners   map[string]string // replica id → object key
 	routes   map[string]string // route name → object key
@@ -95,10 +95,15 @@ type objState struct {
 type failure struct{ reason, message string }
 
 func newController(o Options, m *metrics) *Controller {
-	return &Controller{o: o, m: m, log: o.Logger,
-		running: map[string]bool{}, dirty: map[string]bool{}, states: map[string]*objState{},
+	c := &Controller{o: o, m: m, log: o.Logger, states: map[string]*objState{},
 		owners: map[string]string{}, routes: map[string]string{}, retiring: map[string]bool{}, orphans: map[string]bool{},
 		evs: map[string][]manifest.Event{}}
+	c.queue = reconcile.New(c.Reconcile, func(k string, err error) {
+		if !errors.Is(err, errConflict) {
+			c.log.Warn("reconcile", "object", k, "err", err)
+		}
+	})
+	return c
 }
 
 func (c *Controller) state(k string) *objState {
@@ -119,6 +124,7 @@ func (c *Controller) Run(ctx context.Context) {
 	c.mu.Lock()
 	c.ctx = ctx
 	c.mu.Unlock()
+	c.queue.Start(ctx)
 	watch := c.o.Store.Watch(ctx)
 	go c.o.Runtime.Subscribe(ctx, func(r runtime.Replica) {
 		if r.Spec.Controller != runtime.ControllerDeployment {
@@ -137,11 +143,11 @@ func (c *Controller) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			c.wg.Wait()
+			c.queue.Wait()
 			return
 		case k, ok := <-watch:
 			if !ok {
-				c.wg.Wait()
+				c.queue.Wait()
 				return
 			}
 			if k.Kind == bucket {
@@ -213,37 +219,7 @@ func (c *Controller) stopOrphans(ctx context.Context, known map[string]bool) {
 // Enqueue asks for a reconcile of object key k. At most one reconcile per
 // object runs at a time; a request during one runs it again afterwards.
 // Before Run it does nothing.
-func (c *Controller) Enqueue(k string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ctx == nil || c.ctx.Err() != nil {
-		return
-	}
-	if c.running[k] {
-		c.dirty[k] = true
-		return
-	}
-	c.running[k] = true
-	c.wg.Add(1)
-	ctx := c.ctx
-	go func() {
-		defer c.wg.Done()
-		for {
-			if err := c.Reconcile(ctx, k); err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
-				c.log.Warn("reconcile", "object", k, "err", err)
-			}
-			c.mu.Lock()
-			if !c.dirty[k] || ctx.Err() != nil {
-				delete(c.running, k)
-				delete(c.dirty, k)
-				c.mu.Unlock()
-				return
-			}
-			delete(c.dirty, k)
-			c.mu.Unlock()
-		}
-	}()
-}
+func (c *Controller) Enqueue(k string) { c.queue.Enqueue(k) }
 
 // Activate implements gateway.Activator: a request reached a route with no
 // replica. The deployment scales to its minimum (at least one) at once,

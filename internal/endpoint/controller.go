@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/reconcile"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/store"
 )
@@ -87,11 +87,7 @@ type Controller struct {
 	log    *slog.Logger
 	opts   Options
 
-	mu      sync.Mutex
-	running map[string]bool // reconcile in flight
-	dirty   map[string]bool // requested again while in flight
-	wg      sync.WaitGroup
-	ctx     context.Context
+	queue *reconcile.Queue
 }
 
 // NewController returns a controller; call Run to start its loop, or
@@ -101,8 +97,13 @@ func NewController(s *store.Store, f Allocator, rt runtime.Runtime, r Router, c 
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Controller{store: s, fleet: f, rt: rt, router: r, clock: c, log: log, opts: o,
-		running: map[string]bool{}, dirty: map[string]bool{}}
+	ctrl := &Controller{store: s, fleet: f, rt: rt, router: r, clock: c, log: log, opts: o}
+	ctrl.queue = reconcile.New(ctrl.Reconcile, func(name string, err error) {
+		if !errors.Is(err, errConflict) {
+			log.Warn("reconcile", "endpoint", name, "err", err)
+		}
+	})
+	return ctrl
 }
 
 // errConflict means the record changed under the controller; it re-reads.
@@ -111,9 +112,7 @@ var errConflict = errors.New("endpoint changed concurrently")
 // Run reconciles on store changes, runtime events and a resync tick until ctx
 // is done, then waits for in-flight reconciles.
 func (c *Controller) Run(ctx context.Context) {
-	c.mu.Lock()
-	c.ctx = ctx
-	c.mu.Unlock()
+	c.queue.Start(ctx)
 	watch := c.store.Watch(ctx)
 	go c.rt.Subscribe(ctx, func(r runtime.Replica) {
 		if r.Spec.Endpoint != "" && r.Spec.Controller == "" {
@@ -126,11 +125,11 @@ func (c *Controller) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			c.wg.Wait()
+			c.queue.Wait()
 			return
 		case k, ok := <-watch:
 			if !ok {
-				c.wg.Wait()
+				c.queue.Wait()
 				return
 			}
 			if k.Kind == KindEndpoint {
@@ -165,37 +164,7 @@ func (c *Controller) list() ([]Endpoint, error) {
 
 // Enqueue asks for a reconcile of name. At most one reconcile per endpoint runs
 // at a time; a request during one runs it again afterwards.
-func (c *Controller) Enqueue(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ctx == nil || c.ctx.Err() != nil {
-		return
-	}
-	if c.running[name] {
-		c.dirty[name] = true
-		return
-	}
-	c.running[name] = true
-	c.wg.Add(1)
-	ctx := c.ctx
-	go func() {
-		defer c.wg.Done()
-		for {
-			if err := c.Reconcile(ctx, name); err != nil && !errors.Is(err, errConflict) && ctx.Err() == nil {
-				c.log.Warn("reconcile", "endpoint", name, "err", err)
-			}
-			c.mu.Lock()
-			if !c.dirty[name] || ctx.Err() != nil {
-				delete(c.running, name)
-				delete(c.dirty, name)
-				c.mu.Unlock()
-				return
-			}
-			delete(c.dirty, name)
-			c.mu.Unlock()
-		}
-	}()
-}
+func (c *Controller) Enqueue(name string) { c.queue.Enqueue(name) }
 
 func (c *Controller) load(name string) (Endpoint, bool, error) {
 	var ep Endpoint
