@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 )
 
@@ -48,43 +48,9 @@ func notRegistered(k targetKey) *apiError {
 		k.Namespace, k.ResourceID, k.Dimension)
 }
 
-// violation is one failed model constraint, worded as AWS words it.
-type violation struct {
-	Value      string
-	Path       string
-	Constraint string
-}
-
-// validationErrors collects violations; its message is AWS's
-// "N validation error(s) detected: ..." line.
-type validationErrors struct{ v []violation }
-
-func (e *validationErrors) add(value any, path, constraint string) {
-	e.v = append(e.v, violation{fmt.Sprint(value), path, constraint})
-}
-
-func (e *validationErrors) err() error {
-	if len(e.v) == 0 {
-		return nil
-	}
-	return e
-}
-
-func (e *validationErrors) Error() string {
-	parts := make([]string, len(e.v))
-	for i, v := range e.v {
-		if v.Constraint == "Member must not be null" {
-			parts[i] = fmt.Sprintf("Value null at '%s' failed to satisfy constraint: %s", v.Path, v.Constraint)
-			continue
-		}
-		parts[i] = fmt.Sprintf("Value '%s' at '%s' failed to satisfy constraint: %s", v.Value, v.Path, v.Constraint)
-	}
-	noun := "error"
-	if len(parts) > 1 {
-		noun = "errors"
-	}
-	return fmt.Sprintf("%d validation %s detected: %s", len(parts), noun, strings.Join(parts, "; "))
-}
+// validationErrors collects violations in AWS's words; the helpers in validate.go
+// add the constraints this API checks.
+type validationErrors struct{ awsjson.Violations }
 
 // toWire maps any error to its wire form. It is the only place that does so
 // for this API.
@@ -93,7 +59,7 @@ func (a *API) toWire(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	var ve *validationErrors
+	var ve *awsjson.Violations
 	if errors.As(err, &ve) {
 		return &apiError{http.StatusBadRequest, CodeValidation, ve.Error()}
 	}

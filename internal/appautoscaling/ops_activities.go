@@ -30,7 +30,7 @@ func (a *API) describeScalingActivities(_ context.Context, body []byte) (any, er
 	var ve validationErrors
 	ref := targetRef{in.ServiceNamespace, in.ResourceId, in.ScalableDimension}
 	ref.check(&ve, false)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	notScaled := in.IncludeNotScaledActivities != nil && *in.IncludeNotScaledActivities

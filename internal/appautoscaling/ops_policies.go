@@ -35,7 +35,7 @@ func (a *API) putScalingPolicy(_ context.Context, body []byte) (any, error) {
 	if ve.required(in.PolicyName != nil, "policyName") {
 		ve.length(*in.PolicyName, 1, 256, "policyName")
 		if *in.PolicyName != "" && !patPrintable.MatchString(*in.PolicyName) {
-			ve.add(*in.PolicyName, "policyName", `Member must satisfy regular expression pattern: \p{Print}+`)
+			ve.Add(*in.PolicyName, "policyName", `Member must satisfy regular expression pattern: \p{Print}+`)
 		}
 	}
 	in.check(&ve, true)
@@ -51,7 +51,7 @@ func (a *API) putScalingPolicy(_ context.Context, body []byte) (any, error) {
 			ve.enum(m.Statistic, "targetTrackingScalingPolicyConfiguration.customizedMetricSpecification.statistic", statistics)
 		}
 	}
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	k, _, _, err := in.resolve()
@@ -201,12 +201,12 @@ func (a *API) describeScalingPolicies(_ context.Context, body []byte) (any, erro
 	ref := targetRef{in.ServiceNamespace, in.ResourceId, in.ScalableDimension}
 	ref.check(&ve, false)
 	if len(in.PolicyNames) > 50 {
-		ve.add(fmt.Sprintf("[%d items]", len(in.PolicyNames)), "policyNames", "Member must have length less than or equal to 50")
+		ve.Add(fmt.Sprintf("[%d items]", len(in.PolicyNames)), "policyNames", "Member must have length less than or equal to 50")
 	}
 	for i, n := range in.PolicyNames {
 		ve.length(n, 1, 1600, fmt.Sprintf("policyNames.%d.member", i+1))
 	}
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	names := map[string]bool{}
@@ -269,7 +269,7 @@ func (a *API) deleteScalingPolicy(_ context.Context, body []byte) (any, error) {
 		ve.length(*in.PolicyName, 1, 256, "policyName")
 	}
 	in.check(&ve, true)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	k := targetKey{*in.ServiceNamespace, *in.ResourceId, *in.ScalableDimension}

@@ -37,9 +37,9 @@ func (a *API) registerScalableTarget(ctx context.Context, body []byte) (any, err
 		ve.length(*in.RoleARN, 1, 1600, "roleARN")
 	}
 	if len(in.Tags) > 200 {
-		ve.add(fmt.Sprintf("[%d entries]", len(in.Tags)), "tags", "Member must have length less than or equal to 200")
+		ve.Add(fmt.Sprintf("[%d entries]", len(in.Tags)), "tags", "Member must have length less than or equal to 200")
 	}
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	k, ep, variant, err := in.resolve()
@@ -171,12 +171,12 @@ func (a *API) describeScalableTargets(_ context.Context, body []byte) (any, erro
 	ve.enum(in.ServiceNamespace, "serviceNamespace", serviceNamespaces)
 	ve.enum(in.ScalableDimension, "scalableDimension", scalableDimensions)
 	if len(in.ResourceIds) > 50 {
-		ve.add(fmt.Sprintf("[%d items]", len(in.ResourceIds)), "resourceIds", "Member must have length less than or equal to 50")
+		ve.Add(fmt.Sprintf("[%d items]", len(in.ResourceIds)), "resourceIds", "Member must have length less than or equal to 50")
 	}
 	for i, id := range in.ResourceIds {
 		ve.length(id, 1, 1600, fmt.Sprintf("resourceIds.%d.member", i+1))
 	}
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	ids := map[string]bool{}
@@ -225,7 +225,7 @@ func (a *API) deregisterScalableTarget(_ context.Context, body []byte) (any, err
 	}
 	var ve validationErrors
 	in.check(&ve, true)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	k := targetKey{*in.ServiceNamespace, *in.ResourceId, *in.ScalableDimension}

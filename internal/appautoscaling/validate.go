@@ -5,26 +5,28 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/capstan-dev/capstan/internal/awsjson"
 )
 
 func (e *validationErrors) required(present bool, path string) bool {
 	if !present {
-		e.add(nil, path, "Member must not be null")
+		e.Add(nil, path, awsjson.NotNull)
 	}
 	return present
 }
 
 func (e *validationErrors) length(v string, lo, hi int, path string) {
 	if len(v) < lo {
-		e.add(v, path, fmt.Sprintf("Member must have length greater than or equal to %d", lo))
+		e.Add(v, path, fmt.Sprintf("Member must have length greater than or equal to %d", lo))
 	} else if len(v) > hi {
-		e.add(v, path, fmt.Sprintf("Member must have length less than or equal to %d", hi))
+		e.Add(v, path, fmt.Sprintf("Member must have length less than or equal to %d", hi))
 	}
 }
 
 func (e *validationErrors) enum(v *string, path string, set []string) {
 	if v != nil && !oneOf(*v, set) {
-		e.add(*v, path, "Member must satisfy enum value set: "+enumText(set))
+		e.Add(*v, path, "Member must satisfy enum value set: "+enumText(set))
 	}
 }
 
@@ -33,9 +35,9 @@ func (e *validationErrors) intRange(v *int, lo, hi int, path string) {
 		return
 	}
 	if *v < lo {
-		e.add(*v, path, fmt.Sprintf("Member must have value greater than or equal to %d", lo))
+		e.Add(*v, path, fmt.Sprintf("Member must have value greater than or equal to %d", lo))
 	} else if *v > hi {
-		e.add(*v, path, fmt.Sprintf("Member must have value less than or equal to %d", hi))
+		e.Add(*v, path, fmt.Sprintf("Member must have value less than or equal to %d", hi))
 	}
 }
 
@@ -90,7 +92,7 @@ type pageToken struct {
 func page(n int, maxResults *int, token *string, def, hi int) (start, end int, next *string, err error) {
 	var ve validationErrors
 	ve.intRange(maxResults, 1, hi, "maxResults")
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return 0, 0, nil, err
 	}
 	if token != nil && *token != "" {

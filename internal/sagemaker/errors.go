@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/fleet"
@@ -37,43 +37,9 @@ func newWireError(status int, code, format string, a ...any) *wireError {
 	return &wireError{Status: status, Code: code, Message: fmt.Sprintf(format, a...)}
 }
 
-// violation is one failed constraint, worded as SageMaker words it.
-type violation struct {
-	Value      string
-	Path       string
-	Constraint string
-}
-
-// validationError collects violations; its message is SageMaker's
-// "N validation error(s) detected: ..." line.
-type validationError struct{ v []violation }
-
-func (e *validationError) add(value any, path, constraint string) {
-	e.v = append(e.v, violation{fmt.Sprint(value), path, constraint})
-}
-
-func (e *validationError) err() error {
-	if len(e.v) == 0 {
-		return nil
-	}
-	return e
-}
-
-func (e *validationError) Error() string {
-	parts := make([]string, len(e.v))
-	for i, v := range e.v {
-		if v.Constraint == "Member must not be null" {
-			parts[i] = fmt.Sprintf("Value null at '%s' failed to satisfy constraint: %s", v.Path, v.Constraint)
-			continue
-		}
-		parts[i] = fmt.Sprintf("Value '%s' at '%s' failed to satisfy constraint: %s", v.Value, v.Path, v.Constraint)
-	}
-	noun := "error"
-	if len(parts) > 1 {
-		noun = "errors"
-	}
-	return fmt.Sprintf("%d validation %s detected: %s", len(parts), noun, strings.Join(parts, "; "))
-}
+// validationError collects violations in AWS's words; the helpers in validate.go
+// add the constraints this API checks.
+type validationError struct{ awsjson.Violations }
 
 // toWire maps any error to its wire form. It is the only place that does so
 // for the control API.
@@ -82,7 +48,7 @@ func (a *API) toWire(err error) *wireError {
 	if errors.As(err, &we) {
 		return we
 	}
-	var ve *validationError
+	var ve *awsjson.Violations
 	if errors.As(err, &ve) {
 		return &wireError{http.StatusBadRequest, CodeValidation, ve.Error()}
 	}

@@ -34,11 +34,11 @@ func (in *listInput) validate(sortKeys ...string) error {
 	if in.NameContains != "" {
 		ve.maxLen(in.NameContains, 63, "nameContains")
 		if !patNameContains.MatchString(in.NameContains) {
-			ve.add(in.NameContains, "nameContains", "Member must satisfy regular expression pattern: "+patNameContainsText)
+			ve.Add(in.NameContains, "nameContains", "Member must satisfy regular expression pattern: "+patNameContainsText)
 		}
 	}
 	ve.enum(in.StatusEquals, "statusEquals", endpointStatuses...)
-	return ve.err()
+	return ve.Err()
 }
 
 type pageToken struct {

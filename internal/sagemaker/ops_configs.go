@@ -33,12 +33,12 @@ func (a *API) validateVariant(ve *validationError, v *endpoint.Variant, count *i
 	}
 	ve.name(mn, p+".modelName", patModelName, patModelNameText)
 	if v.ServerlessConfig != nil {
-		ve.add("ServerlessConfig", p+".serverlessConfig", "Serverless inference is not supported by capstan; use InstanceType and InitialInstanceCount")
+		ve.Add("ServerlessConfig", p+".serverlessConfig", "Serverless inference is not supported by capstan; use InstanceType and InitialInstanceCount")
 		return
 	}
 	if ve.required(v.InstanceType != "", p+".instanceType") {
 		if _, err := a.opts.Catalog.InstanceType(v.InstanceType); err != nil {
-			ve.add(v.InstanceType, p+".instanceType", "Member must satisfy enum value set: ["+strings.Join(a.opts.Catalog.InstanceTypeNames(), ", ")+"]")
+			ve.Add(v.InstanceType, p+".instanceType", "Member must satisfy enum value set: ["+strings.Join(a.opts.Catalog.InstanceTypeNames(), ", ")+"]")
 		}
 	}
 	if ve.required(count != nil, p+".initialInstanceCount") {
@@ -60,7 +60,7 @@ func (a *API) validateVariant(ve *validationError, v *endpoint.Variant, count *i
 	if c := v.CapacityReservationConfig; c != nil {
 		ve.enum(c.CapacityReservationPreference, p+".capacityReservationConfig.capacityReservationPreference", "capacity-reservations-only")
 		if c.MlReservationArn != "" && (len(c.MlReservationArn) < 20 || len(c.MlReservationArn) > 258 || !patReservation.MatchString(c.MlReservationArn)) {
-			ve.add(c.MlReservationArn, p+".capacityReservationConfig.mlReservationArn",
+			ve.Add(c.MlReservationArn, p+".capacityReservationConfig.mlReservationArn",
 				`Member must satisfy regular expression pattern: ^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:[a-z0-9\-]{1,14}/.*`)
 		}
 	}
@@ -92,7 +92,7 @@ func (a *API) createEndpointConfig(ctx context.Context, body []byte) (any, error
 	}
 	ve.maxLen(in.KmsKeyId, 2048, "kmsKeyId")
 	ve.tags(in.Tags)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	c, err := a.svc.CreateEndpointConfig(ctx, endpoint.EndpointConfig{Name: *in.EndpointConfigName,
@@ -117,7 +117,7 @@ func (a *API) describeEndpointConfig(ctx context.Context, body []byte) (any, err
 	}
 	var ve validationError
 	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	c, err := a.svc.GetEndpointConfig(ctx, *in.EndpointConfigName)
@@ -149,7 +149,7 @@ func (a *API) deleteEndpointConfig(ctx context.Context, body []byte) (any, error
 	}
 	var ve validationError
 	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	return nil, a.svc.DeleteEndpointConfig(ctx, *in.EndpointConfigName)

@@ -22,7 +22,7 @@ func (a *API) createEndpoint(ctx context.Context, body []byte) (any, error) {
 	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
 	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
 	ve.tags(in.Tags)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	ep, err := a.svc.CreateEndpoint(ctx, *in.EndpointName, *in.EndpointConfigName, in.Tags)
@@ -173,7 +173,7 @@ func (a *API) describeEndpoint(ctx context.Context, body []byte) (any, error) {
 	}
 	var ve validationError
 	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	ep, err := a.svc.GetEndpoint(ctx, *in.EndpointName)
@@ -200,7 +200,7 @@ func (a *API) updateEndpoint(ctx context.Context, body []byte) (any, error) {
 	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
 	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
 	ve.listLen(len(in.ExcludeRetainedVariantProperties), 0, 3, "excludeRetainedVariantProperties")
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	ep, err := a.svc.UpdateEndpoint(ctx, *in.EndpointName, *in.EndpointConfigName)
@@ -237,13 +237,13 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 		ve.minFloat(d.DesiredWeight, 0, p+".desiredWeight")
 		ve.minInt(d.DesiredInstanceCount, 0, p+".desiredInstanceCount")
 		if d.ServerlessUpdateConfig != nil {
-			ve.add("ServerlessUpdateConfig", p+".serverlessUpdateConfig", "Serverless inference is not supported by capstan")
+			ve.Add("ServerlessUpdateConfig", p+".serverlessUpdateConfig", "Serverless inference is not supported by capstan")
 		}
 		if d.VariantName != nil {
 			desired = append(desired, endpoint.Desired{VariantName: *d.VariantName, Weight: d.DesiredWeight, InstanceCount: d.DesiredInstanceCount})
 		}
 	}
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	ep, err := a.svc.UpdateWeightsAndCapacities(ctx, *in.EndpointName, desired)
@@ -260,7 +260,7 @@ func (a *API) deleteEndpoint(ctx context.Context, body []byte) (any, error) {
 	}
 	var ve validationError
 	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	return nil, a.svc.DeleteEndpoint(ctx, *in.EndpointName)

@@ -19,7 +19,7 @@ func (e *validationError) tags(tags []endpoint.Tag) {
 	for i, t := range tags {
 		p := fmt.Sprintf("tags.%d.member", i+1)
 		if len(t.Key) < 1 || len(t.Key) > 128 {
-			e.add(t.Key, p+".key", "Member must have length between 1 and 128")
+			e.Add(t.Key, p+".key", "Member must have length between 1 and 128")
 		}
 		e.maxLen(t.Value, 256, p+".value")
 	}
@@ -31,7 +31,7 @@ func (e *validationError) container(c *endpoint.Container, path string) {
 	e.maxLen(c.ModelDataUrl, 1024, path+".modelDataUrl")
 	e.enum(c.Mode, path+".mode", "SingleModel", "MultiModel")
 	if len(c.Environment) > 100 {
-		e.add(fmt.Sprintf("[%d entries]", len(c.Environment)), path+".environment", "Member must have length less than or equal to 100")
+		e.Add(fmt.Sprintf("[%d entries]", len(c.Environment)), path+".environment", "Member must have length less than or equal to 100")
 	}
 }
 
@@ -62,7 +62,7 @@ func (a *API) createModel(ctx context.Context, body []byte) (any, error) {
 	}
 	ve.maxLen(in.ExecutionRoleArn, 2048, "executionRoleArn")
 	ve.tags(in.Tags)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	m, err := a.svc.CreateModel(ctx, endpoint.Model{Name: *in.ModelName, PrimaryContainer: in.PrimaryContainer,
@@ -93,7 +93,7 @@ func (a *API) describeModel(ctx context.Context, body []byte) (any, error) {
 	}
 	var ve validationError
 	ve.name(in.ModelName, "modelName", patModelName, patModelNameText)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	m, err := a.svc.GetModel(ctx, *in.ModelName)
@@ -112,7 +112,7 @@ func (a *API) deleteModel(ctx context.Context, body []byte) (any, error) {
 	}
 	var ve validationError
 	ve.name(in.ModelName, "modelName", patModelName, patModelNameText)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	return nil, a.svc.DeleteModel(ctx, *in.ModelName)

@@ -92,7 +92,7 @@ func (a *API) searchTrainingPlanOfferings(_ context.Context, body []byte) (any, 
 		if *in.DurationHours > 87600 {
 			c = "Member must have value less than or equal to 87600"
 		}
-		ve.add(*in.DurationHours, "durationHours", c)
+		ve.Add(*in.DurationHours, "durationHours", c)
 	}
 	if in.TargetResources != nil {
 		ve.listLen(len(in.TargetResources), 1, 4, "targetResources")
@@ -101,12 +101,12 @@ func (a *API) searchTrainingPlanOfferings(_ context.Context, body []byte) (any, 
 		ve.enum(t, fmt.Sprintf("targetResources.%d.member", i+1), capacity.TargetResources...)
 	}
 	if in.UltraServerType != "" || in.UltraServerCount != nil {
-		ve.add(in.UltraServerType, "ultraServerType", "UltraServer reservations are not supported by capstan")
+		ve.Add(in.UltraServerType, "ultraServerType", "UltraServer reservations are not supported by capstan")
 	}
 	if in.TrainingPlanArn != "" {
-		ve.add(in.TrainingPlanArn, "trainingPlanArn", "Training plan extensions are not supported by capstan")
+		ve.Add(in.TrainingPlanArn, "trainingPlanArn", "Training plan extensions are not supported by capstan")
 	}
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	// What the service needs beyond the model's (all optional) members.
@@ -177,13 +177,13 @@ func (a *API) createTrainingPlan(_ context.Context, body []byte) (any, error) {
 		id := *in.TrainingPlanOfferingId
 		switch {
 		case len(id) < 1 || len(id) > 256:
-			ve.add(id, "trainingPlanOfferingId", "Member must have length between 1 and 256")
+			ve.Add(id, "trainingPlanOfferingId", "Member must have length between 1 and 256")
 		case !patOfferingID.MatchString(id):
-			ve.add(id, "trainingPlanOfferingId", "Member must satisfy regular expression pattern: "+patOfferingIDText)
+			ve.Add(id, "trainingPlanOfferingId", "Member must satisfy regular expression pattern: "+patOfferingIDText)
 		}
 	}
 	ve.tags(in.Tags)
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	p, err := cal.CreatePlan(*in.TrainingPlanName, *in.TrainingPlanOfferingId, in.Tags)
@@ -199,9 +199,9 @@ func (e *validationError) planName(v *string, path string) {
 	}
 	switch {
 	case len(*v) < 1 || len(*v) > 64:
-		e.add(*v, path, "Member must have length between 1 and 64")
+		e.Add(*v, path, "Member must have length between 1 and 64")
 	case !patPlanName.MatchString(*v):
-		e.add(*v, path, "Member must satisfy regular expression pattern: "+patPlanNameText)
+		e.Add(*v, path, "Member must satisfy regular expression pattern: "+patPlanNameText)
 	}
 }
 
@@ -272,7 +272,7 @@ func (a *API) describeTrainingPlan(_ context.Context, body []byte) (any, error) 
 	}
 	var ve validationError
 	ve.planName(in.TrainingPlanName, "trainingPlanName")
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	v, err := cal.GetPlan(*in.TrainingPlanName)
@@ -320,7 +320,7 @@ func (a *API) listTrainingPlans(_ context.Context, body []byte) (any, error) {
 			ve.enum(f.Value, p+".value", planStatuses...)
 		}
 	}
-	if err := ve.err(); err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	offset := 0

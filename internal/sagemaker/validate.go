@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/capstan-dev/capstan/internal/awsjson"
 )
 
 // Patterns from the SageMaker model (applied as full matches, reported with ^).
@@ -22,7 +24,7 @@ const (
 
 func (e *validationError) required(present bool, path string) bool {
 	if !present {
-		e.add(nil, path, "Member must not be null")
+		e.Add(nil, path, awsjson.NotNull)
 	}
 	return present
 }
@@ -34,33 +36,33 @@ func (e *validationError) name(v *string, path string, pat *regexp.Regexp, patTe
 	}
 	switch {
 	case len(*v) > 63:
-		e.add(*v, path, "Member must have length less than or equal to 63")
+		e.Add(*v, path, "Member must have length less than or equal to 63")
 	case !pat.MatchString(*v):
-		e.add(*v, path, "Member must satisfy regular expression pattern: "+patText)
+		e.Add(*v, path, "Member must satisfy regular expression pattern: "+patText)
 	}
 }
 
 func (e *validationError) maxLen(v string, n int, path string) {
 	if len(v) > n {
-		e.add(v, path, fmt.Sprintf("Member must have length less than or equal to %d", n))
+		e.Add(v, path, fmt.Sprintf("Member must have length less than or equal to %d", n))
 	}
 }
 
 func (e *validationError) minInt(v *int, n int, path string) {
 	if v != nil && *v < n {
-		e.add(*v, path, fmt.Sprintf("Member must have value greater than or equal to %d", n))
+		e.Add(*v, path, fmt.Sprintf("Member must have value greater than or equal to %d", n))
 	}
 }
 
 func (e *validationError) maxInt(v *int, n int, path string) {
 	if v != nil && *v > n {
-		e.add(*v, path, fmt.Sprintf("Member must have value less than or equal to %d", n))
+		e.Add(*v, path, fmt.Sprintf("Member must have value less than or equal to %d", n))
 	}
 }
 
 func (e *validationError) minFloat(v *float64, n float64, path string) {
 	if v != nil && *v < n {
-		e.add(*v, path, fmt.Sprintf("Member must have value greater than or equal to %v", n))
+		e.Add(*v, path, fmt.Sprintf("Member must have value greater than or equal to %v", n))
 	}
 }
 
@@ -73,14 +75,14 @@ func (e *validationError) enum(v string, path string, allowed ...string) {
 			return
 		}
 	}
-	e.add(v, path, "Member must satisfy enum value set: ["+strings.Join(allowed, ", ")+"]")
+	e.Add(v, path, "Member must satisfy enum value set: ["+strings.Join(allowed, ", ")+"]")
 }
 
 func (e *validationError) listLen(n, lo, hi int, path string) {
 	if n < lo {
-		e.add(fmt.Sprintf("[%d items]", n), path, fmt.Sprintf("Member must have length greater than or equal to %d", lo))
+		e.Add(fmt.Sprintf("[%d items]", n), path, fmt.Sprintf("Member must have length greater than or equal to %d", lo))
 	}
 	if n > hi {
-		e.add(fmt.Sprintf("[%d items]", n), path, fmt.Sprintf("Member must have length less than or equal to %d", hi))
+		e.Add(fmt.Sprintf("[%d items]", n), path, fmt.Sprintf("Member must have length less than or equal to %d", hi))
 	}
 }
