@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/manifestapi"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
 	"github.com/capstan-dev/capstan/internal/store"
@@ -27,28 +29,19 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// cliEnv is a manifests API server (the real handler over the in-memory
-// store) and a way to run CLI commands against it.
+// cliEnv is a manifests API server (the real handler over the real Store,
+// deployment.Service, as capstan serve wires it: a bbolt store in a temp
+// dir, the fake runtime, the default cluster) and a way to run CLI commands
+// against it. Nothing runs the controller; tests that want the status it
+// writes call reconcile, so every status they print is the controller's.
 type cliEnv struct {
-	store *manifestapi.MemoryStore // nil when backed by the deployment service
-	api   manifestapi.Store
-	svc   *deployment.Service // nil when backed by the memory store
-	clk   *clock.Fake
-	srv   *httptest.Server
+	svc *deployment.Service
+	rt  *fake.Runtime
+	clk *clock.Fake
+	srv *httptest.Server
 }
 
 func newCLIEnv(t *testing.T) *cliEnv {
-	t.Helper()
-	clk := clock.NewFake(t0)
-	st := manifestapi.NewMemoryStore(clk)
-	e := &cliEnv{store: st, api: st, clk: clk}
-	e.serve(t)
-	return e
-}
-
-// newDeploymentCLIEnv backs the API with the real deployment.Service over a
-// fake runtime and the default cluster.
-func newDeploymentCLIEnv(t *testing.T) *cliEnv {
 	t.Helper()
 	clk := clock.NewFake(t0)
 	st, err := store.Open(filepath.Join(t.TempDir(), "capstan.db"), time.Second)
@@ -60,23 +53,65 @@ func newDeploymentCLIEnv(t *testing.T) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rt := fake.New(fake.WithClock(clk))
 	svc, err := deployment.New(deployment.Options{
 		Store: st, Clock: clk, Registerer: prometheus.NewRegistry(),
-		Runtime: fake.New(fake.WithClock(clk)), Cluster: cl,
+		Runtime: rt, Cluster: cl,
 		Gateway:    gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()}),
 		GatewayURL: "http://127.0.0.1:8080", EngineArgs: []string{"--time-scale=0"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &cliEnv{api: svc, svc: svc, clk: clk}
+	e := &cliEnv{svc: svc, rt: rt, clk: clk}
 	e.serve(t)
 	return e
 }
 
+// reconcile runs the controller for one object until it settles (status
+// writes, placement and starts take a few passes).
+func (e *cliEnv) reconcile(t *testing.T, kind, ns, name string) {
+	t.Helper()
+	for range 4 {
+		if err := e.svc.Controller().Reconcile(context.Background(), deployment.Key(kind, ns, name)); err != nil {
+			t.Fatalf("reconcile %s %s/%s: %v", kind, ns, name, err)
+		}
+	}
+}
+
+// stored lists "Kind/namespace/name" of every object the service holds,
+// IECs first, each kind in namespace then name order.
+func (e *cliEnv) stored(t *testing.T) []string {
+	t.Helper()
+	out := []string{}
+	for _, r := range manifestapi.Resources {
+		objs, err := e.svc.List(context.Background(), r.Kind, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			out = append(out, o.GetKind()+"/"+o.GetMeta().Namespace+"/"+o.GetMeta().Name)
+		}
+	}
+	return out
+}
+
+// state is the stored object's status.state, or "" when it is not stored.
+func (e *cliEnv) state(t *testing.T, kind, ns, name string) manifest.State {
+	t.Helper()
+	o, err := e.svc.Get(context.Background(), kind, ns, name)
+	if errors.Is(err, manifest.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.GetStatus().State
+}
+
 func (e *cliEnv) serve(t *testing.T) {
 	t.Helper()
-	h, err := manifestapi.New(manifestapi.Options{Store: e.api})
+	h, err := manifestapi.New(manifestapi.Options{Store: e.svc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,20 +119,6 @@ func (e *cliEnv) serve(t *testing.T) {
 	mux.Handle("/apis/", h)
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(e.srv.Close)
-}
-
-// count is how many objects the store holds, of both kinds.
-func (e *cliEnv) count(t *testing.T) int {
-	t.Helper()
-	n := 0
-	for _, r := range manifestapi.Resources {
-		objs, err := e.api.List(context.Background(), r.Kind, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += len(objs)
-	}
-	return n
 }
 
 // testRoot is NewRootCommand with only the manifests commands, sharing the
@@ -198,47 +219,61 @@ func TestApplyExamples(t *testing.T) {
 			migPaths: []string{"spec.server.acceleratorPartitionType"},
 			noMIG:    func(s string) string { return strings.Replace(s, " acceleratorPartitionType: mig-7g.40gb,", "", 1) }},
 	}
-	for _, backend := range []struct {
-		name string
-		env  func(*testing.T) *cliEnv
-	}{{"memory", newCLIEnv}, {"deployment", newDeploymentCLIEnv}} {
-		for _, tt := range tests {
-			t.Run(backend.name+"/"+tt.file, func(t *testing.T) {
-				e := backend.env(t)
-				dir := t.TempDir()
-				src := exampleManifest(t, tt.file)
-				p := writeFile(t, dir, tt.file, src)
-				var out, errOut bytes.Buffer
-				code := Execute(context.Background(), []string{"apply", "-f", p, "--server", e.srv.URL}, &out, &errOut)
-				if tt.migPaths == nil {
-					if code != 0 || out.String() != tt.object+" created\n" {
-						t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
-					}
-					return
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			e := newCLIEnv(t)
+			dir := t.TempDir()
+			src := exampleManifest(t, tt.file)
+			p := writeFile(t, dir, tt.file, src)
+			var out, errOut bytes.Buffer
+			code := Execute(context.Background(), []string{"apply", "-f", p, "--server", e.srv.URL}, &out, &errOut)
+			if tt.migPaths == nil {
+				if code != 0 || out.String() != tt.object+" created\n" {
+					t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 				}
-				if code == 0 {
-					t.Fatalf("MIG manifest accepted: %s", out.String())
+				e.mustDeploy(t)
+				return
+			}
+			if code == 0 {
+				t.Fatalf("MIG manifest accepted: %s", out.String())
+			}
+			for _, fp := range tt.migPaths {
+				if !strings.Contains(errOut.String(), "  * "+fp+": MIG") {
+					t.Errorf("stderr does not name %s:\n%s", fp, errOut.String())
 				}
-				for _, fp := range tt.migPaths {
-					if !strings.Contains(errOut.String(), "  * "+fp+": MIG") {
-						t.Errorf("stderr does not name %s:\n%s", fp, errOut.String())
-					}
-				}
-				if !strings.Contains(errOut.String(), p+": ") {
-					t.Errorf("stderr does not name the file:\n%s", errOut.String())
-				}
-				if n := e.count(t); n != 0 {
-					t.Fatalf("stored %d objects", n)
-				}
-				stripped := tt.noMIG(src)
-				if stripped == src {
-					t.Fatal("test bug: the MIG request was not removed")
-				}
-				if out := e.mustRun(t, stripped, "apply", "-f", "-"); out != tt.object+" created\n" {
-					t.Errorf("without MIG: %q", out)
-				}
-			})
-		}
+			}
+			if !strings.Contains(errOut.String(), p+": ") {
+				t.Errorf("stderr does not name the file:\n%s", errOut.String())
+			}
+			if got := e.stored(t); len(got) != 0 {
+				t.Fatalf("stored %v", got)
+			}
+			stripped := tt.noMIG(src)
+			if stripped == src {
+				t.Fatal("test bug: the MIG request was not removed")
+			}
+			if out := e.mustRun(t, stripped, "apply", "-f", "-"); out != tt.object+" created\n" {
+				t.Errorf("without MIG: %q", out)
+			}
+			e.mustDeploy(t)
+		})
+	}
+}
+
+// mustDeploy runs the controller for the one stored object and wants it
+// deployed on the default cluster.
+func (e *cliEnv) mustDeploy(t *testing.T) {
+	t.Helper()
+	keys := e.stored(t)
+	if len(keys) != 1 {
+		t.Fatalf("stored %v, want one object", keys)
+	}
+	kind, rest, _ := strings.Cut(keys[0], "/")
+	ns, name, _ := strings.Cut(rest, "/")
+	e.reconcile(t, kind, ns, name)
+	if st := e.state(t, kind, ns, name); st != manifest.StateDeploymentComplete {
+		out, _, _ := e.run(t, "", "describe", kind, name, "-n", ns)
+		t.Errorf("%s: state %s, want %s\n%s", keys[0], st, manifest.StateDeploymentComplete, out)
 	}
 }
 
@@ -274,8 +309,9 @@ func TestApply(t *testing.T) {
 		if out != want {
 			t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
 		}
-		wantStored := []string{"InferenceEndpointConfig/prod/small", "JumpStartModel/team-a/deepseek", "JumpStartModel/prod/js"}
-		if got := e.store.Applied(); !slices.Equal(got, wantStored) {
+		// The order of application is the order of stdout, checked above.
+		wantStored := []string{"InferenceEndpointConfig/prod/small", "JumpStartModel/prod/js", "JumpStartModel/team-a/deepseek"}
+		if got := e.stored(t); !slices.Equal(got, wantStored) {
 			t.Errorf("stored %v, want %v", got, wantStored)
 		}
 	})
@@ -296,7 +332,7 @@ func TestApply(t *testing.T) {
 				t.Errorf("error lacks %q:\n%s", want, msg)
 			}
 		}
-		if got := e.store.Applied(); len(got) != 0 {
+		if got := e.stored(t); len(got) != 0 {
 			t.Errorf("stored %v", got)
 		}
 	})
@@ -311,6 +347,9 @@ func TestApply(t *testing.T) {
 		}
 		if !strings.Contains(out, "/small created") {
 			t.Errorf("stdout = %q", out)
+		}
+		if got := e.stored(t); !slices.Equal(got, []string{"InferenceEndpointConfig/default/small"}) {
+			t.Errorf("stored %v", got)
 		}
 	})
 	t.Run("usage errors", func(t *testing.T) {
@@ -343,7 +382,7 @@ func TestServerUnreachable(t *testing.T) {
 // a bearer token, as capstan serve may when credentials are configured.
 func TestToken(t *testing.T) {
 	e := newCLIEnv(t)
-	h, err := manifestapi.New(manifestapi.Options{Store: e.store})
+	h, err := manifestapi.New(manifestapi.Options{Store: e.svc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +405,7 @@ func TestToken(t *testing.T) {
 	if _, _, err := e.run(t, smallIEC, "apply", "-f", "-"); err != nil {
 		t.Errorf("CAPSTAN_TOKEN: %v", err)
 	}
-	if got := e.store.Applied(); len(got) != 1 {
-		t.Errorf("applied %v", got)
+	if got := e.stored(t); !slices.Equal(got, []string{"InferenceEndpointConfig/default/small"}) {
+		t.Errorf("stored %v", got)
 	}
 }

@@ -1,8 +1,7 @@
 package cli
 
 import (
-	"context"
-	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,13 +9,10 @@ import (
 )
 
 func TestDelete(t *testing.T) {
-	stored := func(e *cliEnv, kind, ns, name string) bool {
-		_, err := e.store.Get(context.Background(), kind, ns, name)
-		if err != nil && !errors.Is(err, manifest.ErrNotFound) {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
+	const (
+		iec = manifest.KindInferenceEndpointConfig
+		jsm = manifest.KindJumpStartModel
+	)
 	t.Run("by kind and name", func(t *testing.T) {
 		e := newCLIEnv(t)
 		seed(t, e)
@@ -24,8 +20,19 @@ func TestDelete(t *testing.T) {
 		if out != `jumpstartmodel.inference.sagemaker.aws.amazon.com "deepseek" deleted`+"\n" {
 			t.Errorf("stdout %q", out)
 		}
-		if stored(e, manifest.KindJumpStartModel, "team-a", "deepseek") || !stored(e, manifest.KindInferenceEndpointConfig, "default", "small") {
-			t.Error("wrong objects deleted")
+		// The server has started deleting it; the controller finishes.
+		if st := e.state(t, jsm, "team-a", "deepseek"); st != manifest.StateDeletionPending {
+			t.Errorf("deepseek after delete: %q", st)
+		}
+		e.reconcile(t, jsm, "team-a", "deepseek")
+		if got := e.stored(t); !slices.Equal(got, []string{"InferenceEndpointConfig/default/small"}) {
+			t.Errorf("stored %v after deletion completed", got)
+		}
+		if st := e.state(t, iec, "default", "small"); st != manifest.StateDeploymentComplete {
+			t.Errorf("small, not deleted, is %q", st)
+		}
+		if got := e.rt.Running(); len(got) != 2 {
+			t.Errorf("running %v, want small's two replicas", got)
 		}
 	})
 	t.Run("from a file that no longer validates", func(t *testing.T) {
@@ -38,8 +45,16 @@ func TestDelete(t *testing.T) {
 		if out != want {
 			t.Errorf("stdout %q", out)
 		}
-		if stored(e, manifest.KindJumpStartModel, "team-a", "deepseek") || stored(e, manifest.KindInferenceEndpointConfig, "default", "small") {
-			t.Error("not deleted")
+		if a, b := e.state(t, iec, "default", "small"), e.state(t, jsm, "team-a", "deepseek"); a != manifest.StateDeletionPending || b != manifest.StateDeletionPending {
+			t.Errorf("after delete: small %q, deepseek %q", a, b)
+		}
+		e.reconcile(t, iec, "default", "small")
+		e.reconcile(t, jsm, "team-a", "deepseek")
+		if got := e.stored(t); len(got) != 0 {
+			t.Errorf("stored %v after deletion completed", got)
+		}
+		if got := e.rt.Running(); len(got) != 0 {
+			t.Errorf("replicas still running: %v", got)
 		}
 	})
 	t.Run("not found", func(t *testing.T) {

@@ -11,24 +11,18 @@ import (
 
 func TestDescribe(t *testing.T) {
 	e := newCLIEnv(t)
+	// filler takes 7 of the default cluster's 8 ml.g5.24xlarge GPUs, so
+	// demo gets one of its two replicas placed and one pending: the
+	// controller reports InsufficientCapacity and a FailedScheduling warning.
+	filler := strings.NewReplacer("name: small", "name: filler", "replicas: 2", "replicas: 7").Replace(smallIEC)
+	e.mustRun(t, filler, "apply", "-f", "-")
+	e.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "filler")
 	e.mustRun(t, exampleManifest(t, "examples-iec-kv-routing.yaml"), "apply", "-f", "-")
-	err := e.store.SetStatus(manifest.KindInferenceEndpointConfig, "default", "demo", func(s *manifest.Status) {
-		s.State = manifest.StateDeploymentInProgress
-		s.Replicas, s.ReadyReplicas, s.ObservedGeneration = 2, 1, 1
-		s.Endpoints = &manifest.EndpointsStatus{URL: "http://127.0.0.1:8080/v1", SageMaker: &manifest.SageMakerEndpointStatus{State: "CreationCompleted"}}
-		s.Conditions = []manifest.Condition{
-			{Type: manifest.ConditionReady, Status: manifest.ConditionFalse, Reason: manifest.ReasonInsufficientCapacity, LastTransitionTime: t0,
-				Message: "1 replica pending: no ml.g5.24xlarge node has 1 free GPU"},
-			{Type: manifest.ConditionProgressing, Status: manifest.ConditionTrue, Reason: manifest.ReasonDeploying, LastTransitionTime: t0},
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.store.AddEvent(manifest.KindInferenceEndpointConfig, "default", "demo", manifest.Event{Time: t0.Add(time.Minute), Type: manifest.EventWarning,
-		Reason: "Unschedulable", Message: "replica demo-1: no ml.g5.24xlarge node has 1 free GPU"})
-	e.clk.Step(2 * time.Hour)
+	e.clk.Step(time.Minute) // the controller acts a minute after the apply
+	e.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "demo")
+	e.clk.Step(time.Hour + 59*time.Minute)
 
+	const noGPU = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu (want 1, most free 0)"
 	out := squeeze(e.mustRun(t, "", "describe", "iec", "demo"))
 	for _, want := range []string{
 		"Name:                 demo\n",
@@ -45,11 +39,13 @@ func TestDescribe(t *testing.T) {
 		`    Trigger:          prometheus "sum(vllm:num_requests_waiting)" at http://127.0.0.1:9090 target 4 activation 1`,
 		"  KV Cache:           L1 on, L2 redis\n",
 		"  State:              DeploymentInProgress\n",
-		"  Replicas:           2 current, 1 ready\n",
-		"  Endpoint URL:       http://127.0.0.1:8080/v1\n",
-		"  Ready         False    InsufficientCapacity   120m   1 replica pending: no ml.g5.24xlarge node has 1 free GPU\n",
-		"  Warning   Unschedulable   119m   replica demo-1: no ml.g5.24xlarge node has 1 free GPU\n",
-		"  Normal    Created         120m   manifest stored\n",
+		"  Replicas:           1 current, 1 ready\n",
+		"  Endpoint URL:       http://127.0.0.1:8080/v1/chat/completions\n",
+		"  Deployment:         InsufficientCapacity: 1 replica(s) pending: " + noGPU + "\n",
+		"  Ready         False    InsufficientCapacity   119m   1 replica(s) pending: " + noGPU + "\n",
+		"  Normal    Applied            120m   manifest created\n",
+		"  Normal    Started            119m   replica iec.default.demo.r1.0 started on node ",
+		"  Warning   FailedScheduling   119m   replica iec.default.demo.r1.1: " + noGPU + "\n",
 	} {
 		if !strings.Contains(out, squeeze(want)) {
 			t.Errorf("describe output lacks %q", want)

@@ -1,29 +1,21 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/manifest"
 )
 
-// seed applies the small IEC (default) and the deepseek JSM (team-a), then
-// plays the controller for the IEC.
+// seed applies the small IEC (default) and the deepseek JSM (team-a), runs
+// the controller for the IEC only (so the two objects show different
+// states), and moves the clock on.
 func seed(t *testing.T, e *cliEnv) {
 	t.Helper()
 	e.mustRun(t, smallIEC+"---\n"+deepseekJSM, "apply", "-f", "-")
-	err := e.store.SetStatus(manifest.KindInferenceEndpointConfig, "default", "small", func(s *manifest.Status) {
-		s.State = manifest.StateDeploymentComplete
-		s.Replicas, s.ReadyReplicas, s.ObservedGeneration = 2, 1, 1
-		s.Endpoints = &manifest.EndpointsStatus{URL: "http://127.0.0.1:8080/v1"}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "small")
 	e.clk.Step(5*time.Minute + 3*time.Second)
 }
 
@@ -37,19 +29,19 @@ func TestGet(t *testing.T) {
 	}{
 		{"list by short name", []string{"get", "iec"},
 			"NAME    STATE                REPLICAS   ENDPOINT   AGE\n" +
-				"small   DeploymentComplete   1/2        <none>     5m3s\n"},
+				"small   DeploymentComplete   2/2        <none>     5m3s\n"},
 		{"list by plural in a namespace", []string{"get", "jumpstartmodels", "-n", "team-a"},
 			"NAME       STATE               REPLICAS   ENDPOINT   AGE\n" +
 				"deepseek   DeploymentPending   0/1        deepseek   5m3s\n"},
 		{"one by kind name", []string{"get", "InferenceEndpointConfig", "small"},
 			"NAME    STATE                REPLICAS   ENDPOINT   AGE\n" +
-				"small   DeploymentComplete   1/2        <none>     5m3s\n"},
+				"small   DeploymentComplete   2/2        <none>     5m3s\n"},
 		{"all namespaces wide", []string{"get", "jsm", "-A", "-o", "wide"},
 			"NAMESPACE   NAME       STATE               REPLICAS   ENDPOINT   AGE    INSTANCE TYPE   MODEL                               URL\n" +
 				"team-a      deepseek   DeploymentPending   0/1        deepseek   5m3s   ml.g5.8xlarge   deepseek-llm-r1-distill-qwen-1-5b   <none>\n"},
 		{"wide", []string{"get", "iec", "-o", "wide"},
 			"NAME    STATE                REPLICAS   ENDPOINT   AGE    INSTANCE TYPE    MODEL                   URL\n" +
-				"small   DeploymentComplete   1/2        <none>     5m3s   ml.g5.24xlarge   Llama-3.1-8B-Instruct   http://127.0.0.1:8080/v1\n"},
+				"small   DeploymentComplete   2/2        <none>     5m3s   ml.g5.24xlarge   Llama-3.1-8B-Instruct   http://127.0.0.1:8080/endpoints/small/invocations\n"},
 		{"names", []string{"get", "jsm", "-A", "-o", "name"}, "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek\n"},
 	}
 	for _, tt := range tests {
@@ -68,7 +60,7 @@ func TestGet(t *testing.T) {
 	})
 	t.Run("yaml round-trips through apply unchanged", func(t *testing.T) {
 		y := e.mustRun(t, "", "get", "iec", "small", "-o", "yaml")
-		for _, want := range []string{"state: DeploymentComplete", "readyReplicas: 1", "url: http://127.0.0.1:8080/v1", "creationTimestamp: \"2026-01-02T03:04:05Z\""} {
+		for _, want := range []string{"state: DeploymentComplete", "readyReplicas: 2", "url: http://127.0.0.1:8080/endpoints/small/invocations", "creationTimestamp: \"2026-01-02T03:04:05Z\""} {
 			if !strings.Contains(y, want) {
 				t.Errorf("yaml lacks %q:\n%s", want, y)
 			}
@@ -88,7 +80,7 @@ func TestGet(t *testing.T) {
 		if err := json.Unmarshal([]byte(e.mustRun(t, "", "get", "iec", "-o", "json")), &l); err != nil {
 			t.Fatal(err)
 		}
-		if l.Kind != "InferenceEndpointConfigList" || len(l.Items) != 1 || l.Items[0].Status.ReadyReplicas != 1 {
+		if l.Kind != "InferenceEndpointConfigList" || len(l.Items) != 1 || l.Items[0].Status.ReadyReplicas != 2 {
 			t.Errorf("%+v", l)
 		}
 	})
@@ -124,13 +116,9 @@ func TestHumanAge(t *testing.T) {
 
 // TestGetDescribeDeployment shows status written by the real controller.
 func TestGetDescribeDeployment(t *testing.T) {
-	e := newDeploymentCLIEnv(t)
+	e := newCLIEnv(t)
 	e.mustRun(t, smallIEC, "apply", "-f", "-")
-	for range 4 {
-		if err := e.svc.Controller().Reconcile(context.Background(), deployment.Key(manifest.KindInferenceEndpointConfig, "default", "small")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "small")
 	e.clk.Step(90 * time.Second)
 	out := e.mustRun(t, "", "get", "iec", "-o", "wide")
 	want := "NAME    STATE                REPLICAS   ENDPOINT   AGE   INSTANCE TYPE    MODEL                   URL\n" +

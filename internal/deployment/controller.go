@@ -297,7 +297,6 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 	if err != nil {
 		return c.writeStatus(ctx, k, &rec, st, nil, &failure{manifest.ReasonInvalidSpec, err.Error()})
 	}
-	c.claimRoute(k, p, st)
 	if gen := obj.GetMeta().Generation; st.warnedGen != gen {
 		st.warnedGen = gen
 		for _, w := range p.warnings {
@@ -335,6 +334,12 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 			changed = true
 			c.event(k, manifest.EventNormal, "EndpointRegistered", "SageMaker endpoint "+p.endpointName+" registered")
 		}
+	}
+	// The route is claimed after the SageMaker name, so that the object
+	// holding the name also holds the route of that name.
+	if holder, ok := c.claimRoute(k, p, st); !ok {
+		msg := fmt.Sprintf("route %q is already served by %s; set a different sageMakerEndpoint.name / endpointName", p.route, holder)
+		return c.writeStatus(ctx, k, &rec, st, p, &failure{manifest.ReasonEndpointNameInUse, msg})
 	}
 
 	res, mfail := c.resolveModel(ctx, k, obj, p, st)
@@ -397,16 +402,19 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 	return c.writeStatus(ctx, k, &rec, st, p, mfail)
 }
 
-// claimRoute records which route object k serves, dropping an old route
-// when the name changed.
-func (c *Controller) claimRoute(k string, p *plan, st *objState) {
+// claimRoute records that object k serves route p.route, dropping its old
+// route when the name changed. It fails, naming the holder, when another
+// object serves that route: two deployments never share one.
+func (c *Controller) claimRoute(k string, p *plan, st *objState) (holder string, ok bool) {
 	c.mu.Lock()
+	if h, taken := c.routes[p.route]; taken && h != k {
+		c.mu.Unlock()
+		return h, false
+	}
 	old := ""
-	if st.route != "" && st.route != p.route {
+	if st.route != "" && st.route != p.route && c.routes[st.route] == k {
 		old = st.route
-		if c.routes[old] == k {
-			delete(c.routes, old)
-		}
+		delete(c.routes, old)
 		st.routeSig = ""
 	}
 	st.route = p.route
@@ -415,6 +423,7 @@ func (c *Controller) claimRoute(k string, p *plan, st *objState) {
 	if old != "" {
 		c.o.Gateway.DeleteRoute(old)
 	}
+	return k, true
 }
 
 // desired is the replica count the deployment aims for now.
@@ -831,8 +840,13 @@ func (c *Controller) reconcileDelete(ctx context.Context, k string, rec *record,
 		c.event(k, manifest.EventNormal, "Deleting", "draining and stopping replicas")
 	}
 	p, _ := planFor(o)
-	if p != nil {
-		c.o.Gateway.DeleteRoute(p.route)
+	// Only the route this object serves goes; one of the same name served by
+	// another object (which holds the name) stays.
+	c.mu.Lock()
+	route, owned := st.route, st.route != "" && c.routes[st.route] == k
+	c.mu.Unlock()
+	if owned {
+		c.o.Gateway.DeleteRoute(route)
 	}
 	for _, r := range rec.Replicas {
 		c.retire(ctx, k, r.ID, st)

@@ -368,6 +368,52 @@ func TestEndpointNameInUse(t *testing.T) {
 	}
 }
 
+// Two objects whose routes have the same name (a SageMaker name held by one,
+// or the same metadata.name in both kinds): the second fails with
+// EndpointNameInUse, and deleting it leaves the holder's route serving.
+func TestRouteHeldByOneObject(t *testing.T) {
+	tests := []struct {
+		name           string
+		holder, second string // manifests
+		kHolder        string
+		kind2, name2   string // the second object
+		route          string
+	}{
+		{"same sageMakerEndpoint.name", jsm("a", "shared", ""), jsm("b", "shared", ""), kJSM("a"), manifest.KindJumpStartModel, "b", "shared"},
+		{"same name, no endpoint name", iec("c", 1, 1, ""), jsm("c", "", ""), kIEC("c"), manifest.KindJumpStartModel, "c", "c"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.apply(tt.holder)
+			h.reconcile(tt.kHolder)
+			h.reconcile(tt.kHolder)
+			want := h.backends(tt.route)
+			if len(want) == 0 {
+				t.Fatalf("holder has no backends on route %s", tt.route)
+			}
+			h.apply(tt.second)
+			k2 := Key(tt.kind2, "default", tt.name2)
+			h.reconcile(k2)
+			o := h.get(tt.kind2, tt.name2)
+			if c := condition(o, manifest.ConditionReady); o.GetStatus().State != manifest.StateDeploymentFailed || c.Reason != manifest.ReasonEndpointNameInUse {
+				t.Fatalf("second object: state %s, Ready %+v; want DeploymentFailed/EndpointNameInUse", o.GetStatus().State, c)
+			}
+			if got := h.backends(tt.route); !slices.Equal(got, want) {
+				t.Fatalf("route %s backends %v after the second apply, want the holder's %v", tt.route, got, want)
+			}
+			if err := h.svc.Delete(context.Background(), tt.kind2, "default", tt.name2); err != nil {
+				t.Fatal(err)
+			}
+			h.reconcile(k2)
+			h.reconcile(tt.kHolder)
+			if got := h.backends(tt.route); !slices.Equal(got, want) {
+				t.Fatalf("route %s backends %v after deleting the second object, want the holder's %v", tt.route, got, want)
+			}
+		})
+	}
+}
+
 func TestUpdateRules(t *testing.T) {
 	h := newHarness(t)
 	h.apply(iec("demo", 1, 1, ""))

@@ -1,75 +1,34 @@
 package manifestapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
-	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/deployment"
-	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
-	"github.com/capstan-dev/capstan/internal/store"
 )
 
 var _ Store = (*deployment.Service)(nil)
-
-// newDeploymentService is the real Store as capstan serve wires it, over a
-// fake runtime and the default cluster, with a fake clock.
-func newDeploymentService(t *testing.T) *deployment.Service {
-	t.Helper()
-	clk := clock.NewFake(t0)
-	st, err := store.Open(filepath.Join(t.TempDir(), "capstan.db"), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cl, err := cluster.New(catalog.Default(), cluster.DefaultInstanceGroups())
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := deployment.New(deployment.Options{
-		Store: st, Clock: clk, Registerer: prometheus.NewRegistry(),
-		Runtime: fake.New(fake.WithClock(clk)), Cluster: cl,
-		Gateway:    gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()}),
-		GatewayURL: "http://127.0.0.1:8080", EngineArgs: []string{"--time-scale=0"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
-}
 
 // TestWithDeploymentService drives the handler over the real
 // deployment.Service: apply semantics, all-or-nothing validation, status
 // written by the controller, events and deletion.
 func TestWithDeploymentService(t *testing.T) {
-	svc := newDeploymentService(t)
-	h, err := New(Options{Store: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	hr := &harness{srv: srv}
+	hr := newHarness(t, Options{})
+	svc := hr.svc
 	ctx := context.Background()
 	reconcile := func(kind, ns, name string) {
 		t.Helper()
-		for range 4 {
-			if err := svc.Controller().Reconcile(ctx, deployment.Key(kind, ns, name)); err != nil {
-				t.Fatalf("reconcile: %v", err)
-			}
-		}
+		hr.reconcile(t, kind, ns, name)
 	}
 	actions := func(b []byte) []string {
 		var l ApplyResultList
@@ -142,5 +101,65 @@ func TestWithDeploymentService(t *testing.T) {
 	}
 	if code, b := hr.do(t, http.MethodGet, CollectionPath(Resources[1], ""), ""); code != 200 || !strings.Contains(string(b), `"items": []`) {
 		t.Errorf("list after delete: %d %s", code, b)
+	}
+}
+
+// TestEndpointNameInUse shows what happens when two manifests name the same
+// SageMaker endpoint: the Store's Apply does not refuse the second one (the
+// name is claimed by the controller, not at apply time), and the controller
+// fails it with reason EndpointNameInUse, which GET and the events show.
+func TestEndpointNameInUse(t *testing.T) {
+	clk := clock.NewFake(t0)
+	db := openStore(t)
+	rt := fake.New(fake.WithClock(clk))
+	// Managed registrations take no fleet instances, so the SageMaker side
+	// needs no fleet allocator here.
+	reg := endpoint.NewService(db, nil, catalog.Default(), clk, slog.New(slog.DiscardHandler))
+	h := serveHarness(t, Options{}, &harness{svc: newService(t, clk, db, rt, reg), db: db, clk: clk, rt: rt})
+
+	h.mustApply(t, jsmDemo)
+	h.reconcile(t, manifest.KindJumpStartModel, "team-a", "deepseek")
+	second := strings.Replace(jsmDemo, "metadata: {name: deepseek,", "metadata: {name: deepseek-copy,", 1)
+	if second == jsmDemo {
+		t.Fatal("test bug: the name was not replaced")
+	}
+	if code, b := h.do(t, http.MethodPost, ApplyPath, second); code != 200 || !bytes.Contains(b, []byte(`"action": "created"`)) {
+		t.Fatalf("apply of the second holder: %d %s", code, b)
+	}
+	h.reconcile(t, manifest.KindJumpStartModel, "team-a", "deepseek-copy")
+
+	get := func(name string) manifest.JumpStartModel {
+		t.Helper()
+		code, b := h.do(t, http.MethodGet, ObjectPath(Resources[1], "team-a", name), "")
+		var o manifest.JumpStartModel
+		if err := json.Unmarshal(b, &o); code != 200 || err != nil {
+			t.Fatalf("get %s: %d %v %s", name, code, err, b)
+		}
+		return o
+	}
+	if o := get("deepseek"); o.Status.State != manifest.StateDeploymentComplete || o.Status.Endpoints == nil ||
+		o.Status.Endpoints.SageMaker == nil || o.Status.Endpoints.SageMaker.State != "CreationCompleted" {
+		t.Errorf("holder: %+v", o.Status)
+	}
+	o := get("deepseek-copy")
+	var ready manifest.Condition
+	for _, c := range o.Status.Conditions {
+		if c.Type == manifest.ConditionReady {
+			ready = c
+		}
+	}
+	if o.Status.State != manifest.StateDeploymentFailed || ready.Reason != manifest.ReasonEndpointNameInUse ||
+		!strings.Contains(ready.Message, `endpoint "deepseek" already belongs to`) {
+		t.Errorf("second holder: state %s, ready %+v", o.Status.State, ready)
+	}
+	if es := o.Status.Endpoints; es == nil || es.SageMaker == nil || es.SageMaker.State != "CreationFailed" || es.SageMaker.EndpointArn != "" {
+		t.Errorf("second holder's SageMaker status: %+v", es)
+	}
+	if got := rt.Running(); len(got) != 1 || !strings.Contains(got[0], "deepseek") || strings.Contains(got[0], "copy") {
+		t.Errorf("running replicas %v, want only the holder's", got)
+	}
+	code, b := h.do(t, http.MethodGet, ObjectPath(Resources[1], "team-a", "deepseek-copy")+"/events", "")
+	if code != 200 || !bytes.Contains(b, []byte(`"reason": "DeploymentFailed"`)) {
+		t.Errorf("events: %d %s", code, b)
 	}
 }

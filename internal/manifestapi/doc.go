@@ -7,8 +7,8 @@
 // The handler decodes, defaults and validates every manifest (package
 // manifest) before it reaches the Store; a multi-document apply is checked as
 // a whole, so nothing is stored when any document is invalid. Storage,
-// rollout and status belong to the Store (internal/deployment's Service in
-// `capstan serve`); MemoryStore is the hand-written fake for tests.
+// rollout and status belong to the Store: internal/deployment's Service, in
+// `capstan serve` and in this package's tests alike.
 //
 // Errors map to the wire in exactly one function, statusFor.
 package manifestapi

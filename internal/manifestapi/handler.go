@@ -20,10 +20,12 @@ import (
 // Error contract: Get, Delete and Events return an error wrapping
 // manifest.ErrNotFound for an unknown object; Apply returns validation
 // problems it finds against the stored object (manifest.ValidateUpdate) as a
-// manifest.ErrorList (or anything manifest.FieldErrors can read), and an
-// error wrapping endpoint.ErrNameInUse when a SageMaker endpoint name is
-// taken, or deployment.ErrBeingDeleted while the object is being deleted. Apply receives an object that is already defaulted and valid, with
-// status and server-set metadata cleared. List with namespace "" lists every
+// manifest.ErrorList (or anything manifest.FieldErrors can read),
+// deployment.ErrBeingDeleted while the object is being deleted and
+// deployment.ErrTooMany past the object limit. (A SageMaker endpoint name that
+// is taken is not an apply error: the object is stored and its status says
+// EndpointNameInUse.) Apply receives an object that is already defaulted and
+// valid, with status and server-set metadata cleared. List with namespace "" lists every
 // namespace; List and Events return an empty slice, not an error, for none.
 // internal/deployment's Service implements it.
 type Store interface {

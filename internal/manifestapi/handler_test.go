@@ -6,19 +6,27 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
-	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/deployment"
+	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/store"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.json golden files")
@@ -57,24 +65,109 @@ spec:
   server: {instanceType: ml.g5.8xlarge}
 `
 
+// harness serves the handler over the real Store, deployment.Service, as
+// capstan serve wires it: a bbolt store in a temp dir, a fake clock, the
+// fake runtime (replicas are healthy as soon as they start) and the default
+// cluster. Nothing runs the controller; tests that want the status it
+// writes call reconcile, so every status they see is the controller's.
 type harness struct {
-	store *MemoryStore
-	srv   *httptest.Server
+	svc *deployment.Service
+	db  *store.Store
+	clk *clock.Fake
+	rt  *fake.Runtime
+	srv *httptest.Server
 }
 
-func newHarness(t *testing.T, o Options) *harness {
+// newService starts deployment.Service over fresh state. endpoints may be
+// nil (names then route only, as without a SageMaker API).
+func newService(t testing.TB, clk *clock.Fake, db *store.Store, rt *fake.Runtime, endpoints deployment.EndpointRegistry) *deployment.Service {
 	t.Helper()
-	st := NewMemoryStore(clock.NewFake(t0))
-	o.Store = st
-	h, err := New(o)
+	cl, err := cluster.New(catalog.Default(), cluster.DefaultInstanceGroups())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := deployment.New(deployment.Options{
+		Store: db, Clock: clk, Registerer: prometheus.NewRegistry(),
+		Runtime: rt, Cluster: cl, Endpoints: endpoints,
+		Gateway:    gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()}),
+		GatewayURL: "http://127.0.0.1:8080", EngineArgs: []string{"--time-scale=0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// openStore opens a bbolt store in a temp dir, closed when the test ends.
+func openStore(t testing.TB) *store.Store {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "capstan.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func newHarness(t testing.TB, o Options) *harness {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	db := openStore(t)
+	rt := fake.New(fake.WithClock(clk))
+	return serveHarness(t, o, &harness{svc: newService(t, clk, db, rt, nil), db: db, clk: clk, rt: rt})
+}
+
+// serveHarness mounts the handler over h.svc as capstan serve mounts it.
+func serveHarness(t testing.TB, o Options, h *harness) *harness {
+	t.Helper()
+	o.Store = h.svc
+	api, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/apis/", h) // mounted as capstan serve mounts it
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return &harness{store: st, srv: srv}
+	mux.Handle("/apis/", api)
+	h.srv = httptest.NewServer(mux)
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// reconcile runs the controller for one object until it settles (status
+// writes, placement and starts take a few passes).
+func (h *harness) reconcile(t testing.TB, kind, ns, name string) {
+	t.Helper()
+	for range 4 {
+		if err := h.svc.Controller().Reconcile(context.Background(), deployment.Key(kind, ns, name)); err != nil {
+			t.Fatalf("reconcile %s %s/%s: %v", kind, ns, name, err)
+		}
+	}
+}
+
+// stored lists "Kind/namespace/name" of every object the service holds,
+// IECs first, each kind in namespace then name order.
+func (h *harness) stored(t testing.TB) []string {
+	t.Helper()
+	out := []string{}
+	for _, r := range Resources {
+		objs, err := h.svc.List(context.Background(), r.Kind, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			out = append(out, o.GetKind()+"/"+o.GetMeta().Namespace+"/"+o.GetMeta().Name)
+		}
+	}
+	return out
+}
+
+// meta returns the stored object's metadata.
+func (h *harness) meta(t testing.TB, kind, ns, name string) manifest.ObjectMeta {
+	t.Helper()
+	o, err := h.svc.Get(context.Background(), kind, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *o.GetMeta()
 }
 
 func (h *harness) do(t *testing.T, method, path, body string) (int, []byte) {
@@ -137,9 +230,35 @@ func hasFieldPrefix(st *Status, prefix string) bool {
 	return false
 }
 
-// golden compares a response body with testdata/NAME.json.
+// reUIDField finds metadata.uid values in a JSON body.
+var reUIDField = regexp.MustCompile(`"uid": "([^"]*)"`)
+
+// reUUIDv4 is the shape of the uids deployment.Service gives out.
+var reUUIDv4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// normalizeUIDs replaces every uid with a placeholder, after checking that
+// each is a random (version 4) UUID and that no two objects share one: the
+// store draws them from crypto/rand, so golden files cannot hold them.
+func normalizeUIDs(t *testing.T, b []byte) []byte {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, m := range reUIDField.FindAllSubmatch(b, -1) {
+		uid := string(m[1])
+		if !reUUIDv4.MatchString(uid) {
+			t.Errorf("uid %q is not a version 4 UUID", uid)
+		}
+		if seen[uid] {
+			t.Errorf("uid %q given to two objects", uid)
+		}
+		seen[uid] = true
+	}
+	return reUIDField.ReplaceAll(b, []byte(`"uid": "<random uuid>"`))
+}
+
+// golden compares a response body, uids normalized, with testdata/NAME.json.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
+	got = normalizeUIDs(t, got)
 	p := filepath.Join("testdata", name+".json")
 	if *update {
 		if err := os.WriteFile(p, got, 0o644); err != nil {
@@ -161,7 +280,8 @@ func TestHandler(t *testing.T) {
 	tests := []struct {
 		name       string
 		opts       Options
-		setup      string // applied first
+		setup      string                         // applied first
+		prepare    func(t *testing.T, h *harness) // runs after setup (e.g. the controller)
 		method     string
 		path       string
 		body       string
@@ -205,7 +325,7 @@ func TestHandler(t *testing.T) {
 			body:     `{"apiVersion":"inference.sagemaker.aws.amazon.com/v1","kind":"JumpStartModel","metadata":{"name":"js"},"spec":{"model":{"modelId":"deepseek-llm-r1-distill-qwen-1-5b"},"server":{"instanceType":"ml.g5.8xlarge"}}}`,
 			wantCode: http.StatusCreated,
 			check: func(t *testing.T, h *harness, _ []byte) {
-				if _, err := h.store.Get(context.Background(), manifest.KindJumpStartModel, "team-b", "js"); err != nil {
+				if _, err := h.svc.Get(context.Background(), manifest.KindJumpStartModel, "team-b", "js"); err != nil {
 					t.Errorf("not stored in the URL's namespace: %v", err)
 				}
 			}},
@@ -291,24 +411,75 @@ func TestHandler(t *testing.T) {
 					t.Errorf("want both namespaces in order: %s", b)
 				}
 			}},
-		{name: "events", setup: iecDemo, method: http.MethodGet, path: iecPath + "/events", wantCode: 200, golden: "events"},
+		{name: "get deployed object", setup: iecDemo, method: http.MethodGet, path: iecPath, wantCode: 200, golden: "get-deployed",
+			prepare: func(t *testing.T, h *harness) {
+				h.clk.Step(time.Minute)
+				h.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "small")
+			},
+			check: func(t *testing.T, h *harness, b []byte) {
+				var o manifest.InferenceEndpointConfig
+				if err := json.Unmarshal(b, &o); err != nil {
+					t.Fatal(err)
+				}
+				if o.Status.State != manifest.StateDeploymentComplete || o.Status.ReadyReplicas != 1 || o.Status.ObservedGeneration != 1 {
+					t.Errorf("the controller's status does not show through GET: %+v", o.Status)
+				}
+			}},
+		{name: "events", setup: iecDemo, method: http.MethodGet, path: iecPath + "/events", wantCode: 200, golden: "events",
+			prepare: func(t *testing.T, h *harness) {
+				h.clk.Step(time.Minute)
+				h.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "small")
+			},
+			check: func(t *testing.T, h *harness, b []byte) {
+				var l EventList
+				if err := json.Unmarshal(b, &l); err != nil {
+					t.Fatal(err)
+				}
+				// Oldest first: the apply, then what the controller did a minute later.
+				if len(l.Items) < 2 || l.Items[0].Reason != "Applied" || !l.Items[0].Time.Equal(t0) || !l.Items[len(l.Items)-1].Time.Equal(t0.Add(time.Minute)) {
+					t.Errorf("events = %+v", l.Items)
+				}
+			}},
 		{name: "delete", setup: iecDemo, method: http.MethodDelete, path: iecPath, wantCode: 200, golden: "delete",
+			prepare: func(t *testing.T, h *harness) {
+				h.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "small")
+			},
 			check: func(t *testing.T, h *harness, _ []byte) {
-				if _, err := h.store.Get(context.Background(), manifest.KindInferenceEndpointConfig, "default", "small"); !errors.Is(err, manifest.ErrNotFound) {
+				// Deletion is started, not done: the controller drains and
+				// stops the replicas, then removes the object.
+				o, err := h.svc.Get(context.Background(), manifest.KindInferenceEndpointConfig, "default", "small")
+				if err != nil || o.GetStatus().State != manifest.StateDeletionPending {
+					t.Fatalf("after DELETE: %v %+v", err, o)
+				}
+				if got := h.rt.Running(); len(got) != 1 {
+					t.Fatalf("running before the controller deletes: %v", got)
+				}
+				h.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "small")
+				if _, err := h.svc.Get(context.Background(), manifest.KindInferenceEndpointConfig, "default", "small"); !errors.Is(err, manifest.ErrNotFound) {
 					t.Errorf("still stored: %v", err)
+				}
+				if got := h.rt.Running(); len(got) != 0 {
+					t.Errorf("replicas left running: %v", got)
 				}
 			}},
 		{name: "multi-document apply", method: http.MethodPost, path: ApplyPath, body: iecDemo + "---\n" + jsmDemo, wantCode: 200, golden: "apply-list"},
 		{name: "apply ?namespace= fills missing namespaces", method: http.MethodPost, path: ApplyPath + "?namespace=prod", body: iecDemo + "---\n" + jsmDemo, wantCode: 200,
-			check: func(t *testing.T, h *harness, _ []byte) {
-				if got := h.store.Applied(); len(got) != 2 || got[0] != "InferenceEndpointConfig/prod/small" || got[1] != "JumpStartModel/team-a/deepseek" {
-					t.Errorf("applied %v", got)
+			check: func(t *testing.T, h *harness, b []byte) {
+				var l ApplyResultList
+				if err := json.Unmarshal(b, &l); err != nil {
+					t.Fatal(err)
+				}
+				if len(l.Items) != 2 || l.Items[0].Namespace != "prod" || l.Items[1].Namespace != "team-a" {
+					t.Errorf("results %+v", l.Items)
+				}
+				if got := h.stored(t); !slices.Equal(got, []string{"InferenceEndpointConfig/prod/small", "JumpStartModel/team-a/deepseek"}) {
+					t.Errorf("stored %v", got)
 				}
 			}},
 		{name: "multi-document all or nothing", method: http.MethodPost, path: ApplyPath,
 			body: iecDemo + "---\n" + exampleFile(t, "examples-iec-mig.yaml") + "---\n" + jsmDemo, wantCode: 422, wantReason: ReasonInvalid, golden: "apply-invalid",
 			check: func(t *testing.T, h *harness, b []byte) {
-				if got := h.store.Applied(); len(got) != 0 {
+				if got := h.stored(t); len(got) != 0 {
 					t.Errorf("stored %v although a document was invalid", got)
 				}
 				st := decodeStatus(t, b)
@@ -320,15 +491,18 @@ func TestHandler(t *testing.T) {
 			}},
 		{name: "duplicate object in one apply", method: http.MethodPost, path: ApplyPath, body: iecDemo + "---\n" + iecDemo, wantCode: 422, wantReason: ReasonInvalid,
 			check: func(t *testing.T, h *harness, b []byte) {
-				if got := h.store.Applied(); len(got) != 0 {
+				if got := h.stored(t); len(got) != 0 {
 					t.Errorf("stored %v", got)
 				}
 			}},
 		{name: "immutable change refused before anything is stored", setup: iecDemo, method: http.MethodPost, path: ApplyPath,
 			body: jsmDemo + "---\n" + strings.Replace(iecDemo, "spec:\n", "spec:\n  intelligentRoutingSpec: {enabled: true}\n", 1), wantCode: 422, wantReason: ReasonInvalid,
 			check: func(t *testing.T, h *harness, b []byte) {
-				if got := h.store.Applied(); len(got) != 1 { // only the setup
-					t.Errorf("applied %v", got)
+				if got := h.stored(t); !slices.Equal(got, []string{"InferenceEndpointConfig/default/small"}) { // only the setup
+					t.Errorf("stored %v", got)
+				}
+				if m := h.meta(t, manifest.KindInferenceEndpointConfig, "default", "small"); m.Generation != 1 || m.ResourceVersion != "1" {
+					t.Errorf("the setup object was written again: generation %d, resourceVersion %s", m.Generation, m.ResourceVersion)
 				}
 				if st := decodeStatus(t, b); !hasFieldPrefix(st, "spec.intelligentRoutingSpec") {
 					t.Errorf("causes at %v", fields(st))
@@ -336,9 +510,15 @@ func TestHandler(t *testing.T) {
 			}},
 		{name: "round-tripped get output applies unchanged", setup: iecDemo, method: http.MethodPost, path: ApplyPath, wantCode: 200,
 			bodyFrom: func(t *testing.T, h *harness) string {
-				// get output carries status and server-set metadata, which apply ignores.
-				h.store.SetStatus(manifest.KindInferenceEndpointConfig, "default", "small", func(s *manifest.Status) { s.State = manifest.StateDeploymentComplete })
+				// get output carries status and server-set metadata, which
+				// apply ignores; the controller writes a full status first.
+				h.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "small")
 				_, b := h.do(t, http.MethodGet, iecPath, "")
+				for _, want := range []string{`"state": "DeploymentComplete"`, `"conditions"`, `"uid"`, `"resourceVersion"`} {
+					if !bytes.Contains(b, []byte(want)) {
+						t.Fatalf("get output lacks %s: %s", want, b)
+					}
+				}
 				return string(b)
 			},
 			check: func(t *testing.T, h *harness, b []byte) {
@@ -359,6 +539,9 @@ func TestHandler(t *testing.T) {
 			h := newHarness(t, tt.opts)
 			if tt.setup != "" {
 				h.mustApply(t, tt.setup)
+			}
+			if tt.prepare != nil {
+				tt.prepare(t, h)
 			}
 			body := tt.body
 			if tt.bodyFrom != nil {
@@ -384,40 +567,56 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-// TestStoreErrors checks how errors from the Store reach the wire.
+// TestStoreErrors checks how failures of the real Store reach the wire.
+// Errors the service cannot produce on demand are covered by TestStatusFor.
 func TestStoreErrors(t *testing.T) {
-	tests := []struct {
-		name       string
-		fail       error
-		wantCode   int
-		wantReason string
-		wantMsg    string
-	}{
-		{"endpoint name taken", fmt.Errorf("register: %w: endpoint %q already belongs to X", endpoint.ErrNameInUse, "deepseek"), 409, ReasonAlreadyExists, "already belongs"},
-		{"internal", errors.New("bolt: disk full"), 500, ReasonInternalError, "disk full"},
-		{"validation from the store", manifest.ErrorList{{Path: "spec.replicas", Message: "too many"}}, 422, ReasonInvalid, "spec.replicas"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, Options{})
-			h.store.FailApply = func(o manifest.Object) error {
-				if o.GetKind() == manifest.KindJumpStartModel {
-					return tt.fail
-				}
-				return nil
-			}
-			code, b := h.do(t, http.MethodPost, ApplyPath, iecDemo+"---\n"+jsmDemo)
+	t.Run("object being deleted", func(t *testing.T) {
+		h := newHarness(t, Options{})
+		h.mustApply(t, jsmDemo)
+		if code, b := h.do(t, http.MethodDelete, ObjectPath(Resources[1], "team-a", "deepseek"), ""); code != 200 {
+			t.Fatalf("delete: %d %s", code, b)
+		}
+		// Until the controller has removed it, the JSM cannot be applied;
+		// the IEC before it in the body is applied, and the message says so.
+		code, b := h.do(t, http.MethodPost, ApplyPath, iecDemo+"---\n"+jsmDemo)
+		st := decodeStatus(t, b)
+		if code != http.StatusConflict || st.Reason != ReasonConflict || !strings.Contains(st.Message, "being deleted") {
+			t.Fatalf("got %d %s %q", code, st.Reason, st.Message)
+		}
+		if !strings.Contains(st.Message, "already applied: InferenceEndpointConfig/default/small created") {
+			t.Errorf("message does not list what was applied: %q", st.Message)
+		}
+		if st.Details == nil || st.Details.Kind != manifest.KindJumpStartModel || st.Details.Name != "deepseek" {
+			t.Errorf("details = %+v", st.Details)
+		}
+		if got := h.stored(t); !slices.Equal(got, []string{"InferenceEndpointConfig/default/small", "JumpStartModel/team-a/deepseek"}) {
+			t.Errorf("stored %v", got)
+		}
+		// Once deletion completes, the same body applies.
+		h.reconcile(t, manifest.KindJumpStartModel, "team-a", "deepseek")
+		if code, b := h.do(t, http.MethodPost, ApplyPath, iecDemo+"---\n"+jsmDemo); code != 200 || !bytes.Contains(b, []byte(`"action": "created"`)) {
+			t.Errorf("after deletion: %d %s", code, b)
+		}
+	})
+	t.Run("store unavailable", func(t *testing.T) {
+		h := newHarness(t, Options{})
+		h.mustApply(t, iecDemo)
+		if err := h.db.Close(); err != nil { // as if the database failed under the server
+			t.Fatal(err)
+		}
+		for _, req := range []struct{ method, path, body string }{
+			{http.MethodPost, ApplyPath, iecDemo},
+			{http.MethodGet, ObjectPath(Resources[0], "default", "small"), ""},
+			{http.MethodGet, CollectionPath(Resources[0], ""), ""},
+			{http.MethodDelete, ObjectPath(Resources[0], "default", "small"), ""},
+		} {
+			code, b := h.do(t, req.method, req.path, req.body)
 			st := decodeStatus(t, b)
-			if code != tt.wantCode || st.Reason != tt.wantReason || !strings.Contains(st.Message, tt.wantMsg) {
-				t.Fatalf("got %d %s %q", code, st.Reason, st.Message)
+			if code != 500 || st.Reason != ReasonInternalError || !strings.Contains(st.Message, "database not open") {
+				t.Errorf("%s %s: %d %s %q", req.method, req.path, code, st.Reason, st.Message)
 			}
-			// The first document was applied before the store failed; the
-			// message says so.
-			if !strings.Contains(st.Message, "InferenceEndpointConfig/default/small created") {
-				t.Errorf("message does not list what was applied: %q", st.Message)
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestResolveKind(t *testing.T) {
@@ -454,8 +653,8 @@ func TestReadRefs(t *testing.T) {
 }
 
 func BenchmarkApplyUnchanged(b *testing.B) {
-	st := NewMemoryStore(clock.NewFake(t0))
-	h, _ := New(Options{Store: st})
+	clk := clock.NewFake(t0)
+	h, _ := New(Options{Store: newService(b, clk, openStore(b), fake.New(fake.WithClock(clk)), nil)})
 	body := exampleFile(b, "examples-iec-kv-routing.yaml")
 	run := func() int {
 		req := httptest.NewRequest(http.MethodPost, ApplyPath, strings.NewReader(body))

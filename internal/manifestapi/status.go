@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/capstan-dev/capstan/internal/deployment"
-	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/manifest"
 )
 
@@ -37,7 +36,7 @@ const (
 	ReasonBadRequest            = "BadRequest"
 	ReasonMethodNotAllowed      = "MethodNotAllowed"
 	ReasonRequestEntityTooLarge = "RequestEntityTooLarge"
-	ReasonAlreadyExists         = "AlreadyExists"
+	ReasonForbidden             = "Forbidden"
 	ReasonConflict              = "Conflict"
 	ReasonInternalError         = "InternalError"
 	ReasonTimeout               = "Timeout"
@@ -131,8 +130,9 @@ func statusFor(err error) *Status {
 		st.Code, st.Reason = http.StatusMethodNotAllowed, ReasonMethodNotAllowed
 	case errors.Is(err, errNotFound), errors.Is(err, manifest.ErrNotFound):
 		st.Code, st.Reason = http.StatusNotFound, ReasonNotFound
-	case errors.Is(err, endpoint.ErrNameInUse):
-		st.Code, st.Reason = http.StatusConflict, ReasonAlreadyExists
+	case errors.Is(err, deployment.ErrTooMany):
+		// Kubernetes answers an exceeded quota with 403 Forbidden.
+		st.Code, st.Reason = http.StatusForbidden, ReasonForbidden
 	case errors.Is(err, deployment.ErrBeingDeleted):
 		st.Code, st.Reason = http.StatusConflict, ReasonConflict
 	case len(manifest.FieldErrors(err)) > 0:

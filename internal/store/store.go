@@ -144,21 +144,32 @@ func (s *Store) View(fn func(tx *Tx) error) error {
 
 // Update runs fn in a read-write transaction. If fn returns an error nothing is
 // written; otherwise the transaction is committed and fsynced before Update
-// returns, and watchers then hear about every key fn wrote or deleted.
+// returns, and watchers then hear about every key fn wrote or deleted. A
+// transaction that wrote nothing is rolled back instead: idempotent writers
+// (an unchanged re-apply, a steady controller) then cost no disk sync.
 func (s *Store) Update(fn func(tx *Tx) error) error {
-	var changed []Key
-	err := s.db.Update(func(btx *bolt.Tx) error {
-		tx := &Tx{btx: btx}
-		if err := fn(tx); err != nil {
-			return err
-		}
-		changed = tx.changed
-		return nil
-	})
+	btx, err := s.db.Begin(true)
 	if err != nil {
 		return err
 	}
-	s.notify(changed)
+	committed := false
+	defer func() {
+		if !committed {
+			_ = btx.Rollback() // fn failed, panicked or wrote nothing
+		}
+	}()
+	tx := &Tx{btx: btx}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if len(tx.changed) == 0 {
+		return nil // the deferred rollback ends it
+	}
+	committed = true
+	if err := btx.Commit(); err != nil {
+		return err
+	}
+	s.notify(tx.changed)
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 type item struct {
@@ -135,5 +137,55 @@ func TestSecondOpenOfSameFileFails(t *testing.T) {
 	_, p := open(t)
 	if _, err := Open(p, 50*time.Millisecond); err == nil {
 		t.Fatal("second Open of a locked database succeeded")
+	}
+}
+
+// An Update that writes nothing commits nothing (no new bolt transaction, no
+// watch event); one that panics leaves the store usable.
+func TestUpdateWithoutWritesAndPanics(t *testing.T) {
+	s, _ := open(t)
+	lastTx := func() int {
+		var id int
+		if err := s.db.View(func(btx *bolt.Tx) error { id = btx.ID(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	if err := s.Update(func(tx *Tx) error { return tx.Put("k", "a", 1) }); err != nil {
+		t.Fatal(err)
+	}
+	before := lastTx()
+	if err := s.Update(func(tx *Tx) error {
+		var v int
+		_, err := tx.Get("k", "a", &v)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if after := lastTx(); after != before {
+		t.Fatalf("a read-only Update committed: tx %d → %d", before, after)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_ = s.Update(func(tx *Tx) error {
+			_ = tx.Put("k", "b", 2)
+			panic("boom")
+		})
+	}()
+	if err := s.Update(func(tx *Tx) error { return tx.Put("k", "c", 3) }); err != nil {
+		t.Fatalf("Update after a panicking one: %v", err)
+	}
+	var v int
+	if err := s.View(func(tx *Tx) error {
+		found, err := tx.Get("k", "b", &v)
+		if found {
+			t.Error("the panicking Update's write was kept")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if lastTx() != before+1 {
+		t.Fatalf("tx id %d, want %d", lastTx(), before+1)
 	}
 }
