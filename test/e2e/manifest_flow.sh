@@ -16,11 +16,13 @@ repo=$(cd "$here/../.." && pwd)
 for c in aws jq python3; do command -v "$c" >/dev/null || { echo "$c is required" >&2; exit 1; }; done
 if command -v moto_server >/dev/null; then moto=(moto_server); else moto=(python3 -m moto.server); fi
 
+# lib/serve.sh (sourced below, once moto is up) takes over work, bg_pids and
+# the cleanup.
 work=$(mktemp -d)
-pids=()
+bg_pids=()
 cleanup() {
   local p
-  for p in "${pids[@]}"; do
+  for p in "${bg_pids[@]}"; do
     kill -TERM "$p" 2>/dev/null || true
     wait "$p" 2>/dev/null || true
   done
@@ -41,7 +43,7 @@ export AWS_PAGER="" AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/n
 # 1. The S3-compatible server and the model folders.
 s3port=$(free_port)
 "${moto[@]}" -H 127.0.0.1 -p "$s3port" >"$work/moto.log" 2>&1 &
-pids+=($!)
+bg_pids+=($!)
 s3="http://127.0.0.1:$s3port"
 for _ in $(seq 1 100); do
   curl -fsS -o /dev/null "$s3/" 2>/dev/null && break
@@ -57,22 +59,11 @@ s3cli ls s3://models/tinyllama/ | grep -q config.json || { echo "FAIL: upload to
 echo "moto S3 at $s3 with 3 model folders"
 
 # 2. capstan serve with the S3 endpoint configured.
-"$CAPSTAN_BIN" serve --listen 127.0.0.1:0 --data-dir "$work/data" --engine-time-scale 0.01 --dev-clock \
-  --s3-endpoint "$s3" >"$work/server.out" 2>"$work/server.log" &
-pids+=($!)
-url=""
-for _ in $(seq 1 300); do
-  url=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$work/server.out" | head -1)
-  [ -n "$url" ] && break
-  kill -0 "${pids[-1]}" 2>/dev/null || fail "capstan serve exited"
-  sleep 0.1
-done
-[ -n "$url" ] || fail "capstan serve did not print its address"
-echo "server at $url"
+serve_args=(--s3-endpoint "$s3")
+# shellcheck source=lib/serve.sh
+source "$here/lib/serve.sh"
 export CAPSTAN_SERVER=$url
 cap() { "$CAPSTAN_BIN" "$@"; }
-sm() { aws sagemaker --endpoint-url "$url" "$@"; }
-smr() { aws sagemaker-runtime --endpoint-url "$url" "$@"; }
 
 # wait_state KIND NAME STATE
 wait_state() {

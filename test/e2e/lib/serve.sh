@@ -8,17 +8,25 @@
 #   expect_error CODE MSG cmd...  cmd must fail with that code and message
 #   fail MSG            print MSG and the server log's tail, exit 1
 # Needs CAPSTAN_BIN (path to the capstan binary). Sets work and url.
+# A script that starts other processes first (e.g. an S3 server) may set
+# before sourcing: work (its temp dir), bg_pids (processes cleanup stops) and
+# serve_args (extra `capstan serve` flags).
 
 : "${CAPSTAN_BIN:?set CAPSTAN_BIN to the capstan binary}"
 command -v aws >/dev/null || { echo "the aws CLI is required" >&2; exit 1; }
 
-work=$(mktemp -d)
+work=${work:-$(mktemp -d)}
 server_pid=""
+[ -n "${bg_pids+x}" ] || bg_pids=()
+[ -n "${serve_args+x}" ] || serve_args=()
 cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  local p
+  for p in "$server_pid" "${bg_pids[@]}"; do
+    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+      kill -TERM "$p" 2>/dev/null || true
+      wait "$p" 2>/dev/null || true
+    fi
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -31,7 +39,7 @@ fail() {
 }
 
 "$CAPSTAN_BIN" serve --listen 127.0.0.1:0 --data-dir "$work/data" --engine-time-scale 0.01 --dev-clock \
-  >"$work/server.out" 2>"$work/server.log" &
+  "${serve_args[@]}" >"$work/server.out" 2>"$work/server.log" &
 server_pid=$!
 url=""
 for _ in $(seq 1 300); do
