@@ -4,12 +4,14 @@
 #
 #  1. The bursty trace (docs/benchmarking.md: idle, a 10× spike, a slow ramp,
 #     idle) through the OpenAI API, once against a deployment statically sized
-#     for the peak and once against an autoscaled one (min 1, max N, built-in
-#     in-flight-per-replica trigger). For each: SLO attainment (fraction of
+#     for the peak and once against an autoscaled one (min 1, max
+#     MAX_REPLICAS, the built-in InFlightPerReplica trigger, polling 1 s,
+#     scale-down window 30 s × trace scale). For each: SLO attainment (fraction of
 #     requests, failures included, whose TTFT ≤ SLO_TTFT) from `capstan bench
 #     --slo`, and replica-hours from the server's
 #     capstan_deployment_replica_seconds_total, read from /metrics before and
-#     after the trace.
+#     after the trace. Per-request records are kept (`--detailed`) in
+#     $OUT/trace-<name>.json, the scaling decisions in $OUT/serve.log.
 #  2. Scale from zero: a min-0 deployment is left idle until it has no
 #     replica; then one request arrives. Its TTFT is compared with the
 #     replica's own start-up (capstan_deployment_cold_start_seconds:
@@ -19,17 +21,22 @@
 #     at zero, none of which may be lost.
 #
 # Ends with two machine-readable lines:
-#   RESULT autoscale slo_attainment=… replica_hours_ratio=… (autoscaled / static) …
-#   RESULT activator overhead_ms=… lost=… …
+#   RESULT autoscale slo_attainment=… replica_hours_ratio=… (autoscaled / static)
+#          static_slo_attainment=… … static_spike_ttft_p95_ms=… spike_ttft_p95_ms=…
+#   RESULT activator overhead_ms=… lost=… first_request_ttft_ms=… cold_start_ms=… …
+# The issue's bars: slo_attainment ≥ 0.99, replica_hours_ratio ≤ 0.60,
+# overhead_ms ≤ 100, lost=0. The script reports; it does not fail on a bar.
 #
-#   bench/autoscale.sh            full run (trace at scale 0.5: 5 minutes per deployment)
-#   QUICK=1 bench/autoscale.sh    within ~5 minutes on 2 cores (trace at scale 0.1: 1 minute each)
+#   bench/autoscale.sh            full run, ~12 minutes (trace at scale 0.5: 5 minutes per deployment)
+#   QUICK=1 bench/autoscale.sh    ~4.5 minutes on 2 cores (trace at scale 0.1: 1 minute each; a
+#                                 6 s spike, too short to judge the autoscaler: a smoke test)
 #
 # Knobs (env): CAPSTAN (binary; default: build ./cmd/capstan), OUT (results
-# dir), TRACE_SCALE, RATE (the trace's base rate, req/s), SLO_TTFT, MAX_REPLICAS
-# (autoscaled maximum), STATIC_REPLICAS (the static deployment, default
-# MAX_REPLICAS), TARGET (in-flight requests per replica the trigger aims at),
-# ENGINE_TIME_SCALE, WORKLOAD, ZERO_ROUNDS, CONCURRENT, INSTANCE_TYPE.
+# dir), TRACE_SCALE, RATE (the trace's base rate, req/s, default 1.2), SLO_TTFT
+# (1s), MAX_REPLICAS (autoscaled maximum, 6), STATIC_REPLICAS (the static
+# deployment, 4), TARGET (in-flight requests per replica the trigger aims at,
+# 10), DOWN_WINDOW (scale-down stabilisation, seconds), ENGINE_TIME_SCALE,
+# WORKLOAD, ZERO_ROUNDS, CONCURRENT, INSTANCE_TYPE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -41,11 +48,26 @@ if [[ -z "${CAPSTAN:-}" ]]; then
 	CAPSTAN="$OUT/capstan"
 	go build -o "$CAPSTAN" ./cmd/capstan
 fi
-# The simulated Llama-3.1-8B on one A10G at time scale 1 serves about 3 req/s
-# of this workload with TTFT p95 under a second, so the spike (10 × RATE)
-# needs about 4 replicas and idle (1 × RATE) one. TARGET in-flight requests per
-# replica is about what one replica holds at that rate (Little's law:
-# 3 req/s × ~2.5 s end to end).
+# The simulated Llama-3.1-8B on one A10G at time scale 1 serves this workload
+# (256 tokens in, 64 out) at about 3 req/s with TTFT p95 under half a
+# second, so the spike (10 × RATE = 12 req/s) needs 4 replicas and idle
+# (1 × RATE) one: the static deployment has STATIC_REPLICAS = 4, the
+# replica count at which its own spike-phase TTFT p95 is 0.46–0.51 s.
+#
+# SLO_TTFT = 1 s is that static spike p95 plus a margin of about 0.5 s (≈ 2×),
+# printed in every run as static_spike_ttft_p95_ms so the margin can be
+# checked; it is not so loose that a reactive autoscaler meets it for free
+# (requests that land on the one idle-phase replica in the first seconds of
+# the spike miss it).
+#
+# TARGET = 10 in-flight requests per replica is what one replica holds at
+# the static deployment's per-replica peak load (Little's law: 3 req/s × ~3.5
+# s end to end); a lower target reacts sooner to the spike but keeps more
+# replicas on the ramp. The autoscaled deployment may go to MAX_REPLICAS = 6,
+# above the static 4: the in-flight signal grows only as the spike's requests
+# accumulate, so scale-out arrives a few seconds late, and the extra replicas
+# drain that backlog; they cost a few replica-seconds, which the comparison
+# counts.
 if [[ "$QUICK" == 1 ]]; then
 	TRACE_SCALE=${TRACE_SCALE:-0.1}
 	ZERO_ROUNDS=${ZERO_ROUNDS:-2}
@@ -55,9 +77,9 @@ else
 fi
 RATE=${RATE:-1.2}
 SLO_TTFT=${SLO_TTFT:-1s}
-MAX_REPLICAS=${MAX_REPLICAS:-4}
-STATIC_REPLICAS=${STATIC_REPLICAS:-$MAX_REPLICAS}
-TARGET=${TARGET:-6}
+MAX_REPLICAS=${MAX_REPLICAS:-6}
+STATIC_REPLICAS=${STATIC_REPLICAS:-4}
+TARGET=${TARGET:-10}
 ENGINE_TIME_SCALE=${ENGINE_TIME_SCALE:-1}
 WORKLOAD=${WORKLOAD:-random:input=256,output=64}
 CONCURRENT=${CONCURRENT:-8}
@@ -193,13 +215,14 @@ trace() {
 	before=$(metric "$name" capstan_deployment_replica_seconds_total)
 	cap bench --target "$url" --model "$name" --workload "$WORKLOAD" \
 		--arrival "trace:bursty,scale=$TRACE_SCALE" --rate "$RATE" --slo "ttft=$SLO_TTFT" \
-		--timeout 5m --progress 0 --out "$OUT/trace-$name.json" >"$OUT/trace-$name.txt" 2>&1 ||
+		--timeout 5m --progress 0 --detailed --out "$OUT/trace-$name.json" >"$OUT/trace-$name.txt" 2>&1 ||
 		{ cat "$OUT/trace-$name.txt" >&2; die "bench against $name"; }
 	after=$(metric "$name" capstan_deployment_replica_seconds_total)
 	echo "== $name" >&2
 	grep -E 'requests ok|TTFT|goodput|phase' "$OUT/trace-$name.txt" >&2 || true
 	jq -r --arg rs "$(python3 -c "print($after - $before)")" \
-		'.stages[0].summaries[0] | "\(.goodput.attainment) \($rs) \(.failed) \(.requests)"' "$OUT/trace-$name.json"
+		'.stages[0].summaries[0] | "\(.goodput.attainment) \($rs) \(.failed) \(.requests) \([.phases[] | select(.phase == "spike") | .ttft_ms.p95][0])"' \
+		"$OUT/trace-$name.json"
 }
 
 # --- 1. static vs autoscaled on the bursty trace ----------------------------
@@ -208,7 +231,7 @@ cap apply -f "$OUT/as-static.yaml" >/dev/null || die "apply as-static"
 wait_complete as-static
 wait_replicas as-static "$STATIC_REPLICAS" 120
 trace as-static >"$OUT/static.res"
-read -r st_att st_rs st_failed st_reqs <"$OUT/static.res"
+read -r st_att st_rs st_failed st_reqs st_spike_p95 <"$OUT/static.res"
 cap delete iec as-static >/dev/null || die "delete as-static"
 
 manifest as-auto 1 "$(autoscaling 1 "$MAX_REPLICAS" 300 0)" >"$OUT/as-auto.yaml"
@@ -216,7 +239,7 @@ cap apply -f "$OUT/as-auto.yaml" >/dev/null || die "apply as-auto"
 wait_complete as-auto
 wait_replicas as-auto 1 60
 trace as-auto >"$OUT/auto.res"
-read -r au_att au_rs au_failed au_reqs <"$OUT/auto.res"
+read -r au_att au_rs au_failed au_reqs au_spike_p95 <"$OUT/auto.res"
 cap delete iec as-auto >/dev/null || die "delete as-auto"
 
 # --- 2. scale from zero -------------------------------------------------------
@@ -266,18 +289,20 @@ cap delete iec as-zero >/dev/null || die "delete as-zero"
 
 # --- results ------------------------------------------------------------------
 python3 - "$st_att" "$st_rs" "$st_failed" "$st_reqs" "$au_att" "$au_rs" "$au_failed" "$au_reqs" \
-	"$lost" "$SLO_TTFT" "$TRACE_SCALE" "$burst_ok" "${rows[@]}" <<'PY'
+	"$lost" "$SLO_TTFT" "$TRACE_SCALE" "$burst_ok" "$st_spike_p95" "$au_spike_p95" "${rows[@]}" <<'PY'
 import statistics, sys
 a = sys.argv[1:]
 st_att, st_rs, st_failed, st_reqs = float(a[0]), float(a[1]), int(a[2]), int(a[3])
 au_att, au_rs, au_failed, au_reqs = float(a[4]), float(a[5]), int(a[6]), int(a[7])
 lost, slo, scale, burst_ok = int(a[8]), a[9], a[10], int(a[11])
-rows = [list(map(float, r.split())) for r in a[12:]]
+st_spike_p95, au_spike_p95 = float(a[12]), float(a[13])
+rows = [list(map(float, r.split())) for r in a[14:]]
 ratio = au_rs / st_rs if st_rs > 0 else float("nan")
 print(f"RESULT autoscale slo_attainment={au_att:.3f} replica_hours_ratio={ratio:.2f} "
       f"static_slo_attainment={st_att:.3f} autoscaled_replica_hours={au_rs/3600:.4f} "
       f"static_replica_hours={st_rs/3600:.4f} requests={au_reqs} failed={au_failed} "
-      f"static_failed={st_failed} slo_ttft={slo} trace_scale={scale}")
+      f"static_failed={st_failed} slo_ttft={slo} static_spike_ttft_p95_ms={st_spike_p95:.0f} "
+      f"spike_ttft_p95_ms={au_spike_p95:.0f} trace_scale={scale}")
 med = lambda i: statistics.median(r[i] for r in rows) if rows else float("nan")
 print(f"RESULT activator overhead_ms={med(2):.1f} lost={lost} first_request_ttft_ms={med(0):.1f} "
       f"cold_start_ms={med(1):.1f} warm_ttft_ms={med(3):.1f} rounds={len(rows)} burst_ok={burst_ok}")

@@ -9,7 +9,9 @@ func TestViolations(t *testing.T) {
 		want string
 	}{
 		{"none", func(*Violations) {}, ""},
-		{"one", func(v *Violations) { v.Add("bad name", "endpointName", "Member must satisfy regular expression pattern: ^[a-zA-Z0-9]$") },
+		{"one", func(v *Violations) {
+			v.Add("bad name", "endpointName", "Member must satisfy regular expression pattern: ^[a-zA-Z0-9]$")
+		},
 			"1 validation error detected: Value 'bad name' at 'endpointName' failed to satisfy constraint: Member must satisfy regular expression pattern: ^[a-zA-Z0-9]$"},
 		{"null and a number", func(v *Violations) {
 			v.Add(nil, "minCapacity", NotNull)

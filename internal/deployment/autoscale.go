@@ -73,10 +73,11 @@ func (c *Controller) autoscale(ctx context.Context, k string, rec *record, p *pl
 		c.event(k, manifest.EventNormal, "Activated", fmt.Sprintf("a request arrived at zero replicas; scaling to %d", d))
 		c.log.Info("activated from zero", "object", k, "route", p.route, "replicas", d)
 	}
-	if now.Before(st.nextPoll) {
+	every := c.pollInterval(st)
+	if !pollDue(now, st.nextPoll, every) {
 		return changed
 	}
-	st.nextPoll = now.Add(c.pollInterval(st))
+	st.nextPoll = nextPoll(now, st.nextPoll, every)
 	d, err := st.scaler.Reconcile(ctx, *rec.Desired)
 	if ctx.Err() != nil {
 		return changed
@@ -128,6 +129,33 @@ func describeInputs(d autoscale.Decision) string {
 		s += fmt.Sprintf("; %s=%g (target %g)", in.Name, in.Value, in.Target.Value)
 	}
 	return s
+}
+
+// pollSlack is how early, as a fraction of the polling interval, a reconcile
+// may still run the poll due next. The ticker that enqueues polls fires on
+// the schedule, but the reconcile it causes reads the clock a little later,
+// and a reconcile of the previous poll may have run late too; without slack
+// a tick that lands a few milliseconds before nextPoll was skipped, and the
+// effective interval became two polling intervals whenever the jitter went
+// the wrong way (seen with pollingInterval 1: polls every 1–2 s, which
+// delayed scale-out on a spike by a second).
+const pollSlack = 10
+
+// pollDue reports whether a poll scheduled for next is due at now.
+func pollDue(now, next time.Time, every time.Duration) bool {
+	return !now.Before(next.Add(-every / pollSlack))
+}
+
+// nextPoll schedules the poll after the one that runs at now and was due at
+// prev: anchored to the schedule (prev + every), so late reconciles do not
+// accumulate into a slower cadence, unless the schedule fell a whole
+// interval behind (a long reconcile, or a stopped clock), when it restarts
+// from now.
+func nextPoll(now, prev time.Time, every time.Duration) time.Time {
+	if n := prev.Add(every); n.After(now) {
+		return n
+	}
+	return now.Add(every)
 }
 
 func (c *Controller) pollInterval(st *objState) time.Duration {

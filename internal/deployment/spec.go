@@ -44,7 +44,7 @@ type plan struct {
 	// maxConcurrent and maxQueue are the worker's per-replica request
 	// limits (0 = none); the gateway enforces them for the route as a whole.
 	maxConcurrent, maxQueue int
-	warnings   []string
+	warnings                []string
 }
 
 // owner is how the SageMaker registration names the manifest.
