@@ -10,7 +10,8 @@
 #      saturate a 2-core machine and measure the machine, not the proxies);
 #      overhead = gateway E2E − direct E2E, at p50 and p99.
 #   2. capacity: closed loop with CONCURRENCY workers, each target alone in
-#      turn; ratio = gateway req/s ÷ nginx req/s.
+#      turn, ROUNDS rounds; ratio = median over rounds of gateway req/s ÷
+#      nginx req/s in the same round.
 #
 #   bench/gateway.sh            full run
 #   QUICK=1 bench/gateway.sh    shorter (well within 5 minutes on 2 cores)
@@ -104,10 +105,18 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 	order=("${order[@]:1}" "${order[0]}")
 done
-for t in gateway nginx direct; do
-	"$CAPSTAN" bench "${common[@]}" --target "$(url_of $t)" --concurrency "$CONCURRENCY" --duration "$DURATION" \
-		--out "$OUT/capacity-$t.json" >"$OUT/capacity-$t.txt" 2>&1 || { cat "$OUT/capacity-$t.txt" >&2; exit 1; }
-	grep -E 'req/s|E2E' "$OUT/capacity-$t.txt" | sed "s/^/capacity $t: /" >&2
+# Capacity the same way: ROUNDS rounds, the order rotating; the ratio is
+# the median over rounds of gateway ÷ nginx within a round (the two ran
+# within seconds of each other), so a burst of other load on the machine
+# during one target's window does not decide the result.
+order=(gateway nginx direct)
+for r in $(seq 1 "$ROUNDS"); do
+	for t in "${order[@]}"; do
+		"$CAPSTAN" bench "${common[@]}" --target "$(url_of $t)" --concurrency "$CONCURRENCY" --duration "$DURATION" \
+			--out "$OUT/capacity-$t-$r.json" >"$OUT/capacity-$t-$r.txt" 2>&1 || { cat "$OUT/capacity-$t-$r.txt" >&2; exit 1; }
+		grep -E 'req/s' "$OUT/capacity-$t-$r.txt" | sed "s/^/capacity round $r $t: /" >&2
+	done
+	order=("${order[@]:1}" "${order[0]}")
 done
 
 python3 - "$OUT" <<'PY'
@@ -120,11 +129,15 @@ def lat(t):
             "offered_rate": runs[0]["offered_rate"], "requests_per_second": statistics.median(r["requests_per_second"] for r in runs),
             "failed": sum(r["failed"] for r in runs)}
 d, g, n = lat("direct"), lat("gateway"), lat("nginx")
-cap = {t: json.load(open(f"{out}/capacity-{t}.json"))["stages"][0]["summaries"][0] for t in ("gateway", "nginx", "direct")}
+def rps(t):
+    return [json.load(open(f))["stages"][0]["summaries"][0]["requests_per_second"]
+            for f in sorted(glob.glob(f"{out}/capacity-{t}-*.json"), key=lambda f: int(f.rsplit("-", 1)[1].split(".")[0]))]
+cap = {t: {"requests_per_second": statistics.median(rps(t))} for t in ("gateway", "nginx", "direct")}
+ratio = statistics.median(gw / max(1e-9, ng) for gw, ng in zip(rps("gateway"), rps("nginx")))
 us = lambda a, b, q: (a["e2e_ms"][q] - b["e2e_ms"][q]) * 1000
 print(f'RESULT gateway p50_overhead_us={us(g, d, "p50"):.0f} p99_overhead_us={us(g, d, "p99"):.0f} '
       f'nginx_p50_overhead_us={us(n, d, "p50"):.0f} nginx_p99_overhead_us={us(n, d, "p99"):.0f} '
       f'offered_rps={g["offered_rate"]} achieved_rps={g["requests_per_second"]:.0f} failed={g["failed"]} '
-      f'nginx_rate_ratio={cap["gateway"]["requests_per_second"]/max(1e-9, cap["nginx"]["requests_per_second"]):.2f} '
+      f'nginx_rate_ratio={ratio:.2f} '
       f'gateway_rps={cap["gateway"]["requests_per_second"]:.0f} nginx_rps={cap["nginx"]["requests_per_second"]:.0f} direct_rps={cap["direct"]["requests_per_second"]:.0f}')
 PY

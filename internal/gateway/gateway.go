@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -120,7 +119,9 @@ type Result struct {
 	Strategy              string
 	PredictedCachedTokens int
 
-	stats *epStats // for the Observer's TTFT sums
+	stats *epStats        // for the Observer's TTFT sums
+	vm    *variantMetrics // the variant's cached metric children
+	obs   Observer        // what Gateway.Observer hands out (no allocation per request)
 }
 
 // Gateway routes invocations to replica backends.
@@ -163,6 +164,7 @@ type variantState struct {
 	strategy string
 	sched    *scheduler
 	stats    *counters
+	metrics  *variantMetrics
 }
 
 // New returns a Gateway with no routes.
@@ -256,7 +258,9 @@ func (g *Gateway) SetRoute(r Route) {
 				}
 			}
 		}
-		vs := &variantState{route: v, strategy: strategyKey(v.RoutingStrategy), stats: es.variant(v.Name)}
+		key := strategyKey(v.RoutingStrategy)
+		vs := &variantState{route: v, strategy: key, stats: es.variant(v.Name),
+			metrics: newVariantMetrics(g.metrics, r.Endpoint, v.Name, key)}
 		if prev != nil {
 			vs.sched = prev.sched
 		} else {
@@ -565,25 +569,32 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 			g.log.Warn("backend answered 5xx; retrying elsewhere", "endpoint", inv.Endpoint, "variant", variant, "backend", c.Backend.ID, "status", resp.StatusCode, "request_id", inv.Header.Get("X-Request-Id"))
 			continue
 		}
-		g.metrics.requests.WithLabelValues(inv.Endpoint, variant, strconv.Itoa(resp.StatusCode)).Inc()
-		outcome := "miss"
+		vm := v.metrics
+		vm.request(resp.StatusCode)
 		if req.predictedBlocks > 0 {
-			outcome = "hit"
+			vm.counter(childDecisionHit).Inc()
+		} else {
+			vm.counter(childDecisionMiss).Inc()
 		}
-		g.metrics.decisions.WithLabelValues(inv.Endpoint, v.strategy, outcome).Inc()
 		vs, failed := v.stats, resp.StatusCode >= 500
 		resp.Body = &trackedBody{ReadCloser: resp.Body, done: func() {
 			release()
 			d := clock.Since(g.clock, start)
 			finish(es, vs, d, failed)
-			g.metrics.latency.WithLabelValues(inv.Endpoint, variant).Observe(d.Seconds())
+			vm.observer(childLatency).Observe(d.Seconds())
 		}}
 		return &Result{Variant: variant, BackendID: c.Backend.ID, Response: resp,
-			Strategy: v.strategy, PredictedCachedTokens: req.predictedBlocks * req.blockSize, stats: es}, nil
+			Strategy: v.strategy, PredictedCachedTokens: req.predictedBlocks * req.blockSize, stats: es, vm: vm}, nil
 	}
 	release()
 	finish(es, v.stats, clock.Since(g.clock, start), true)
 	g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
+	if cur, ok := g.lookup(inv.Endpoint); ok && cur.route.Unavailable != "" {
+		// The endpoint stopped serving (its reservation ended) while this
+		// request was being routed, and its replicas are draining: it gets
+		// the answer every new request gets.
+		return nil, &UnavailableError{Message: cur.route.Unavailable}
+	}
 	if lastErr != nil {
 		return nil, fmt.Errorf("endpoint %s variant %s: %w: %w", inv.Endpoint, variant, ErrNoBackend, lastErr)
 	}
@@ -628,7 +639,6 @@ func (g *Gateway) failed(id string) {
 // forward sends one attempt; on success the response body releases the
 // backend's in-flight count and the gauge when closed.
 func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, es *epStats, v *variantState) (*http.Response, error) {
-	variant := v.route.Name
 	path := inv.Path
 	if path == "" || path[0] != '/' {
 		path = "/" + path
@@ -641,7 +651,7 @@ func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, es *ep
 		g.release(b.ID)
 		return nil, errStaleBackend
 	}
-	gauge := g.metrics.inFlight.WithLabelValues(inv.Endpoint, variant)
+	gauge := v.metrics.gauge(childInFlight)
 	gauge.Inc()
 	es.inFlight.Add(1)
 	v.stats.inFlight.Add(1)

@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,28 +87,119 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// child names one per-variant metric child that variantMetrics caches.
+type child int
+
+const (
+	childLatency child = iota
+	childInFlight
+	childTTFB
+	childTTFT
+	childITL
+	childTokensIn
+	childTokensOut
+	childCachedServed
+	childCachedPredicted
+	childDecisionHit
+	childDecisionMiss
+	numChildren
+)
+
+// variantMetrics caches one variant's metric children. WithLabelValues
+// hashes its labels and takes the vector's lock on every call, about ten
+// times per request, which showed in the gateway's per-request profile
+// (docs/performance.md). A child is made on first use, so /metrics still
+// shows only the series that happened.
+type variantMetrics struct {
+	m                           *metrics
+	endpoint, variant, strategy string
+	kids                        [numChildren]atomic.Value
+	byStatus                    sync.Map // HTTP status code → prometheus.Counter
+}
+
+func newVariantMetrics(m *metrics, endpoint, variant, strategy string) *variantMetrics {
+	return &variantMetrics{m: m, endpoint: endpoint, variant: variant, strategy: strategy}
+}
+
+// get returns the cached child; two first callers racing both ask the
+// vector, which hands them the same child.
+func (vm *variantMetrics) get(c child) any {
+	if k := vm.kids[c].Load(); k != nil {
+		return k
+	}
+	var k any
+	e, v, s := vm.endpoint, vm.variant, vm.strategy
+	switch c {
+	case childLatency:
+		k = vm.m.latency.WithLabelValues(e, v)
+	case childInFlight:
+		k = vm.m.inFlight.WithLabelValues(e, v)
+	case childTTFB:
+		k = vm.m.ttfb.WithLabelValues(e, v)
+	case childTTFT:
+		k = vm.m.ttft.WithLabelValues(e, v)
+	case childITL:
+		k = vm.m.itl.WithLabelValues(e, v)
+	case childTokensIn:
+		k = vm.m.tokens.WithLabelValues(e, v, "in")
+	case childTokensOut:
+		k = vm.m.tokens.WithLabelValues(e, v, "out")
+	case childCachedServed:
+		k = vm.m.cachedTok.WithLabelValues(e, s, "served")
+	case childCachedPredicted:
+		k = vm.m.cachedTok.WithLabelValues(e, s, "predicted")
+	case childDecisionHit:
+		k = vm.m.decisions.WithLabelValues(e, s, "hit")
+	case childDecisionMiss:
+		k = vm.m.decisions.WithLabelValues(e, s, "miss")
+	}
+	vm.kids[c].Store(k)
+	return k
+}
+
+func (vm *variantMetrics) observer(c child) prometheus.Observer {
+	return vm.get(c).(prometheus.Observer)
+}
+func (vm *variantMetrics) counter(c child) prometheus.Counter { return vm.get(c).(prometheus.Counter) }
+func (vm *variantMetrics) gauge(c child) prometheus.Gauge     { return vm.get(c).(prometheus.Gauge) }
+
+// request counts one finished invocation by its upstream status code.
+func (vm *variantMetrics) request(code int) {
+	if c, ok := vm.byStatus.Load(code); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := vm.m.requests.WithLabelValues(vm.endpoint, vm.variant, strconv.Itoa(code))
+	vm.byStatus.Store(code, c)
+	c.Inc()
+}
+
 // Observer records per-response metrics that only the protocol edge can
 // see (first byte, tokens in a stream, usage); get one with Result.Observer.
 type Observer struct {
-	m                           *metrics
-	stats                       *epStats
-	endpoint, variant, strategy string
-	predicted                   int
+	vm        *variantMetrics
+	stats     *epStats
+	predicted int
 }
 
 // Observer returns the metrics recorder for this result.
 func (g *Gateway) Observer(inv Invocation, res *Result) *Observer {
-	return &Observer{m: g.metrics, stats: res.stats, endpoint: inv.Endpoint, variant: res.Variant, strategy: res.Strategy, predicted: res.PredictedCachedTokens}
+	vm := res.vm
+	if vm == nil || vm.endpoint != inv.Endpoint { // a Result not made by Invoke
+		vm = newVariantMetrics(g.metrics, inv.Endpoint, res.Variant, res.Strategy)
+	}
+	res.obs = Observer{vm: vm, stats: res.stats, predicted: res.PredictedCachedTokens}
+	return &res.obs
 }
 
 // FirstByte records the time to the first response byte.
 func (o *Observer) FirstByte(d time.Duration) {
-	o.m.ttfb.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds())
+	o.vm.observer(childTTFB).Observe(d.Seconds())
 }
 
 // FirstToken records a stream's time to first token.
 func (o *Observer) FirstToken(d time.Duration) {
-	o.m.ttft.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds())
+	o.vm.observer(childTTFT).Observe(d.Seconds())
 	if o.stats != nil {
 		o.stats.ttftNs.Add(uint64(max(d, 0)))
 		o.stats.ttftCount.Add(1)
@@ -114,13 +208,13 @@ func (o *Observer) FirstToken(d time.Duration) {
 
 // InterToken records the gap between two token-carrying chunks.
 func (o *Observer) InterToken(d time.Duration) {
-	o.m.itl.WithLabelValues(o.endpoint, o.variant).Observe(d.Seconds())
+	o.vm.observer(childITL).Observe(d.Seconds())
 }
 
 // Usage records a response's token usage and the predicted-vs-served cache hit.
 func (o *Observer) Usage(prompt, completion, cached int) {
-	o.m.tokens.WithLabelValues(o.endpoint, o.variant, "in").Add(float64(prompt))
-	o.m.tokens.WithLabelValues(o.endpoint, o.variant, "out").Add(float64(completion))
-	o.m.cachedTok.WithLabelValues(o.endpoint, o.strategy, "served").Add(float64(cached))
-	o.m.cachedTok.WithLabelValues(o.endpoint, o.strategy, "predicted").Add(float64(min(o.predicted, prompt)))
+	o.vm.counter(childTokensIn).Add(float64(prompt))
+	o.vm.counter(childTokensOut).Add(float64(completion))
+	o.vm.counter(childCachedServed).Add(float64(cached))
+	o.vm.counter(childCachedPredicted).Add(float64(min(o.predicted, prompt)))
 }

@@ -56,3 +56,29 @@ func TestBackendLeftRouteBetweenPickAndSend(t *testing.T) {
 		t.Fatalf("invoke went to %s (new hits %d)", res.BackendID, newHits.Load())
 	}
 }
+
+// When the route turns Unavailable (a reservation ended) while a request is
+// being routed and every try then fails, the request gets the Unavailable
+// answer that new requests get, not a generic "no backend".
+func TestRouteTurnsUnavailableMidRequest(t *testing.T) {
+	var g *Gateway
+	cut := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.SetRoute(Route{Endpoint: "ep", Unavailable: "plan ended"})
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the replica is gone mid-request
+		}
+	})
+	a, b := httptest.NewServer(cut), httptest.NewServer(cut)
+	defer a.Close()
+	defer b.Close()
+	addr := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+	g = New(Options{Clock: clock.Real{}, Seed: 1})
+	g.SetRoute(Route{Endpoint: "ep", Variants: []VariantRoute{{Name: "v", Weight: 1,
+		Backends: []Backend{{ID: "a", Addr: addr(a)}, {ID: "b", Addr: addr(b)}}}}})
+	_, err := g.Invoke(context.Background(), Invocation{Endpoint: "ep", Path: "/invocations"})
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || ue.Message != "plan ended" {
+		t.Fatalf("err = %v, want the route's Unavailable message", err)
+	}
+}

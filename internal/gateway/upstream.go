@@ -171,7 +171,7 @@ func (u *upstream) roundTrip(ctx context.Context, pc *upConn, path string, hdr h
 		stop()
 		return nil, ctxErr(ctx, fmt.Errorf("read response: %w", err))
 	}
-	ub := &upBody{rc: resp.Body, pc: pc, u: u, stop: stop, reuse: !resp.Close}
+	ub := &upBody{rc: resp.Body, pc: pc, u: u, stop: stop, ctx: ctx, reuse: !resp.Close}
 	if resp.Body == http.NoBody || resp.ContentLength == 0 {
 		ub.eof = true
 	}
@@ -209,8 +209,7 @@ func writeRequest(w *bufio.Writer, addr, path string, hdr http.Header, body []by
 		}
 	}
 	w.WriteString("Content-Length: ")
-	var nb [20]byte
-	w.Write(strconv.AppendInt(nb[:0], int64(len(body)), 10))
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(body)), 10))
 	w.WriteString("\r\n\r\n")
 	w.Write(body)
 	return w.Flush()
@@ -227,6 +226,7 @@ type upBody struct {
 	pc    *upConn
 	u     *upstream
 	stop  func() bool
+	ctx   context.Context // the request's: a read cut short by its end says so
 	eof   bool
 	reuse bool
 	done  bool
@@ -237,8 +237,13 @@ func (b *upBody) Read(p []byte) (int, error) {
 		return 0, errors.New("read on a closed response body")
 	}
 	n, err := b.rc.Read(p)
-	if err == io.EOF {
+	switch {
+	case err == io.EOF:
 		b.eof = true
+	case err != nil:
+		// Cancellation unblocks the read with a past deadline; report the
+		// cancellation (a client that went away), not an i/o timeout.
+		err = ctxErr(b.ctx, err)
 	}
 	return n, err
 }

@@ -219,3 +219,33 @@ func TestUpstreamClosesIdleConnectionsOfRemovedBackends(t *testing.T) {
 		t.Fatalf("idle connections of a removed backend remain: %v", u.idle)
 	}
 }
+
+// A body read cut short because the request's context ended reports the
+// cancellation (the client went away), not the deadline used to unblock it.
+func TestUpstreamCancelMidBodySaysCancelled(t *testing.T) {
+	release := make(chan struct{})
+	addr, _, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "first chunk")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	u := newUpstream(clock.Real{})
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := u.do(ctx, addr, "/", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, len("first chunk"))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}

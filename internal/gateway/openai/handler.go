@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/clock"
@@ -44,6 +45,7 @@ type Handler struct {
 	max  int64
 	mux  *http.ServeMux
 	idPf string
+	seq  atomic.Uint64 // request ids: idPf + sequence number
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -88,10 +90,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// newID is the handler's random prefix (fixed per process) and a sequence
+// number: unique without a read from the kernel's random source per request.
 func (h *Handler) newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return h.idPf + hex.EncodeToString(b[:])
+	var b [40]byte
+	out := append(b[:0], h.idPf...)
+	n := h.seq.Add(1)
+	const digits = "0123456789abcdef"
+	for i := 60; i >= 0; i -= 4 {
+		out = append(out, digits[(n>>uint(i))&0xf])
+	}
+	return string(out)
 }
 
 func (h *Handler) models(w http.ResponseWriter, _ *http.Request) {
@@ -112,16 +121,71 @@ func (h *Handler) models(w http.ResponseWriter, _ *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// forwarded request headers: everything but hop-by-hop, length and the
-// caller's credentials (they are the gateway's business, not the engine's).
+// dropUpstream are request headers the front door removes before
+// forwarding: the caller's credentials (the gateway's business, not the
+// engine's) and Accept-Encoding (bodies pass through untouched).
+var dropUpstream = []string{"Authorization", "Accept-Encoding"}
+
+// dropHeaders are response headers not copied back: hop-by-hop, and the
+// length (the server sets its own).
 var dropHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
 	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Authorization": true,
 	"Accept-Encoding": true}
 
+// bodyPool holds request-body buffers: one per request in flight instead
+// of io.ReadAll's growing allocations per request.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+// maxPooledBody: bigger buffers (long prompts) are left to the GC rather
+// than kept in the pool.
+const maxPooledBody = 256 << 10
+
+// readBody reads the request body into buf, bounded by max.
+func readBody(w http.ResponseWriter, r *http.Request, max int64, buf []byte) ([]byte, error) {
+	if n := r.ContentLength; n > max {
+		return buf, &http.MaxBytesError{Limit: max}
+	} else if n >= 0 {
+		// The server's body reader stops at Content-Length.
+		if int64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return buf, err
+		}
+		return buf, nil
+	}
+	// Chunked: read until EOF; MaxBytesReader fails past max and tells the
+	// server to close the connection.
+	rd := http.MaxBytesReader(w, r.Body, max)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
 func (h *Handler) generate(w http.ResponseWriter, r *http.Request) {
 	start := h.clk.Now()
 	id := r.Header.Get(RequestIDHeader)
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.max))
+	bp := bodyPool.Get().(*[]byte)
+	body, err := readBody(w, r, h.max, (*bp)[:0])
+	defer func() {
+		// Only after the response is written: the gateway reads the body
+		// while it routes and sends (and again on a retry).
+		if cap(body) <= maxPooledBody {
+			*bp = body[:0]
+			bodyPool.Put(bp)
+		}
+	}()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -147,13 +211,16 @@ func (h *Handler) generate(w http.ResponseWriter, r *http.Request) {
 			msg: fmt.Sprintf("model name longer than %d bytes", maxModelName)})
 		return
 	}
-	hdr := make(http.Header, len(r.Header))
-	for k, vs := range r.Header {
-		if !dropHeaders[k] {
-			hdr[k] = vs
+	// Forward the request's own header map rather than a copy: hop-by-hop
+	// headers, Content-Length and Host are never written upstream by the
+	// gateway's client, so only the caller's credentials and its encoding
+	// wish (bodies pass through untouched) are taken out here.
+	for _, k := range dropUpstream {
+		if _, ok := r.Header[k]; ok {
+			delete(r.Header, k)
 		}
 	}
-	inv := gateway.Invocation{Endpoint: top.model, Path: r.URL.Path, Header: hdr, Body: top.withoutModel(body)}
+	inv := gateway.Invocation{Endpoint: top.model, Path: r.URL.Path, Header: r.Header, Body: top.cutModel(body)}
 	res, err := h.gw.Invoke(r.Context(), inv)
 	if err != nil {
 		h.log.Warn("openai request failed", "request_id", id, "model", top.model, "err", err)
@@ -265,6 +332,10 @@ func recordUsage(b []byte, obs *gateway.Observer) {
 	start := i + len(usageKey) - 1 // at the '{'
 	end, err := skipValue(b, start)
 	if err != nil {
+		return
+	}
+	if prompt, completion, cached, ok := parseUsage(b[start:end]); ok {
+		obs.Usage(prompt, completion, cached)
 		return
 	}
 	var u usage

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 )
@@ -94,15 +95,16 @@ func scanTop(b []byte) (topLevel, error) {
 
 var errModelType = errors.New("model must be a string")
 
-// withoutModel returns b with the model member cut out (b itself when there
-// is none): the engines behind an endpoint accept an absent model.
-func (t topLevel) withoutModel(b []byte) []byte {
+// cutModel returns b with the model member cut out (b itself when there is
+// none): the engines behind an endpoint accept an absent model. It works in
+// place, moving b's own bytes over the member, so b must not be used
+// afterwards.
+func (t topLevel) cutModel(b []byte) []byte {
 	if !t.hasModel {
 		return b
 	}
-	out := make([]byte, 0, len(b)-(t.cutTo-t.cutFrom))
-	out = append(out, b[:t.cutFrom]...)
-	return append(out, b[t.cutTo:]...)
+	n := copy(b[t.cutFrom:], b[t.cutTo:])
+	return b[:t.cutFrom+n]
 }
 
 func skipWS(b []byte, i int) int {
@@ -166,4 +168,91 @@ func skipValue(b []byte, i int) (int, error) {
 		}
 		return j, nil
 	}
+}
+
+// eachMember calls f with every member of the JSON object b (key without
+// quotes, raw value), stopping at f's first error.
+func eachMember(b []byte, f func(key, val []byte) error) error {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return errBadJSON
+	}
+	i++
+	for {
+		i = skipWS(b, i)
+		if i < len(b) && b[i] == '}' {
+			return nil
+		}
+		kEnd, err := skipString(b, i)
+		if err != nil {
+			return err
+		}
+		key := b[i+1 : kEnd-1]
+		i = skipWS(b, kEnd)
+		if i >= len(b) || b[i] != ':' {
+			return errBadJSON
+		}
+		vStart := skipWS(b, i+1)
+		vEnd, err := skipValue(b, vStart)
+		if err != nil {
+			return err
+		}
+		if err := f(key, b[vStart:vEnd]); err != nil {
+			return err
+		}
+		i = skipWS(b, vEnd)
+		if i >= len(b) {
+			return errBadJSON
+		}
+		switch b[i] {
+		case ',':
+			i++
+		case '}':
+			return nil
+		default:
+			return errBadJSON
+		}
+	}
+}
+
+// parseUsage reads prompt_tokens, completion_tokens and
+// prompt_tokens_details.cached_tokens from an OpenAI usage object without
+// building a value (json.Unmarshal here was the front door's largest own
+// cost per request). ok is false for anything unexpected (a non-integer
+// count, escapes in keys, bad JSON): the caller then decodes it properly.
+func parseUsage(b []byte) (prompt, completion, cached int, ok bool) {
+	num := func(v []byte, dst *int) error {
+		if string(v) == "null" {
+			return nil
+		}
+		n, err := strconv.Atoi(string(v))
+		if err != nil {
+			return err
+		}
+		*dst = n
+		return nil
+	}
+	err := eachMember(b, func(key, val []byte) error {
+		switch string(key) {
+		case "prompt_tokens":
+			return num(val, &prompt)
+		case "completion_tokens":
+			return num(val, &completion)
+		case "prompt_tokens_details":
+			if string(val) == "null" {
+				return nil
+			}
+			return eachMember(val, func(k, v []byte) error {
+				if string(k) == "cached_tokens" {
+					return num(v, &cached)
+				}
+				return nil
+			})
+		}
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return errBadJSON // an escaped key could spell one of the above
+		}
+		return nil
+	})
+	return prompt, completion, cached, err == nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -106,8 +107,11 @@ func ServeStandalone(ctx context.Context, o StandaloneOptions, out io.Writer, lo
 		}
 	}
 	// The proxy path allocates little that lives long; trading memory for
-	// less frequent GC buys throughput on small machines.
-	debug.SetGCPercent(400)
+	// less frequent GC buys throughput on small machines. GOGC, when set,
+	// wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gw := gateway.New(gateway.Options{Logger: log, Registerer: reg, ScrapeInterval: o.ScrapeInterval})
