@@ -37,6 +37,16 @@
 # deployment, 4), TARGET (in-flight requests per replica the trigger aims at,
 # 10), DOWN_WINDOW (scale-down stabilisation, seconds), ENGINE_TIME_SCALE,
 # WORKLOAD, ZERO_ROUNDS, CONCURRENT, INSTANCE_TYPE.
+# Extra triggers for experiments (the autoscaled deployment's triggers are a
+# cloudWatchTriggerList plus an optional prometheusTrigger; the HPA takes the
+# largest proposal): INFLIGHT_STAT (the in-flight trigger's metricStat,
+# Average); TTFT_TARGET (seconds; 0 = off) and TTFT_PERIOD (1) add a
+# capstan/TimeToFirstToken trigger (metricType Value); RATE_TARGET (req/s per
+# replica; 0 = off) starts Debian's prometheus scraping the server every
+# second and adds a prometheusTrigger on
+# sum(rate(capstan_gateway_routing_decisions_total{endpoint=…}[RATE_WINDOW]))
+# (metricType Average; RATE_WINDOW 3s), an arrival-rate signal.
+# docs/performance.md "## Autoscaling" has what each did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -80,6 +90,11 @@ SLO_TTFT=${SLO_TTFT:-1s}
 MAX_REPLICAS=${MAX_REPLICAS:-6}
 STATIC_REPLICAS=${STATIC_REPLICAS:-4}
 TARGET=${TARGET:-10}
+INFLIGHT_STAT=${INFLIGHT_STAT:-Average}
+TTFT_TARGET=${TTFT_TARGET:-0}
+TTFT_PERIOD=${TTFT_PERIOD:-1}
+RATE_TARGET=${RATE_TARGET:-0}
+RATE_WINDOW=${RATE_WINDOW:-3s}
 ENGINE_TIME_SCALE=${ENGINE_TIME_SCALE:-1}
 WORKLOAD=${WORKLOAD:-random:input=256,output=64}
 CONCURRENT=${CONCURRENT:-8}
@@ -110,6 +125,29 @@ done
 [[ -n "$url" ]] || { echo "capstan serve did not start:" >&2; tail -30 "$OUT/serve.log" >&2; exit 1; }
 export CAPSTAN_SERVER=$url
 cap() { "$CAPSTAN" "$@"; }
+
+# With RATE_TARGET > 0, a Prometheus (Debian's /usr/bin/prometheus) scrapes
+# the server every second, and the autoscaled deployment gets a second
+# trigger on the arrival rate it computes (see autoscaling() below).
+prom_url=""
+if [[ "$RATE_TARGET" != 0 ]]; then
+	command -v prometheus >/dev/null || { echo "RATE_TARGET needs prometheus" >&2; exit 1; }
+	cat >"$OUT/prometheus.yml" <<EOF
+global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: capstan
+    static_configs: [{targets: ["${url#http://}"]}]
+EOF
+	pport=$(free_port)
+	prometheus --config.file="$OUT/prometheus.yml" --storage.tsdb.path="$OUT/tsdb" \
+		--web.listen-address="127.0.0.1:$pport" --log.level=warn >"$OUT/prometheus.log" 2>&1 &
+	PIDS+=($!)
+	for _ in $(seq 300); do
+		curl -fsS -o /dev/null "http://127.0.0.1:$pport/-/ready" 2>/dev/null && { prom_url="http://127.0.0.1:$pport"; break; }
+		sleep 0.1
+	done
+	[[ -n "$prom_url" ]] || { echo "prometheus did not start:" >&2; tail -20 "$OUT/prometheus.log" >&2; exit 1; }
+fi
 echo "results in $OUT (server $url; trace scale $TRACE_SCALE, base rate $RATE req/s, TTFT SLO $SLO_TTFT," \
 	"autoscaled 1..$MAX_REPLICAS target $TARGET in flight/replica, static $STATIC_REPLICAS)" >&2
 
@@ -145,7 +183,7 @@ ${3:-}
 EOF
 }
 
-# autoscaling MIN MAX COOLDOWN INITIAL_COOLDOWN
+# autoscaling MIN MAX COOLDOWN INITIAL_COOLDOWN NAME
 autoscaling() {
 	cat <<EOF
   autoScalingSpec:
@@ -156,15 +194,41 @@ autoscaling() {
     initialCooldownPeriod: $4
     scaleUpStabilizationTime: 0
     scaleDownStabilizationTime: $DOWN_WINDOW
-    cloudWatchTrigger:
+    cloudWatchTriggerList:
+    - name: $5-inflight
       namespace: capstan
       metricName: InFlightPerReplica
+      metricStat: $INFLIGHT_STAT
       metricType: Value
       targetValue: $TARGET
       activationTargetValue: 0
       metricCollectionPeriod: 1
       metricCollectionStartTime: 1
 EOF
+	if [[ "$TTFT_TARGET" != 0 ]]; then
+		cat <<EOF
+    - name: $5-ttft
+      namespace: capstan
+      metricName: TimeToFirstToken
+      metricStat: Average
+      metricType: Value
+      targetValue: $TTFT_TARGET
+      activationTargetValue: 0
+      metricCollectionPeriod: $TTFT_PERIOD
+      metricCollectionStartTime: $TTFT_PERIOD
+EOF
+	fi
+	if [[ "$RATE_TARGET" != 0 && -n "$prom_url" ]]; then
+		cat <<EOF
+    prometheusTrigger:
+      name: $5-rate
+      serverAddress: "$prom_url"
+      query: 'sum(rate(capstan_gateway_routing_decisions_total{endpoint="$5"}[$RATE_WINDOW]))'
+      metricType: Average
+      targetValue: $RATE_TARGET
+      activationTargetValue: 0
+EOF
+	fi
 }
 
 obj() { cap get iec "$1" -o json 2>/dev/null; }
@@ -234,7 +298,7 @@ trace as-static >"$OUT/static.res"
 read -r st_att st_rs st_failed st_reqs st_spike_p95 <"$OUT/static.res"
 cap delete iec as-static >/dev/null || die "delete as-static"
 
-manifest as-auto 1 "$(autoscaling 1 "$MAX_REPLICAS" 300 0)" >"$OUT/as-auto.yaml"
+manifest as-auto 1 "$(autoscaling 1 "$MAX_REPLICAS" 300 0 as-auto)" >"$OUT/as-auto.yaml"
 cap apply -f "$OUT/as-auto.yaml" >/dev/null || die "apply as-auto"
 wait_complete as-auto
 wait_replicas as-auto 1 60
@@ -244,7 +308,7 @@ cap delete iec as-auto >/dev/null || die "delete as-auto"
 
 # --- 2. scale from zero -------------------------------------------------------
 # A cooldown of 2 s: the deployment drops to zero soon after each round.
-manifest as-zero 1 "$(autoscaling 0 1 2 0)" >"$OUT/as-zero.yaml"
+manifest as-zero 1 "$(autoscaling 0 1 2 0 as-zero)" >"$OUT/as-zero.yaml"
 cap apply -f "$OUT/as-zero.yaml" >/dev/null || die "apply as-zero"
 wait_complete as-zero
 zero_bench() { # TAG REQUESTS CONCURRENCY

@@ -15,15 +15,19 @@ import (
 // benchOptions are the flags of `capstan bench`.
 type benchOptions struct {
 	target, api, model, endpoint, workload, arrival, slo, compare, out, report string
-	rate                                                                       float64
+	trace, traceFile                                                           string
+	rate, traceScale                                                           float64
 	concurrency, maxConcurrency, sweepPoints, requests                         int
 	duration, timeout, progress                                                string
 	seed                                                                       uint64
 	noStream, noMetrics, detailed                                              bool
 }
 
-func newBenchCommand(_ *globalOptions) *cobra.Command {
-	o := &benchOptions{}
+func newBenchCommand(_ *globalOptions) *cobra.Command { return benchCommand(&benchOptions{}) }
+
+// benchCommand builds the command with its flags bound to o (tests parse
+// flags into o and call o.config without running the benchmark).
+func benchCommand(o *benchOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Load-test an OpenAI-compatible or SageMaker endpoint (TTFT, TPOT, ITL, goodput)",
@@ -34,7 +38,8 @@ Workloads (--workload name[:key=value,...]):
   shared-prefix:preset=inference-perf|inference-perf-tiered|inference-perf-70b|small|tiny,scale=1,groups=,prompts=,system=,question=,output=
   multi-turn:sessions=10,turns=5,system=1000,question=200,output=100,think=1s
   file:path=prompts.jsonl|sharegpt.json,format=auto|jsonl|sharegpt,output=128,limit=
-Arrivals: --arrival poisson|constant (with --rate), concurrency (with --concurrency), sweep.
+Arrivals: --arrival poisson|constant (with --rate), concurrency (with --concurrency), sweep,
+  trace (--trace bursty | --trace-file FILE, --trace-scale F; or --arrival trace:bursty,scale=F).
 See docs/benchmarking.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,7 +63,10 @@ See docs/benchmarking.md.`,
 	f.StringVar(&o.endpoint, "endpoint", "", "SageMaker endpoint name (alias of --model for --api sagemaker)")
 	f.StringVar(&o.workload, "workload", "random", "workload spec name[:key=value,...]")
 	f.StringVar(&o.arrival, "arrival", "", "poisson (default with --rate), constant, concurrency (default with --concurrency) or sweep")
-	f.Float64Var(&o.rate, "rate", 0, "requests per second (multi-turn: sessions per second)")
+	f.Float64Var(&o.rate, "rate", 0, "requests per second (multi-turn: sessions per second; trace: multiplies the trace's rates)")
+	f.StringVar(&o.trace, "trace", "", "built-in rate trace to replay: bursty (implies --arrival trace)")
+	f.StringVar(&o.traceFile, "trace-file", "", "CSV rate trace to replay, rows offset_seconds,rate[,phase] (implies --arrival trace)")
+	f.Float64Var(&o.traceScale, "trace-scale", 0, "multiplies the trace's offsets, e.g. 0.1 plays it 10× faster (default 1)")
 	f.IntVar(&o.concurrency, "concurrency", 0, "closed-loop concurrency (multi-turn: concurrent sessions)")
 	f.IntVar(&o.maxConcurrency, "max-concurrency", 0, "cap on in-flight requests per target; sweep's throughput concurrency (default 256)")
 	f.IntVar(&o.sweepPoints, "sweep-points", 0, "stages in a sweep, synchronous and throughput included (default 6)")
@@ -83,6 +91,7 @@ func (o *benchOptions) config() (bench.Config, error) {
 		Concurrency: o.concurrency, MaxConcurrency: o.maxConcurrency, SweepPoints: o.sweepPoints,
 		Requests: o.requests, Out: o.out, Report: o.report, Stream: !o.noStream,
 		ScrapeMetrics: !o.noMetrics, Detailed: o.detailed,
+		Trace: o.trace, TraceFile: o.traceFile, TraceScale: o.traceScale,
 	}
 	if o.endpoint != "" {
 		if o.model != "" && o.model != o.endpoint {
