@@ -25,30 +25,8 @@ cp "$here/testdata/models/tinyllama/"* "$model_dir/"
 cap apply -f "$here/testdata/autoscale-flow.yaml" >"$work/apply.out" 2>&1 || fail "apply: $(cat "$work/apply.out")"
 grep -q created "$work/apply.out" || fail "apply did not create: $(cat "$work/apply.out")"
 
-obj() { cap get iec "$name" -o json 2>/dev/null; }
-replicas() { obj | jq -r '.status.replicas // 0'; }
-
-wait_state() {
-  local want=$1 s=""
-  for _ in $(seq 1 240); do
-    s=$(obj | jq -r '.status.state // ""') || true
-    [ "$s" = "$want" ] && return 0
-    [ "$s" = DeploymentFailed ] && fail "$name DeploymentFailed: $(obj | jq -c .status)"
-    sleep 0.25
-  done
-  fail "$name not $want (last: $s; status $(obj | jq -c .status))"
-}
-
-# wait_replicas OP N SECONDS: poll until replicas OP N (-eq, -gt, …).
-wait_replicas() {
-  local op=$1 n=$2 secs=$3 r=""
-  for _ in $(seq 1 $((secs * 4))); do
-    r=$(replicas) || true
-    [ -n "$r" ] && [ "$r" "$op" "$n" ] && return 0
-    sleep 0.25
-  done
-  fail "replicas not $op $n within ${secs}s (last: $r; status $(obj | jq -c .status))"
-}
+# shellcheck source=lib/deployment.sh
+source "$here/lib/deployment.sh"
 
 wait_state DeploymentComplete
 [ "$(replicas)" = 1 ] || fail "replicas after deployment: $(replicas), want 1"
