@@ -8,15 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/store"
 )
@@ -260,27 +259,5 @@ func targetARNSuffix(id string) string {
 	return h[:36]
 }
 
-// Epoch is a wire timestamp: epoch seconds as a JSON number.
-type Epoch struct{ time.Time }
-
-// MarshalJSON writes seconds with millisecond precision.
-func (e Epoch) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.FormatFloat(float64(e.UnixMilli())/1000, 'f', -1, 64)), nil
-}
-
-// UnmarshalJSON accepts epoch seconds.
-func (e *Epoch) UnmarshalJSON(b []byte) error {
-	var f float64
-	if err := json.Unmarshal(b, &f); err != nil {
-		return err
-	}
-	e.Time = time.UnixMilli(int64(math.Round(f * 1000))).UTC()
-	return nil
-}
-
-func epoch(t time.Time) *Epoch {
-	if t.IsZero() {
-		return nil
-	}
-	return &Epoch{t}
-}
+// Epoch is the AWS JSON timestamp, shared with the other AWS API.
+type Epoch = awsjson.Epoch

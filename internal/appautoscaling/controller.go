@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/store"
@@ -432,7 +433,7 @@ func (c *Controller) scale(ctx context.Context, t targetRecord, cur, want int, d
 	act := ScalingActivity{
 		ActivityId: c.opts.NewID(), ServiceNamespace: t.Key.Namespace, ResourceId: t.Key.ResourceID, ScalableDimension: t.Key.Dimension,
 		Description: fmt.Sprintf("Setting desired instance count to %d.", want),
-		Cause:       cause, StartTime: epoch(now), EndTime: epoch(now), Details: details,
+		Cause:       cause, StartTime: awsjson.EpochOf(now), EndTime: awsjson.EpochOf(now), Details: details,
 	}
 	level := slog.LevelInfo
 	if err != nil {
@@ -483,7 +484,7 @@ func (c *Controller) notScaledActivity(t targetRecord, cur int, code string, pro
 	act := ScalingActivity{
 		ActivityId: c.opts.NewID(), ServiceNamespace: t.Key.Namespace, ResourceId: t.Key.ResourceID, ScalableDimension: t.Key.Dimension,
 		Description: fmt.Sprintf("Attempting to set desired instance count to %d.", proposal),
-		Cause:       cause, StartTime: epoch(now), EndTime: epoch(now), Details: details,
+		Cause:       cause, StartTime: awsjson.EpochOf(now), EndTime: awsjson.EpochOf(now), Details: details,
 		StatusCode: StatusFailed, StatusMessage: "Not scaled: " + code,
 		NotScaledReasons: []NotScaledReason{r},
 	}

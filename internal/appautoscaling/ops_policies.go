@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -248,7 +249,7 @@ func (a *API) describeScalingPolicies(_ context.Context, body []byte) (any, erro
 		out.ScalingPolicies = append(out.ScalingPolicies, ScalingPolicy{
 			PolicyARN: p.ARN, PolicyName: p.Name, ServiceNamespace: p.Target.Namespace, ResourceId: p.Target.ResourceID,
 			ScalableDimension: p.Target.Dimension, PolicyType: p.Type, TargetTrackingScalingPolicyConfiguration: &cfg,
-			Alarms: p.Alarms, CreationTime: epoch(p.Created),
+			Alarms: p.Alarms, CreationTime: awsjson.EpochOf(p.Created),
 		})
 	}
 	return out, nil

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -155,7 +156,7 @@ func (t *targetRecord) wire() ScalableTarget {
 	in, out, sch := t.SuspendIn, t.SuspendOut, t.SuspendSch
 	return ScalableTarget{
 		ServiceNamespace: t.Key.Namespace, ResourceId: t.Key.ResourceID, ScalableDimension: t.Key.Dimension,
-		MinCapacity: t.Min, MaxCapacity: t.Max, RoleARN: t.RoleARN, CreationTime: epoch(t.Created),
+		MinCapacity: t.Min, MaxCapacity: t.Max, RoleARN: t.RoleARN, CreationTime: awsjson.EpochOf(t.Created),
 		SuspendedState:    &SuspendedState{&in, &out, &sch},
 		ScalableTargetARN: t.ARN,
 	}

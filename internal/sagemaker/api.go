@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/endpoint"
@@ -143,44 +141,5 @@ func (a *API) arn(resource, name string) string {
 	return fmt.Sprintf("arn:aws:sagemaker:%s:%s:%s/%s", a.opts.Region, a.opts.AccountID, kind, strings.ToLower(name))
 }
 
-// Epoch is a timestamp on the wire: epoch seconds as a JSON number.
-type Epoch struct{ time.Time }
-
-// MarshalJSON writes seconds with millisecond precision.
-func (e Epoch) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.FormatFloat(float64(e.UnixMilli())/1000, 'f', -1, 64)), nil
-}
-
-// UnmarshalJSON accepts epoch seconds (number) or an RFC 3339 string.
-func (e *Epoch) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			if f, ferr := strconv.ParseFloat(s, 64); ferr == nil {
-				t = time.UnixMilli(int64(math.Round(f * 1000)))
-			} else {
-				return newWireError(http.StatusBadRequest, CodeSerialization, "Could not parse timestamp %q: use epoch seconds", s)
-			}
-		}
-		e.Time = t
-		return nil
-	}
-	var f float64
-	if err := json.Unmarshal(b, &f); err != nil {
-		return err
-	}
-	e.Time = time.UnixMilli(int64(math.Round(f * 1000))).UTC()
-	return nil
-}
-
-// epoch is t as an optional wire timestamp (nil when t is zero).
-func epoch(t time.Time) *Epoch {
-	if t.IsZero() {
-		return nil
-	}
-	return &Epoch{t}
-}
+// Epoch is the AWS JSON timestamp, shared with the other AWS API.
+type Epoch = awsjson.Epoch

@@ -166,7 +166,7 @@ func TestPagination(t *testing.T) {
 }
 
 func jsonEpoch(t time.Time) string {
-	b, _ := Epoch{t}.MarshalJSON()
+	b, _ := Epoch{Time: t}.MarshalJSON()
 	return string(b)
 }
 

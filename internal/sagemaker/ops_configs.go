@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 )
 
@@ -138,7 +139,7 @@ func (a *API) describeEndpointConfig(ctx context.Context, body []byte) (any, err
 		KmsKeyId               string          `json:"KmsKeyId,omitempty"`
 		ExecutionRoleArn       string          `json:"ExecutionRoleArn,omitempty"`
 		EnableNetworkIsolation bool            `json:"EnableNetworkIsolation"`
-	}{c.Name, a.arn(endpoint.ResConfig, c.Name), vs, epoch(c.CreationTime), c.DataCaptureConfig,
+	}{c.Name, a.arn(endpoint.ResConfig, c.Name), vs, awsjson.EpochOf(c.CreationTime), c.DataCaptureConfig,
 		c.AsyncInferenceConfig, c.KmsKeyId, c.ExecutionRoleArn, c.EnableNetworkIsolation}, nil
 }
 
@@ -169,7 +170,7 @@ func (a *API) listEndpointConfigs(ctx context.Context, body []byte) (any, error)
 	}
 	items := make([]summary, len(cs))
 	for i, c := range cs {
-		items[i] = summary{Name: c.Name, Arn: a.arn(endpoint.ResConfig, c.Name), CreationTime: Epoch{c.CreationTime}}
+		items[i] = summary{Name: c.Name, Arn: a.arn(endpoint.ResConfig, c.Name), CreationTime: Epoch{Time: c.CreationTime}}
 	}
 	page, next, err := in.apply(items)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 )
 
@@ -122,7 +123,7 @@ func summarize(v endpoint.VariantState, serving bool, status string, since *Epoc
 func (a *API) describe(ep endpoint.Endpoint) describeEndpointOutput {
 	out := describeEndpointOutput{EndpointName: ep.Name, EndpointArn: a.arn(endpoint.ResEndpoint, ep.Name),
 		EndpointStatus: ep.Status, FailureReason: ep.FailureReason,
-		CreationTime: Epoch{ep.CreationTime}, LastModifiedTime: Epoch{ep.LastModifiedTime}}
+		CreationTime: Epoch{Time: ep.CreationTime}, LastModifiedTime: Epoch{Time: ep.LastModifiedTime}}
 	switch {
 	case ep.Current != nil:
 		out.EndpointConfigName = ep.Current.ConfigName
@@ -131,14 +132,14 @@ func (a *API) describe(ep endpoint.Endpoint) describeEndpointOutput {
 			if ep.Status == endpoint.StatusDeleting {
 				status = "Deleting"
 			}
-			s := summarize(v, true, status, epoch(v.ChangeStart))
+			s := summarize(v, true, status, awsjson.EpochOf(v.ChangeStart))
 			a.reservation(&s, v, len(v.Replicas))
 			out.ProductionVariants = append(out.ProductionVariants, s)
 		}
 		if ep.Pending != nil {
-			ps := &pendingSummary{EndpointConfigName: ep.Pending.ConfigName, StartTime: epoch(ep.Pending.StartTime)}
+			ps := &pendingSummary{EndpointConfigName: ep.Pending.ConfigName, StartTime: awsjson.EpochOf(ep.Pending.StartTime)}
 			for _, v := range ep.Pending.Variants {
-				s := summarize(v, false, "Creating", epoch(ep.Pending.StartTime))
+				s := summarize(v, false, "Creating", awsjson.EpochOf(ep.Pending.StartTime))
 				s.InstanceType = v.InstanceType
 				a.reservation(&s, v, 0)
 				if v.Waiting != "" {
@@ -155,7 +156,7 @@ func (a *API) describe(ep endpoint.Endpoint) describeEndpointOutput {
 			status = "Deleting"
 		}
 		for _, v := range ep.Pending.Variants {
-			s := summarize(v, false, status, epoch(ep.Pending.StartTime))
+			s := summarize(v, false, status, awsjson.EpochOf(ep.Pending.StartTime))
 			a.reservation(&s, v, 0)
 			if v.Waiting != "" {
 				s.VariantStatus[0].StatusMessage = v.Waiting
@@ -280,8 +281,8 @@ func (a *API) listEndpoints(ctx context.Context, body []byte) (any, error) {
 	}
 	items := make([]summary, len(eps))
 	for i, ep := range eps {
-		items[i] = summary{Name: ep.Name, Arn: a.arn(endpoint.ResEndpoint, ep.Name), CreationTime: Epoch{ep.CreationTime},
-			Modified: Epoch{ep.LastModifiedTime}, Status: ep.Status}
+		items[i] = summary{Name: ep.Name, Arn: a.arn(endpoint.ResEndpoint, ep.Name), CreationTime: Epoch{Time: ep.CreationTime},
+			Modified: Epoch{Time: ep.LastModifiedTime}, Status: ep.Status}
 	}
 	page, next, err := in.apply(items)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 )
 
@@ -100,7 +101,7 @@ func (a *API) describeModel(ctx context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return describeModelOutput{ModelName: m.Name, ModelArn: a.arn(endpoint.ResModel, m.Name), CreationTime: epoch(m.CreationTime),
+	return describeModelOutput{ModelName: m.Name, ModelArn: a.arn(endpoint.ResModel, m.Name), CreationTime: awsjson.EpochOf(m.CreationTime),
 		PrimaryContainer: m.PrimaryContainer, Containers: m.Containers, ExecutionRoleArn: m.ExecutionRoleArn,
 		EnableNetworkIsolation: m.EnableNetworkIsolation, InferenceExecutionConfig: m.InferenceExecutionConfig, VpcConfig: m.VpcConfig}, nil
 }
@@ -140,7 +141,7 @@ func (a *API) listModels(ctx context.Context, body []byte) (any, error) {
 	}
 	items := make([]summary, len(ms))
 	for i, m := range ms {
-		items[i] = summary{Name: m.Name, Arn: a.arn(endpoint.ResModel, m.Name), CreationTime: Epoch{m.CreationTime}}
+		items[i] = summary{Name: m.Name, Arn: a.arn(endpoint.ResModel, m.Name), CreationTime: Epoch{Time: m.CreationTime}}
 	}
 	page, next, err := in.apply(items)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 )
@@ -145,12 +146,12 @@ func (a *API) searchTrainingPlanOfferings(_ context.Context, body []byte) (any, 
 	}{TrainingPlanOfferings: []trainingPlanOffering{}}
 	for _, o := range offers {
 		w := trainingPlanOffering{TrainingPlanOfferingId: o.ID, TargetResources: o.TargetResources,
-			RequestedStartTimeAfter: epoch(o.RequestedStartAfter), RequestedEndTimeBefore: epoch(o.RequestedEndBefore),
+			RequestedStartTimeAfter: awsjson.EpochOf(o.RequestedStartAfter), RequestedEndTimeBefore: awsjson.EpochOf(o.RequestedEndBefore),
 			DurationHours: o.DurationHours, UpfrontFee: o.UpfrontFee, CurrencyCode: o.CurrencyCode}
 		for _, r := range o.Capacities {
 			w.ReservedCapacityOfferings = append(w.ReservedCapacityOfferings, reservedCapacityOffering{
 				InstanceType: o.InstanceType, InstanceCount: r.Count, AvailabilityZone: r.Zone,
-				DurationHours: o.DurationHours, StartTime: epoch(o.Start), EndTime: epoch(o.End)})
+				DurationHours: o.DurationHours, StartTime: awsjson.EpochOf(o.Start), EndTime: awsjson.EpochOf(o.End)})
 		}
 		out.TrainingPlanOfferings = append(out.TrainingPlanOfferings, w)
 	}
@@ -241,7 +242,7 @@ type planOutput struct {
 
 func (a *API) planOut(v capacity.PlanView) planOutput {
 	o := planOutput{TrainingPlanArn: a.planArn(v.Name), TrainingPlanName: v.Name, Status: v.Status,
-		DurationHours: v.DurationHours, StartTime: epoch(v.Start), EndTime: epoch(v.End), UpfrontFee: v.UpfrontFee,
+		DurationHours: v.DurationHours, StartTime: awsjson.EpochOf(v.Start), EndTime: awsjson.EpochOf(v.End), UpfrontFee: v.UpfrontFee,
 		CurrencyCode: v.CurrencyCode, TotalInstanceCount: v.Total(), AvailableInstanceCount: v.Available,
 		InUseInstanceCount: v.InUse, TargetResources: v.TargetResources, UsedInstanceHours: v.Usage.InstanceHours[v.Key]}
 	switch v.Status {
@@ -254,7 +255,7 @@ func (a *API) planOut(v capacity.PlanView) planOutput {
 		o.ReservedCapacitySummaries = append(o.ReservedCapacitySummaries, reservedCapacitySummary{
 			ReservedCapacityArn: fmt.Sprintf("arn:aws:sagemaker:%s:%s:reserved-capacity/%s-%d", a.opts.Region, a.opts.AccountID, v.Key, i+1),
 			InstanceType:        v.InstanceType, TotalInstanceCount: r.Count, Status: v.Status, AvailabilityZone: r.Zone,
-			DurationHours: v.DurationHours, StartTime: epoch(v.Start), EndTime: epoch(v.End)})
+			DurationHours: v.DurationHours, StartTime: awsjson.EpochOf(v.Start), EndTime: awsjson.EpochOf(v.End)})
 	}
 	return o
 }
