@@ -55,7 +55,7 @@ s3cli mb s3://models >/dev/null
 for m in tinyllama llama-3.1-8b-instruct qwen2.5-7b-instruct; do
   s3cli cp --recursive --only-show-errors "$here/testdata/models/$m" "s3://models/$m"
 done
-s3cli ls s3://models/tinyllama/ | grep -q config.json || { echo "FAIL: upload to moto" >&2; exit 1; }
+s3cli ls s3://models/tinyllama/ | grep config.json >/dev/null || { echo "FAIL: upload to moto" >&2; exit 1; }
 echo "moto S3 at $s3 with 3 model folders"
 
 # 2. capstan serve with the S3 endpoint configured.
@@ -104,7 +104,7 @@ code=$(curl -sS -o "$work/openai.json" -w '%{http_code}' "$url/v1/chat/completio
 jq -e '.choices[0].message.content | length > 0' "$work/openai.json" >/dev/null || fail "OpenAI API answered: $(head -c 400 "$work/openai.json")"
 echo "OpenAI API: $(jq -c '.usage' "$work/openai.json")"
 
-sm list-endpoints --query 'Endpoints[].EndpointName' --output text | tr '\t' '\n' | grep -qx mf-demo ||
+sm list-endpoints --query 'Endpoints[].EndpointName' --output text | tr '\t' '\n' | grep -x mf-demo >/dev/null ||
   fail "list-endpoints lacks mf-demo: $(sm list-endpoints)"
 [ "$(sm describe-endpoint --endpoint-name mf-demo --query EndpointStatus --output text)" = InService ] ||
   fail "mf-demo not InService: $(sm describe-endpoint --endpoint-name mf-demo)"
@@ -159,10 +159,10 @@ for _ in $(seq 1 120); do
 done
 cap get iec mf-demo >/dev/null 2>&1 && fail "mf-demo still there after delete"
 for _ in $(seq 1 120); do
-  sm list-endpoints --query 'Endpoints[].EndpointName' --output text | tr '\t' '\n' | grep -qx mf-demo || break
+  sm list-endpoints --query 'Endpoints[].EndpointName' --output text | tr '\t' '\n' | grep -x mf-demo >/dev/null || break
   sleep 0.25
 done
-sm list-endpoints --query 'Endpoints[].EndpointName' --output text | tr '\t' '\n' | grep -qx mf-demo &&
+sm list-endpoints --query 'Endpoints[].EndpointName' --output text | tr '\t' '\n' | grep -x mf-demo >/dev/null &&
   fail "mf-demo still listed after delete"
 cap delete jsm deepseek >/dev/null && cap delete iec qwen-mig >/dev/null || fail "delete examples"
 cap delete -f "$repo/internal/manifest/testdata/examples-iec-kv-routing.yaml" >/dev/null || fail "delete demo"
