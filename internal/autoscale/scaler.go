@@ -226,6 +226,36 @@ func (s *Scaler) cooldownOver(now time.Time) bool {
 	return now.After(s.lastActive.Add(s.cfg.CooldownPeriod))
 }
 
+// Pressure reports whether a Peeker trigger asks, right now, for more
+// replicas than current, by the same target arithmetic and tolerance as a
+// poll, and names the first one that does. A controller uses it to run the
+// next poll at once when a burst begins rather than up to a polling interval
+// later; the poll still decides, with every trigger, the stabilization
+// windows and the scale-up limits. At zero replicas the activator wakes the
+// deployment instead, and at the maximum there is nothing to ask for.
+// Pressure reads only the configuration and the triggers, so it is safe to
+// call concurrently with Reconcile.
+func (s *Scaler) Pressure(ctx context.Context, current int) (string, bool) {
+	if current < 1 || current >= s.cfg.MaxReplicas {
+		return "", false
+	}
+	for _, t := range s.triggers {
+		p, ok := t.(Peeker)
+		if !ok {
+			continue
+		}
+		v, err := p.Peek(ctx)
+		if err != nil || math.IsNaN(v) || math.Abs(v) > maxValue {
+			continue // a failing trigger is the polls' business
+		}
+		in := Input{Value: v, Target: t.Target()}
+		if s.propose(&in, current) > current {
+			return t.Name(), true
+		}
+	}
+	return "", false
+}
+
 // read polls one trigger and applies fallback (pkg/fallback).
 func (s *Scaler) read(ctx context.Context, i int, t Trigger, current int) Input {
 	in := Input{Name: t.Name(), Target: t.Target(), Proposal: -1}

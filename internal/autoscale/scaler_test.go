@@ -438,3 +438,81 @@ func TestConfigValidation(t *testing.T) {
 		}
 	})
 }
+
+// peekable makes a FakeTrigger a Peeker; it counts peeks apart from polls.
+type peekable struct {
+	*FakeTrigger
+	peeks int
+}
+
+func (p *peekable) Peek(ctx context.Context) (float64, error) {
+	p.peeks++
+	return p.FakeTrigger.Value(ctx)
+}
+
+func TestPressure(t *testing.T) {
+	val := func(target float64) Target { return Target{Type: Value, Value: target} }
+	type trig struct {
+		target Target
+		v      float64 // errV fails
+		peek   bool
+	}
+	cases := []struct {
+		name    string
+		trigs   []trig
+		current int
+		want    string // "" = no pressure
+	}{
+		{"AverageValue within tolerance", []trig{{avg(4), 4.4, true}}, 1, ""},
+		{"AverageValue beyond tolerance", []trig{{avg(4), 4.5, true}}, 1, "t0"},
+		{"Value within tolerance", []trig{{val(10), 11, true}}, 2, ""},
+		{"Value beyond tolerance", []trig{{val(10), 11.5, true}}, 2, "t0"},
+		{"scale-in is not pressure", []trig{{avg(4), 0, true}}, 3, ""},
+		{"at the maximum", []trig{{avg(1), 100, true}}, 5, ""},
+		{"at zero the activator wakes it", []trig{{avg(1), 100, true}}, 0, ""},
+		{"a trigger that cannot be peeked is left to the polls", []trig{{avg(1), 100, false}}, 1, ""},
+		{"a failing peek is skipped", []trig{{avg(1), errV, true}, {avg(1), 3, true}}, 1, "t1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(epoch)
+			var trigs []Trigger
+			var fakes []*FakeTrigger
+			for i, tr := range c.trigs {
+				f := NewFakeTrigger(fmt.Sprintf("t%d", i), tr.target)
+				if tr.v == errV {
+					f.Fail(errSource)
+				} else {
+					f.Set(tr.v)
+				}
+				fakes = append(fakes, f)
+				if tr.peek {
+					trigs = append(trigs, &peekable{FakeTrigger: f})
+				} else {
+					trigs = append(trigs, f)
+				}
+			}
+			s, err := New(Config{MinReplicas: 0, MaxReplicas: 5}, clk, trigs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, ok := s.Pressure(context.Background(), c.current)
+			if name != c.want || ok != (c.want != "") {
+				t.Fatalf("Pressure = %q, %v; want %q", name, ok, c.want)
+			}
+			// Pressure leaves the scaler's state alone: a failed peek is not
+			// one of the poll's consecutive failures.
+			d, _ := s.Reconcile(context.Background(), max(c.current, 1))
+			for _, in := range d.Inputs {
+				if in.Err != nil && in.Failures != 1 {
+					t.Fatalf("%s: %d consecutive failures after one poll", in.Name, in.Failures)
+				}
+			}
+			for i, tr := range c.trigs {
+				if !tr.peek && fakes[i].Calls() != 1 {
+					t.Fatalf("trigger %d without Peek was read %d times, want once (the poll)", i, fakes[i].Calls())
+				}
+			}
+		})
+	}
+}

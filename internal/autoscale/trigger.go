@@ -47,6 +47,16 @@ type Trigger interface {
 	Target() Target
 }
 
+// A Peeker is a Trigger whose reading is in-process and cheap (the
+// gateway's own counters, not a remote query), so a controller may read it
+// between polls to notice a burst early (Scaler.Pressure). Peek reads the
+// value now, bypassing any cache the polls use; it must be safe for
+// concurrent use with Value.
+type Peeker interface {
+	Trigger
+	Peek(ctx context.Context) (float64, error)
+}
+
 // FakeTrigger is a hand-written, thread-safe Trigger for tests: it returns
 // the value or error last set and counts calls.
 type FakeTrigger struct {

@@ -3,12 +3,14 @@ package deployment
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/autoscale"
 	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
 const pollEverySecond = `  autoScalingSpec:
@@ -113,5 +115,156 @@ func TestPollSchedule(t *testing.T) {
 				t.Errorf("nextPoll = t0%+v, want t0%+v", got, c.wantNext)
 			}
 		})
+	}
+}
+
+// peekable makes a FakeTrigger an autoscale.Peeker, as the cloudWatch
+// triggers are; peeks are counted apart from the polls' reads.
+type peekable struct {
+	*autoscale.FakeTrigger
+	peeks *atomic.Int64
+}
+
+func (p peekable) Peek(ctx context.Context) (float64, error) {
+	p.peeks.Add(1)
+	return p.Value(ctx)
+}
+
+// TestPressureRunsPollEarly: between two scheduled polls (10 s apart) a peek
+// that asks for more replicas runs the poll at once; a poll run early that
+// changes nothing (here the scale-up stabilization window holds it) quiets
+// the watch until the next scheduled poll, and the schedule itself never
+// moves.
+func TestPressureRunsPollEarly(t *testing.T) {
+	trig := autoscale.NewFakeTrigger("rate", autoscale.Target{Type: autoscale.AverageValue, Value: 1})
+	var peeks atomic.Int64
+	builder := func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error) {
+		cfg, _, err := triggers.Build(spec, env)
+		return cfg, []autoscale.Trigger{peekable{trig, &peeks}}, err
+	}
+	h := newHarness(t, func(o *Options, _ *harnessConfig) { o.Triggers = builder })
+	h.rt.SetDefaultAddr(chatBackend(t))
+	h.apply(iec("burst", 1, 1, `  autoScalingSpec:
+    minReplicaCount: 1
+    maxReplicaCount: 6
+    pollingInterval: 10
+    scaleUpStabilizationTime: 0
+    scaleDownStabilizationTime: 0
+`))
+	k := kIEC("burst")
+	ctrl := h.svc.Controller()
+	ctx := context.Background()
+	trig.Set(1)
+	h.reconcile(k) // builds the scaler; the first poll is due at +10 s
+	start := h.clk.Now()
+	st := ctrl.state(k)
+	polls := func() int { return trig.Calls() - int(peeks.Load()) }
+
+	// A peek without pressure does nothing.
+	h.clk.Set(start.Add(time.Second))
+	ctrl.watchPressure(ctx, k, st)
+	h.reconcile(k)
+	if n := polls(); n != 0 {
+		t.Fatalf("polled %d times without pressure before the schedule", n)
+	}
+
+	// A burst: the next peek runs the poll now, 8 s before its time.
+	trig.Set(3)
+	h.clk.Set(start.Add(2 * time.Second))
+	ctrl.watchPressure(ctx, k, st)
+	h.reconcile(k)
+	if n := polls(); n != 1 {
+		t.Fatalf("polled %d times after a peek under pressure, want 1", n)
+	}
+	if got := h.running("iec.default.burst."); len(got) != 3 {
+		t.Fatalf("running %v after the early poll, want 3 replicas", got)
+	}
+	// The scheduled poll still runs at +10 s.
+	h.clk.Set(start.Add(10 * time.Second))
+	h.reconcile(k)
+	if n := polls(); n != 2 {
+		t.Fatalf("polled %d times by the scheduled time, want 2", n)
+	}
+
+	// An early poll that changes nothing (the burst was gone by the time
+	// the poll read the trigger) quiets the watch until the next scheduled
+	// poll, which runs on time.
+	h.clk.Set(start.Add(11 * time.Second))
+	trig.Set(5)
+	ctrl.watchPressure(ctx, k, st)
+	trig.Set(3)
+	h.reconcile(k)
+	if n := polls(); n != 3 {
+		t.Fatalf("polled %d times after the second peek under pressure, want 3", n)
+	}
+	h.clk.Set(start.Add(12 * time.Second))
+	trig.Set(5)
+	ctrl.watchPressure(ctx, k, st)
+	h.reconcile(k)
+	if n := polls(); n != 3 {
+		t.Fatalf("polled %d times: the watch should be quiet until the next scheduled poll", n)
+	}
+	h.clk.Set(start.Add(20 * time.Second))
+	h.reconcile(k)
+	if n, got := polls(), h.running("iec.default.burst."); n != 4 || len(got) != 5 {
+		t.Fatalf("scheduled poll: polled %d times (want 4), running %v (want 5)", n, got)
+	}
+}
+
+// TestPressureWaitsForStartingReplicas: while replicas decided by a poll
+// are still starting, peeks run no early poll (per-replica values still
+// divide by the replicas serving, and would ask again for what is on its
+// way); once they serve, the watch is back.
+func TestPressureWaitsForStartingReplicas(t *testing.T) {
+	trig := autoscale.NewFakeTrigger("inflight", autoscale.Target{Type: autoscale.Value, Value: 10})
+	var peeks atomic.Int64
+	builder := func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error) {
+		cfg, _, err := triggers.Build(spec, env)
+		return cfg, []autoscale.Trigger{peekable{trig, &peeks}}, err
+	}
+	h := newHarness(t, manualRuntime(), func(o *Options, _ *harnessConfig) { o.Triggers = builder })
+	h.apply(iec("slow", 1, 1, `  autoScalingSpec:
+    minReplicaCount: 1
+    maxReplicaCount: 6
+    pollingInterval: 10
+    scaleUpStabilizationTime: 0
+`))
+	k := kIEC("slow")
+	ctrl := h.svc.Controller()
+	ctx := context.Background()
+	trig.Set(10)
+	h.reconcile(k)
+	healthy := func() {
+		for _, id := range h.running("iec.default.slow.") {
+			h.rt.SetState(id, runtime.StateHealthy, "")
+		}
+		h.reconcile(k)
+	}
+	healthy()
+	start := h.clk.Now()
+	st := ctrl.state(k)
+	polls := func() int { return trig.Calls() - int(peeks.Load()) }
+
+	trig.Set(20) // twice the target: 1 → 2
+	h.clk.Set(start.Add(time.Second))
+	ctrl.watchPressure(ctx, k, st)
+	h.reconcile(k)
+	if n, got := polls(), h.running("iec.default.slow."); n != 1 || len(got) != 2 {
+		t.Fatalf("after the first peek: polled %d times (want 1), running %v (want 2)", n, got)
+	}
+	// The second replica is starting; the value has not moved.
+	h.clk.Set(start.Add(2 * time.Second))
+	ctrl.watchPressure(ctx, k, st)
+	h.reconcile(k)
+	if n := polls(); n != 1 {
+		t.Fatalf("polled %d times while the new replica was starting, want 1", n)
+	}
+	healthy()
+	trig.Set(15) // 1.5 × target at 2 replicas: 2 → 3
+	h.clk.Set(start.Add(3 * time.Second))
+	ctrl.watchPressure(ctx, k, st)
+	h.reconcile(k)
+	if n, got := polls(), h.running("iec.default.slow."); n != 2 || len(got) != 3 {
+		t.Fatalf("once both serve: polled %d times (want 2), running %v (want 3)", n, got)
 	}
 }

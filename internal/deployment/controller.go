@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/autoscale"
@@ -55,8 +56,8 @@ type Controller struct {
 var _ gateway.Activator = (*Controller)(nil)
 
 // objState is the controller's in-memory view of one object. Reconciles of
-// one object never overlap, so only they touch it, except activate (under
-// Controller.mu).
+// one object never overlap, so only they touch it, except activate and
+// pressedBy (under Controller.mu) and peek (atomic).
 type objState struct {
 	// model source resolution
 	srcKey   string
@@ -79,7 +80,12 @@ type objState struct {
 	pollStop  context.CancelFunc
 	pollEvery time.Duration
 	activate  bool // set by Activate, consumed by Reconcile
-	coldStart time.Time
+	// pressedBy names the trigger whose peek asked for more replicas
+	// between polls; set by the pressure watch, consumed by Reconcile.
+	pressedBy  string
+	quietUntil time.Time                 // a poll run early changed nothing: no more early polls before this
+	peek       atomic.Pointer[peekState] // what the pressure watch reads
+	coldStart  time.Time
 	// registration and route
 	route      string
 	registered bool

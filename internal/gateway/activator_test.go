@@ -118,7 +118,7 @@ func TestActivatorHoldAndRelease(t *testing.T) {
 			if got := <-act.ch; got != "cold" {
 				t.Fatalf("activated %q", got)
 			}
-			if s := g.Snapshot("cold"); s.Held != tt.held || s.Queued != tt.held || s.Replicas != 0 || s.Requests != 0 {
+			if s := g.Snapshot("cold"); s.Held != tt.held || s.Queued != tt.held || s.Replicas != 0 || s.Requests != 0 || s.Arrivals != uint64(tt.held) {
 				t.Fatalf("snapshot while held: %+v", s)
 			}
 			if v := promtest.ToFloat64(counterFor(t, reg, "capstan_gateway_held_requests")); v != float64(tt.held) {
@@ -140,7 +140,8 @@ func TestActivatorHoldAndRelease(t *testing.T) {
 				t.Fatalf("Activate called %d times in one episode", n)
 			}
 			s := g.Snapshot("cold")
-			if s.Held != 0 || s.Requests != uint64(tt.held) || s.Errors != 0 || s.Replicas != 2 {
+			// Arrivals counts each request once, though a held one resolves twice.
+			if s.Held != 0 || s.Requests != uint64(tt.held) || s.Errors != 0 || s.Replicas != 2 || s.Arrivals != uint64(tt.held) {
 				t.Fatalf("snapshot after release: %+v", s)
 			}
 			if v := promtest.ToFloat64(counterFor(t, reg, "capstan_gateway_activations_total")); v != 1 {
@@ -209,7 +210,7 @@ func TestActivatorFailures(t *testing.T) {
 				out := make(chan invokeResult, 2)
 				holdN(t, context.Background(), g, 2, out)
 				_, err := g.Invoke(context.Background(), gateway.Invocation{Endpoint: "cold"})
-				if s := g.Snapshot("cold"); s.Held != 2 || s.Requests != 1 || s.Errors != 1 {
+				if s := g.Snapshot("cold"); s.Held != 2 || s.Requests != 1 || s.Errors != 1 || s.Arrivals != 3 {
 					t.Fatalf("snapshot after overflow: %+v", s)
 				}
 				return err

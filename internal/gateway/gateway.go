@@ -609,10 +609,15 @@ func noPass() {}
 // decision. On error rs is the route when there is one (for accounting).
 func (g *Gateway) resolve(ctx context.Context, inv Invocation) (rs *routeState, v *variantState, pass func(), err error) {
 	pass = noPass
-	for {
+	for arrived := false; ; arrived = true {
 		var ok bool
 		if rs, ok = g.lookup(inv.Endpoint); !ok {
 			return nil, nil, pass, fmt.Errorf("endpoint %q: %w", inv.Endpoint, ErrUnknownEndpoint)
+		}
+		if !arrived {
+			// Counted before any hold or queue: an arrival rate leads the
+			// in-flight and finished counts when a burst begins.
+			rs.stats.arrivals.Add(1)
 		}
 		if rs.route.Unavailable != "" {
 			return rs, nil, pass, &UnavailableError{Message: rs.route.Unavailable}

@@ -15,6 +15,7 @@ type EndpointSnapshot struct {
 	InFlight       int     // requests currently sent to backends
 	Queued         int     // waiting in the admission queue plus held by the activator
 	Held           int     // of which held by the activator
+	Arrivals       uint64  // requests that reached the endpoint, counted on arrival (before any queue or hold)
 	Requests       uint64  // finished invocations (any outcome)
 	Errors         uint64  // of which failed (5xx or no response)
 	LatencySeconds float64 // sum of end-to-end latency of finished invocations
@@ -56,6 +57,7 @@ func (c *counters) finish(d time.Duration, failed bool) {
 type epStats struct {
 	counters
 	held      atomic.Int64
+	arrivals  atomic.Uint64
 	ttftNs    atomic.Uint64
 	ttftCount atomic.Uint64
 
@@ -99,6 +101,7 @@ func (g *Gateway) Snapshot(endpoint string) EndpointSnapshot {
 		es := v.(*epStats)
 		out.InFlight = int(es.inFlight.Load())
 		out.Held = int(es.held.Load())
+		out.Arrivals = es.arrivals.Load()
 		out.Requests = es.requests.Load()
 		out.Errors = es.errors.Load()
 		out.LatencySeconds = time.Duration(es.latencyNs.Load()).Seconds()

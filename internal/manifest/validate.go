@@ -732,11 +732,13 @@ const (
 	cwPerRequest    cwKind = iota // one exactly known sample per invocation: no percentiles
 	cwPerRequestSum               // per-invocation samples kept as a sum (latency): Sum, SampleCount, Average
 	cwGauge                       // sampled each poll: every statistic
+	cwRate                        // a per-second rate from a counter: Average
 )
 
 var cwStatsHint = map[cwKind]string{
 	cwPerRequest:    "use Sum, SampleCount, Average, Minimum or Maximum",
 	cwPerRequestSum: "use Sum, SampleCount or Average (capstan keeps latency sums, not distributions)",
+	cwRate:          "use Average (the metric is already a rate per second over the period)",
 }
 
 var cloudWatchMetrics = map[string]map[string]cwKind{
@@ -753,10 +755,14 @@ var cloudWatchMetrics = map[string]map[string]cwKind{
 		"InFlightPerReplica": cwGauge,
 		"KVCacheUtilization": cwGauge,
 		"TimeToFirstToken":   cwPerRequestSum,
+		"ArrivalRate":        cwRate,
 	},
 }
 
 func cwStatAvailable(k cwKind, stat string) bool {
+	if k == cwRate {
+		return stat == "Average"
+	}
 	switch stat {
 	case "Sum", "SampleCount", "Average":
 		return true

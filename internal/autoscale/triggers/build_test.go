@@ -340,6 +340,23 @@ func TestUseCachedMetrics(t *testing.T) {
 			if within != want {
 				t.Fatalf("value within half the polling interval = %v, want %v", within, want)
 			}
+			// A peek reads the source and refreshes the cache: a poll run
+			// early because of it sees what the peek saw.
+			clk.Step(time.Second)
+			src.set(func(s *gateway.EndpointSnapshot) { s.Queued = 12 })
+			peeked, err := tr.(autoscale.Peeker).Peek(ctx)
+			if err != nil || peeked != 12 {
+				t.Fatalf("peek = %v, %v; want 12", peeked, err)
+			}
+			src.set(func(s *gateway.EndpointSnapshot) { s.Queued = 3 })
+			polled, _ := tr.Value(ctx)
+			want = 3.0
+			if cached {
+				want = 12
+			}
+			if polled != want {
+				t.Fatalf("value right after a peek = %v, want %v", polled, want)
+			}
 		})
 	}
 }

@@ -42,6 +42,7 @@ const (
 	MetricInFlightPerReplica Metric = "InFlightPerReplica"
 	MetricKVCacheUtilization Metric = "KVCacheUtilization"
 	MetricTimeToFirstToken   Metric = "TimeToFirstToken"
+	MetricArrivalRate        Metric = "ArrivalRate"
 )
 
 // kind says how a metric's samples arise, which decides the statistics that
@@ -58,6 +59,9 @@ const (
 	perRequestSum
 	// gauge: sampled at every Read; every statistic including pNN.
 	gauge
+	// rate: a per-second rate over the period from a cumulative counter;
+	// Average only.
+	rate
 )
 
 type metricInfo struct {
@@ -76,6 +80,7 @@ var metrics = map[Metric]metricInfo{
 	MetricInFlightPerReplica:         {NamespaceCapstan, gauge},
 	MetricKVCacheUtilization:         {NamespaceCapstan, gauge},
 	MetricTimeToFirstToken:           {NamespaceCapstan, perRequestSum},
+	MetricArrivalRate:                {NamespaceCapstan, rate},
 }
 
 // Metrics lists the metric names of a namespace, sorted.
@@ -92,6 +97,9 @@ func Metrics(namespace string) []string {
 
 // Statistics computable for a metric kind; pNN is allowed for gauges only.
 func statOK(k kind, stat string) bool {
+	if k == rate {
+		return stat == "Average"
+	}
 	switch stat {
 	case "Sum", "SampleCount", "Average":
 		return true
@@ -119,9 +127,13 @@ func percentile(stat string) (float64, bool) {
 // returns no datapoint; a trigger then uses its minValue.
 var ErrNoData = errors.New("no data points in the period")
 
-// maxSamples bounds the reader's history; at a 1 s polling interval it
-// covers more than an hour.
-const maxSamples = 4096
+// maxSamples bounds the reader's history. Samples are kept at least
+// period/samplesPerPeriod apart, so it always covers more than a period,
+// however often Read is called.
+const (
+	maxSamples       = 4096
+	samplesPerPeriod = 1024
+)
 
 type sample struct {
 	at   time.Time
@@ -202,7 +214,7 @@ func (r *CloudWatchReader) Read(ctx context.Context, variant, metricName, statis
 		}
 		return -1
 	})
-	base := r.samples[max(i-1, 0)].snap
+	baseAt, base := r.samples[max(i-1, 0)].at, r.samples[max(i-1, 0)].snap
 	var vals []float64
 	if info.kind == gauge {
 		vals = make([]float64, 0, len(r.samples)-i+1)
@@ -214,12 +226,23 @@ func (r *CloudWatchReader) Read(ctx context.Context, variant, metricName, statis
 		}
 		vals = append(vals, gaugeValue(m, cur, variant))
 	}
-	r.samples = append(r.samples, sample{now, cur})
+	if n := len(r.samples); n >= 2 && now.Sub(r.samples[n-2].at) < period/samplesPerPeriod {
+		// Frequent reads (peeks between polls) would otherwise crowd the
+		// bounded history: keep samples at least period/samplesPerPeriod
+		// apart by replacing the newest instead of appending, so the history
+		// always spans more than a period.
+		r.samples[n-1] = sample{now, cur}
+	} else {
+		r.samples = append(r.samples, sample{now, cur})
+	}
 	r.prune(now)
 	r.mu.Unlock()
 
-	if info.kind == gauge {
+	switch info.kind {
+	case gauge:
 		return summarize(vals, statistic)
+	case rate:
+		return rateValue(base, cur, now.Sub(baseAt))
 	}
 	return perRequestValue(m, base, cur, variant, statistic)
 }
@@ -261,6 +284,15 @@ func gaugeValue(m Metric, s gateway.EndpointSnapshot, variant string) float64 {
 		return s.KVUsage
 	}
 	return math.NaN()
+}
+
+// rateValue is ArrivalRate: arrivals per second between two snapshots span
+// apart (the real span, which is the period once history is long enough).
+func rateValue(base, cur gateway.EndpointSnapshot, span time.Duration) (float64, error) {
+	if span <= 0 {
+		return 0, ErrNoData
+	}
+	return float64(delta(cur.Arrivals, base.Arrivals)) / span.Seconds(), nil
 }
 
 type counters struct {
@@ -394,7 +426,7 @@ type cloudWatchTrigger struct {
 	cache    *valueCache
 }
 
-var _ autoscale.Trigger = (*cloudWatchTrigger)(nil)
+var _ autoscale.Peeker = (*cloudWatchTrigger)(nil)
 
 func newCloudWatchTrigger(t *manifest.CloudWatchTrigger, polling time.Duration, env Env, field string) (*cloudWatchTrigger, error) {
 	if env.Source == nil {
@@ -450,14 +482,29 @@ func (c *cloudWatchTrigger) Target() autoscale.Target { return c.target }
 // Value reads the statistic over the last period; no data gives minValue,
 // as KEDA's CloudWatch scaler does with ignoreNullValues (its default).
 func (c *cloudWatchTrigger) Value(ctx context.Context) (float64, error) {
-	return c.cache.get(ctx, func(ctx context.Context) (float64, error) {
-		v, err := c.reader.Read(ctx, c.variant, c.metric, c.stat, c.period)
-		if errors.Is(err, ErrNoData) {
-			return c.minValue, nil
-		}
-		if err != nil {
-			return 0, fmt.Errorf("cloudwatch %s/%s: %w", c.metric, c.stat, err)
-		}
-		return v, nil
-	})
+	return c.cache.get(ctx, c.read)
+}
+
+// Peek implements autoscale.Peeker: the reader works on the gateway's
+// in-memory counters, cheap enough to read between polls. It always reads
+// the source, and what it reads refreshes useCachedMetrics' value: a poll
+// run early because of this peek must not be served the value of the
+// scheduled poll just before it.
+func (c *cloudWatchTrigger) Peek(ctx context.Context) (float64, error) {
+	v, err := c.read(ctx)
+	if err == nil {
+		c.cache.put(v)
+	}
+	return v, err
+}
+
+func (c *cloudWatchTrigger) read(ctx context.Context) (float64, error) {
+	v, err := c.reader.Read(ctx, c.variant, c.metric, c.stat, c.period)
+	if errors.Is(err, ErrNoData) {
+		return c.minValue, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cloudwatch %s/%s: %w", c.metric, c.stat, err)
+	}
+	return v, nil
 }

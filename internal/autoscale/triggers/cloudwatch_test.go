@@ -229,6 +229,59 @@ func TestCloudWatchReaderTTFT(t *testing.T) {
 	}
 }
 
+// TestCloudWatchReaderArrivalRate: arrivals per second over the period,
+// from the newest snapshot at least a period old; a younger history divides
+// by the span it really covers, and no arrivals is a rate of 0, not "no
+// data" (an idle endpoint is a real reading).
+func TestCloudWatchReaderArrivalRate(t *testing.T) {
+	ctx := context.Background()
+	const period = time.Second
+	type step struct {
+		after    time.Duration
+		arrivals uint64
+	}
+	cases := []struct {
+		name    string
+		steps   []step // each: advance, add arrivals, read
+		want    []float64
+		wantErr string
+	}{
+		{"whole periods", []step{{time.Second, 3}, {time.Second, 12}}, []float64{3, 12}, ""},
+		{"history shorter than the period divides by its span", []step{{500 * time.Millisecond, 2}}, []float64{4}, ""},
+		{"sliding window at 100 ms reads", []step{
+			{100 * time.Millisecond, 1}, {100 * time.Millisecond, 0}, {800 * time.Millisecond, 1}, // 2 in the first second
+			{100 * time.Millisecond, 5}, {100 * time.Millisecond, 5}, // the first 100 ms leave the window
+		}, []float64{10, 10 / 2.0, 2, 6, 11}, ""},
+		{"no arrivals is zero", []step{{time.Second, 0}}, []float64{0}, ""},
+		{"Sum is refused", []step{{time.Second, 1}}, nil, "not available"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src, clk := newFakes()
+			src.set(func(s *gateway.EndpointSnapshot) { s.Arrivals = 1000 }) // before the reader: never counted
+			r := NewCloudWatchReader(src, clk, "ep")
+			stat := "Average"
+			if c.wantErr != "" {
+				stat = "Sum"
+			}
+			for i, st := range c.steps {
+				clk.Step(st.after)
+				src.set(func(s *gateway.EndpointSnapshot) { s.Arrivals += st.arrivals })
+				got, err := r.Read(ctx, "", "ArrivalRate", stat, period)
+				if c.wantErr != "" {
+					if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+						t.Fatalf("err = %v, want %q", err, c.wantErr)
+					}
+					return
+				}
+				if err != nil || math.Abs(got-c.want[i]) > 1e-9 {
+					t.Fatalf("read %d = %v, %v; want %v", i, got, err, c.want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestCloudWatchReaderVariants(t *testing.T) {
 	ctx := context.Background()
 	t.Run("unknown variant on a single-variant endpoint reads the endpoint", func(t *testing.T) {

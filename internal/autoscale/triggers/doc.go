@@ -10,7 +10,11 @@
 //     computed by CloudWatchReader from deltas of the gateway's cumulative
 //     EndpointSnapshot counters over the metric collection period.
 //   - cloudWatchTrigger in namespace capstan: the built-in triggers
-//     QueueDepth, InFlightPerReplica, KVCacheUtilization and TimeToFirstToken.
+//     QueueDepth, InFlightPerReplica, KVCacheUtilization, TimeToFirstToken
+//     and ArrivalRate.
+//
+// Every cloudWatchTrigger reads in-memory numbers, so it is an
+// autoscale.Peeker: the controller may read it between polls.
 //
 // It owns the mapping only: the HPA/KEDA arithmetic is package autoscale's,
 // and the live numbers come from a Source (the gateway). See

@@ -256,6 +256,16 @@ func (c *valueCache) get(ctx context.Context, read func(context.Context) (float6
 	return v, nil
 }
 
+// put records a value read outside get (a peek) as the newest reading.
+func (c *valueCache) put(v float64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.v, c.ok = c.clk.Now(), v, true
+}
+
 func newCache(use *bool, ttl time.Duration, clk clock.Clock) *valueCache {
 	if use == nil || !*use {
 		return nil
