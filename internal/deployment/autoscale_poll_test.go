@@ -130,84 +130,83 @@ func (p peekable) Peek(ctx context.Context) (float64, error) {
 	return p.Value(ctx)
 }
 
-// TestPressureRunsPollEarly: between two scheduled polls (10 s apart) a peek
-// that asks for more replicas runs the poll at once; a poll run early that
-// changes nothing (here the scale-up stabilization window holds it) quiets
-// the watch until the next scheduled poll, and the schedule itself never
-// moves.
-func TestPressureRunsPollEarly(t *testing.T) {
-	trig := autoscale.NewFakeTrigger("rate", autoscale.Target{Type: autoscale.AverageValue, Value: 1})
-	var peeks atomic.Int64
+// pressureRig is one deployment (min 1, max 6, polling every 10 s, no
+// scale-up window) whose only trigger is a peekable fake. Tests drive it by
+// hand: peekAt does what the peek ticker would, then reconciles.
+type pressureRig struct {
+	h     *harness
+	name  string
+	k     string
+	st    *objState
+	trig  *autoscale.FakeTrigger
+	peeks atomic.Int64
+	start time.Time // the scaler's creation; its first poll is due at +10 s
+}
+
+func newPressureRig(t *testing.T, name string, target autoscale.Target, initial float64, opts ...harnessOpt) *pressureRig {
+	r := &pressureRig{name: name, trig: autoscale.NewFakeTrigger("pressure", target)}
 	builder := func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error) {
 		cfg, _, err := triggers.Build(spec, env)
-		return cfg, []autoscale.Trigger{peekable{trig, &peeks}}, err
+		return cfg, []autoscale.Trigger{peekable{r.trig, &r.peeks}}, err
 	}
-	h := newHarness(t, func(o *Options, _ *harnessConfig) { o.Triggers = builder })
-	h.rt.SetDefaultAddr(chatBackend(t))
-	h.apply(iec("burst", 1, 1, `  autoScalingSpec:
+	r.h = newHarness(t, append(opts, func(o *Options, _ *harnessConfig) { o.Triggers = builder })...)
+	r.h.rt.SetDefaultAddr(chatBackend(t))
+	r.h.apply(iec(name, 1, 1, `  autoScalingSpec:
     minReplicaCount: 1
     maxReplicaCount: 6
     pollingInterval: 10
     scaleUpStabilizationTime: 0
     scaleDownStabilizationTime: 0
 `))
-	k := kIEC("burst")
-	ctrl := h.svc.Controller()
-	ctx := context.Background()
-	trig.Set(1)
-	h.reconcile(k) // builds the scaler; the first poll is due at +10 s
-	start := h.clk.Now()
-	st := ctrl.state(k)
-	polls := func() int { return trig.Calls() - int(peeks.Load()) }
+	r.k = kIEC(name)
+	r.trig.Set(initial)
+	r.h.reconcile(r.k)
+	r.start = r.h.clk.Now()
+	r.st = r.h.svc.Controller().state(r.k)
+	return r
+}
 
-	// A peek without pressure does nothing.
-	h.clk.Set(start.Add(time.Second))
-	ctrl.watchPressure(ctx, k, st)
-	h.reconcile(k)
-	if n := polls(); n != 0 {
-		t.Fatalf("polled %d times without pressure before the schedule", n)
-	}
+// polls counts the trigger's reads by polls, peeks left out.
+func (r *pressureRig) polls() int { return r.trig.Calls() - int(r.peeks.Load()) }
 
-	// A burst: the next peek runs the poll now, 8 s before its time.
-	trig.Set(3)
-	h.clk.Set(start.Add(2 * time.Second))
-	ctrl.watchPressure(ctx, k, st)
-	h.reconcile(k)
-	if n := polls(); n != 1 {
-		t.Fatalf("polled %d times after a peek under pressure, want 1", n)
-	}
-	if got := h.running("iec.default.burst."); len(got) != 3 {
-		t.Fatalf("running %v after the early poll, want 3 replicas", got)
-	}
-	// The scheduled poll still runs at +10 s.
-	h.clk.Set(start.Add(10 * time.Second))
-	h.reconcile(k)
-	if n := polls(); n != 2 {
-		t.Fatalf("polled %d times by the scheduled time, want 2", n)
-	}
+func (r *pressureRig) peekAt(at time.Duration) {
+	r.h.clk.Set(r.start.Add(at))
+	r.h.svc.Controller().watchPressure(context.Background(), r.k, r.st)
+}
 
-	// An early poll that changes nothing (the burst was gone by the time
-	// the poll read the trigger) quiets the watch until the next scheduled
-	// poll, which runs on time.
-	h.clk.Set(start.Add(11 * time.Second))
-	trig.Set(5)
-	ctrl.watchPressure(ctx, k, st)
-	trig.Set(3)
-	h.reconcile(k)
-	if n := polls(); n != 3 {
-		t.Fatalf("polled %d times after the second peek under pressure, want 3", n)
+func (r *pressureRig) replicas() int { return len(r.h.running("iec.default." + r.name + ".")) }
+
+// TestPressureRunsPollEarly: between two scheduled polls (10 s apart) a peek
+// that asks for more replicas runs the poll at once; a poll run early that
+// changes nothing quiets the watch until the next scheduled poll, and the
+// schedule itself never moves.
+func TestPressureRunsPollEarly(t *testing.T) {
+	r := newPressureRig(t, "burst", autoscale.Target{Type: autoscale.AverageValue, Value: 1}, 1)
+	steps := []struct {
+		name         string
+		at           time.Duration
+		peek         float64 // the trigger's value when the peek reads it
+		poll         float64 // and when the poll reads it; 0 = same
+		wantPolls    int
+		wantReplicas int
+	}{
+		{"a peek without pressure does nothing", 1 * time.Second, 1, 0, 0, 1},
+		{"a burst: the poll runs now, 8 s early", 2 * time.Second, 3, 0, 1, 3},
+		{"the scheduled poll still runs at +10 s", 10 * time.Second, 3, 0, 2, 3},
+		{"an early poll that changes nothing (the burst gone by then)", 11 * time.Second, 5, 3, 3, 3},
+		{"then the watch is quiet until the next scheduled poll", 12 * time.Second, 5, 0, 3, 3},
+		{"which runs on time", 20 * time.Second, 5, 0, 4, 5},
 	}
-	h.clk.Set(start.Add(12 * time.Second))
-	trig.Set(5)
-	ctrl.watchPressure(ctx, k, st)
-	h.reconcile(k)
-	if n := polls(); n != 3 {
-		t.Fatalf("polled %d times: the watch should be quiet until the next scheduled poll", n)
-	}
-	h.clk.Set(start.Add(20 * time.Second))
-	h.reconcile(k)
-	if n, got := polls(), h.running("iec.default.burst."); n != 4 || len(got) != 5 {
-		t.Fatalf("scheduled poll: polled %d times (want 4), running %v (want 5)", n, got)
+	for _, s := range steps {
+		r.trig.Set(s.peek)
+		r.peekAt(s.at)
+		if s.poll != 0 {
+			r.trig.Set(s.poll)
+		}
+		r.h.reconcile(r.k)
+		if n, got := r.polls(), r.replicas(); n != s.wantPolls || got != s.wantReplicas {
+			t.Fatalf("%s: polled %d times (want %d), %d replicas (want %d)", s.name, n, s.wantPolls, got, s.wantReplicas)
+		}
 	}
 }
 
@@ -216,55 +215,34 @@ func TestPressureRunsPollEarly(t *testing.T) {
 // divide by the replicas serving, and would ask again for what is on its
 // way); once they serve, the watch is back.
 func TestPressureWaitsForStartingReplicas(t *testing.T) {
-	trig := autoscale.NewFakeTrigger("inflight", autoscale.Target{Type: autoscale.Value, Value: 10})
-	var peeks atomic.Int64
-	builder := func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error) {
-		cfg, _, err := triggers.Build(spec, env)
-		return cfg, []autoscale.Trigger{peekable{trig, &peeks}}, err
-	}
-	h := newHarness(t, manualRuntime(), func(o *Options, _ *harnessConfig) { o.Triggers = builder })
-	h.apply(iec("slow", 1, 1, `  autoScalingSpec:
-    minReplicaCount: 1
-    maxReplicaCount: 6
-    pollingInterval: 10
-    scaleUpStabilizationTime: 0
-`))
-	k := kIEC("slow")
-	ctrl := h.svc.Controller()
-	ctx := context.Background()
-	trig.Set(10)
-	h.reconcile(k)
+	r := newPressureRig(t, "slow", autoscale.Target{Type: autoscale.Value, Value: 10}, 10, manualRuntime())
 	healthy := func() {
-		for _, id := range h.running("iec.default.slow.") {
-			h.rt.SetState(id, runtime.StateHealthy, "")
+		for _, id := range r.h.running("iec.default.slow.") {
+			r.h.rt.SetState(id, runtime.StateHealthy, "")
 		}
-		h.reconcile(k)
+		r.h.reconcile(r.k)
 	}
 	healthy()
-	start := h.clk.Now()
-	st := ctrl.state(k)
-	polls := func() int { return trig.Calls() - int(peeks.Load()) }
-
-	trig.Set(20) // twice the target: 1 → 2
-	h.clk.Set(start.Add(time.Second))
-	ctrl.watchPressure(ctx, k, st)
-	h.reconcile(k)
-	if n, got := polls(), h.running("iec.default.slow."); n != 1 || len(got) != 2 {
-		t.Fatalf("after the first peek: polled %d times (want 1), running %v (want 2)", n, got)
+	steps := []struct {
+		name                    string
+		at                      time.Duration
+		value                   float64
+		healthy                 bool // mark every replica serving first
+		wantPolls, wantReplicas int
+	}{
+		{"twice the target: 1 → 2", 1 * time.Second, 20, false, 1, 2},
+		{"the new replica is starting: no early poll", 2 * time.Second, 20, false, 1, 2},
+		{"both serve, 1.5 × target: 2 → 3", 3 * time.Second, 15, true, 2, 3},
 	}
-	// The second replica is starting; the value has not moved.
-	h.clk.Set(start.Add(2 * time.Second))
-	ctrl.watchPressure(ctx, k, st)
-	h.reconcile(k)
-	if n := polls(); n != 1 {
-		t.Fatalf("polled %d times while the new replica was starting, want 1", n)
-	}
-	healthy()
-	trig.Set(15) // 1.5 × target at 2 replicas: 2 → 3
-	h.clk.Set(start.Add(3 * time.Second))
-	ctrl.watchPressure(ctx, k, st)
-	h.reconcile(k)
-	if n, got := polls(), h.running("iec.default.slow."); n != 2 || len(got) != 3 {
-		t.Fatalf("once both serve: polled %d times (want 2), running %v (want 3)", n, got)
+	for _, s := range steps {
+		if s.healthy {
+			healthy()
+		}
+		r.trig.Set(s.value)
+		r.peekAt(s.at)
+		r.h.reconcile(r.k)
+		if n, got := r.polls(), r.replicas(); n != s.wantPolls || got != s.wantReplicas {
+			t.Fatalf("%s: polled %d times (want %d), %d replicas (want %d)", s.name, n, s.wantPolls, got, s.wantReplicas)
+		}
 	}
 }
