@@ -78,8 +78,8 @@ run() {
 		{ cat "$OUT/$tag-$strategy.txt" >&2; exit 1; }
 	echo "== $tag $strategy" >&2
 	grep -E 'requests ok|output tok/s|TTFT|cache hit' "$OUT/$tag-$strategy.txt" >&2 || true
-	# The gateway's own view (routing decisions, predicted vs served hits,
-	# per-backend load), kept for looking into a run afterwards.
+	# The gateway's own view (routing decisions by predicted hit or miss,
+	# request and token counts), kept for looking into a run afterwards.
 	curl -fsS "http://$gw/metrics" >"$OUT/metrics-$tag-$strategy.txt" 2>/dev/null || true
 	cleanup
 }

@@ -50,7 +50,8 @@ type Trigger interface {
 // A Peeker is a Trigger whose reading is in-process and cheap (the
 // gateway's own counters, not a remote query), so a controller may read it
 // between polls to notice a burst early (Scaler.Pressure). Peek reads the
-// value now, bypassing any cache the polls use; it must be safe for
+// source now, never a cached value (it may refresh the cache the polls
+// use, so that a poll it causes sees what it saw); it must be safe for
 // concurrent use with Value.
 type Peeker interface {
 	Trigger

@@ -107,7 +107,7 @@ func registerInTreePlugins(r *Registry) {
 	// evicted a group's prefix the router's own history still says where
 	// the group lives, so the group goes back there instead of to the
 	// least-loaded backend (at weight 1 it scattered: hit rate 0.75–0.99 of
-	// the oracle across runs on a quiet machine, 0.89–0.96 at weight 3;
+	// the oracle across runs on a quiet machine, 0.88–0.99 at weight 3;
 	// docs/performance.md).
 	r.RegisterStrategy("kvaware", Profile{Filters: []string{loadGuardName},
 		Scorers: []WeightedScorer{{kvPreciseName, 3}, {prefixName, 3}, {sessionName, 2}, {queueName, 1}, {kvUtilName, 1}}})
