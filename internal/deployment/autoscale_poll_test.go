@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/autoscale"
-	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
-	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
@@ -29,11 +27,7 @@ const pollEverySecond = `  autoScalingSpec:
 // polling rate.
 func TestAutoscalePollCadenceUnderJitter(t *testing.T) {
 	trig := autoscale.NewFakeTrigger("inflight", autoscale.Target{Type: autoscale.Value, Value: 4})
-	builder := func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error) {
-		cfg, _, err := triggers.Build(spec, env)
-		return cfg, []autoscale.Trigger{trig}, err
-	}
-	h := newHarness(t, func(o *Options, _ *harnessConfig) { o.Triggers = builder })
+	h := newHarness(t, withTriggers(nil, trig))
 	h.rt.SetDefaultAddr(chatBackend(t))
 	h.apply(iec("poll", 1, 1, pollEverySecond))
 	k := kIEC("poll")
@@ -145,11 +139,7 @@ type pressureRig struct {
 
 func newPressureRig(t *testing.T, name string, target autoscale.Target, initial float64, opts ...harnessOpt) *pressureRig {
 	r := &pressureRig{name: name, trig: autoscale.NewFakeTrigger("pressure", target)}
-	builder := func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error) {
-		cfg, _, err := triggers.Build(spec, env)
-		return cfg, []autoscale.Trigger{peekable{r.trig, &r.peeks}}, err
-	}
-	r.h = newHarness(t, append(opts, func(o *Options, _ *harnessConfig) { o.Triggers = builder })...)
+	r.h = newHarness(t, append(opts, withTriggers(nil, peekable{r.trig, &r.peeks}))...)
 	r.h.rt.SetDefaultAddr(chatBackend(t))
 	r.h.apply(iec(name, 1, 1, `  autoScalingSpec:
     minReplicaCount: 1

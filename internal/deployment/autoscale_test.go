@@ -33,13 +33,8 @@ const scaledJSM = `  autoScalingSpec:
 func TestAutoscaleOutInZeroAndActivation(t *testing.T) {
 	trig := autoscale.NewFakeTrigger("queue", autoscale.Target{Type: autoscale.AverageValue, Value: 4})
 	var gotEnv triggers.Env
-	builder := func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error) {
-		gotEnv = env
-		cfg, _, err := triggers.Build(spec, env) // the real config, with our trigger
-		return cfg, []autoscale.Trigger{trig}, err
-	}
 	// A JumpStart server takes a whole instance: three nodes for three replicas.
-	h := newHarness(t, func(o *Options, _ *harnessConfig) { o.Triggers = builder },
+	h := newHarness(t, withTriggers(&gotEnv, trig),
 		withGroups(cluster.InstanceGroup{Name: "g5", InstanceType: "ml.g5.12xlarge", Count: 3}))
 	h.rt.SetDefaultAddr(chatBackend(t))
 	ctx, cancel := context.WithCancel(context.Background())

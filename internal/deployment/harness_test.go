@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/capstan-dev/capstan/internal/autoscale"
+	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/cluster"
@@ -138,6 +140,22 @@ type harnessConfig struct {
 
 func withGroups(g ...cluster.InstanceGroup) harnessOpt {
 	return func(_ *Options, hc *harnessConfig) { hc.groups = g }
+}
+
+// withTriggers makes every deployment's scaler read trigs instead of the
+// triggers its spec names; the scaler's config still comes from the spec
+// (triggers.Build). seen, when not nil, receives the Env the controller
+// passed.
+func withTriggers(seen *triggers.Env, trigs ...autoscale.Trigger) harnessOpt {
+	return func(o *Options, _ *harnessConfig) {
+		o.Triggers = func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error) {
+			if seen != nil {
+				*seen = env
+			}
+			cfg, _, err := triggers.Build(spec, env)
+			return cfg, trigs, err
+		}
+	}
 }
 
 func manualRuntime() harnessOpt { return func(_ *Options, hc *harnessConfig) { hc.manual = true } }
