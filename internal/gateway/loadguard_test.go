@@ -13,7 +13,7 @@ import (
 )
 
 // TestLoadGuardOverridesAffinity: with prefixaware, requests sharing a
-// prompt stick to one backend until it is loadGuardMaxImbalance (8) ahead
+// prompt stick to one backend until it is loadGuardMaxImbalance (16) ahead
 // of the idle one; the next request goes to the idle one. Both backends are
 // slow (they hold every request until released), as a stuck replica would.
 func TestLoadGuardOverridesAffinity(t *testing.T) {
@@ -31,10 +31,12 @@ func TestLoadGuardOverridesAffinity(t *testing.T) {
 		res *gateway.Result
 		err error
 	}
-	results := make(chan out, 16)
+	const maxImbalance = 16 // loadGuardMaxImbalance
+	const n = maxImbalance + 2
+	results := make(chan out, n)
 	served := map[string]int{}
 	order := []string{}
-	for i := 0; i < 10; i++ {
+	for i := 0; i < n; i++ {
 		go func() {
 			res, err := g.Invoke(context.Background(), gateway.Invocation{Endpoint: "ep", Path: "/v1/completions", Body: body})
 			results <- out{res, err}
@@ -52,7 +54,7 @@ func TestLoadGuardOverridesAffinity(t *testing.T) {
 		order = append(order, cur)
 	}
 	close(release)
-	for i := 0; i < 10; i++ {
+	for i := 0; i < n; i++ {
 		o := <-results
 		if o.err != nil {
 			t.Fatal(o.err)
@@ -64,8 +66,8 @@ func TestLoadGuardOverridesAffinity(t *testing.T) {
 	if served["b"] > served["a"] {
 		hot, cold = "b", "a"
 	}
-	if served[hot] != 9 || served[cold] != 1 {
-		t.Fatalf("served %v (in-flight after each send: %v): want 9 on the warm backend, then 1 elsewhere", served, order)
+	if served[hot] != n-1 || served[cold] != 1 {
+		t.Fatalf("served %v (in-flight after each send: %v): want %d on the warm backend, then 1 elsewhere", served, order, n-1)
 	}
 }
 
