@@ -145,24 +145,11 @@ func (c *Controller) Run(ctx context.Context) {
 	})
 	tick := c.o.Clock.NewTicker(c.o.Resync)
 	defer tick.Stop()
-	c.resync(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			c.queue.Wait()
-			return
-		case k, ok := <-watch:
-			if !ok {
-				c.queue.Wait()
-				return
-			}
-			if k.Kind == bucket {
-				c.Enqueue(k.Name)
-			}
-		case <-tick.C():
-			c.resync(ctx)
+	reconcile.Loop(ctx, c.queue, watch, func(k store.Key) {
+		if k.Kind == bucket {
+			c.Enqueue(k.Name)
 		}
-	}
+	}, tick.C(), func() { c.resync(ctx) })
 }
 
 // resync enqueues every object and stops replicas no record lists.

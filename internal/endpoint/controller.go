@@ -121,24 +121,11 @@ func (c *Controller) Run(ctx context.Context) {
 	})
 	tick := c.clock.NewTicker(c.opts.Resync)
 	defer tick.Stop()
-	c.enqueueAll()
-	for {
-		select {
-		case <-ctx.Done():
-			c.queue.Wait()
-			return
-		case k, ok := <-watch:
-			if !ok {
-				c.queue.Wait()
-				return
-			}
-			if k.Kind == KindEndpoint {
-				c.Enqueue(k.Name)
-			}
-		case <-tick.C():
-			c.enqueueAll()
+	reconcile.Loop(ctx, c.queue, watch, func(k store.Key) {
+		if k.Kind == KindEndpoint {
+			c.Enqueue(k.Name)
 		}
-	}
+	}, tick.C(), c.enqueueAll)
 }
 
 func (c *Controller) enqueueAll() {

@@ -8,6 +8,7 @@ package reconcile
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Func reconciles one key.
@@ -74,3 +75,25 @@ func (q *Queue) Enqueue(key string) {
 
 // Wait blocks until no reconcile is running.
 func (q *Queue) Wait() { q.wg.Wait() }
+
+// Loop is the loop a controller runs around its queue until ctx is done or
+// changes is closed: resync at once and on every tick, onChange with each
+// change (which enqueues what it concerns). Then it waits for the
+// reconciles in flight. Start q before calling it.
+func Loop[E any](ctx context.Context, q *Queue, changes <-chan E, onChange func(E), tick <-chan time.Time, resync func()) {
+	defer q.Wait()
+	resync()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-changes:
+			if !ok {
+				return
+			}
+			onChange(e)
+		case <-tick:
+			resync()
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A key enqueued while its reconcile runs is reconciled exactly once more,
@@ -70,5 +71,62 @@ func TestQueueErrorsAndLifecycle(t *testing.T) {
 	q.Wait()
 	if len(got) != 1 || got[0] != "x" {
 		t.Fatalf("errors reported for %v, want [x]", got)
+	}
+}
+
+// Loop resyncs at once and on every tick, hands each change to onChange,
+// and returns once changes is closed (or ctx is done), but only after the
+// reconciles in flight.
+func TestLoop(t *testing.T) {
+	for _, stop := range []string{"changes closed", "context done"} {
+		t.Run(stop, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			release := make(chan struct{})
+			var mu sync.Mutex
+			var reconciled []string
+			q := New(func(_ context.Context, key string) error {
+				<-release
+				mu.Lock()
+				defer mu.Unlock()
+				reconciled = append(reconciled, key)
+				return nil
+			}, nil)
+			q.Start(ctx)
+			changes, tick := make(chan string), make(chan time.Time)
+			resyncs := make(chan struct{}, 4)
+			returned := make(chan struct{})
+			go func() {
+				defer close(returned)
+				Loop(ctx, q, changes, func(k string) {
+					if k != "not mine" {
+						q.Enqueue(k)
+					}
+				}, tick, func() { resyncs <- struct{}{} })
+			}()
+			<-resyncs // at once
+			tick <- time.Time{}
+			<-resyncs // on the tick
+			changes <- "a"
+			changes <- "not mine"
+			if stop == "changes closed" {
+				close(changes)
+			} else {
+				cancel()
+			}
+			select {
+			case <-returned:
+				t.Fatal("Loop returned with a reconcile still running")
+			case <-time.After(20 * time.Millisecond):
+			}
+			close(release)
+			<-returned
+			if len(reconciled) != 1 || reconciled[0] != "a" {
+				t.Fatalf("reconciled %v, want [a]", reconciled)
+			}
+			if len(resyncs) != 0 {
+				t.Fatalf("%d extra resyncs", len(resyncs))
+			}
+		})
 	}
 }
