@@ -11,13 +11,11 @@ const loadGuardName = "load-guard"
 // maxKVUsage. Tuned so affinity wins while the fleet is balanced and yields
 // before one hot backend queues far behind the others (SGLang's
 // balance_abs_threshold, 32 by default, and AIBrix's imbalance rule play the
-// same role). The imbalance allowed was 8: on the shared-prefix benchmark,
-// where each replica carries 10–25 requests, groups placed unevenly put
-// their home a little over 8 ahead much of the time, and about one request
-// in ten was sent to a replica without its prefix (kvaware 0.88–0.95 of the
-// oracle hit rate). At 16 those diversions nearly vanish and TTFT p90 fell
-// too; the engine-queue bound still catches a replica that really falls
-// behind (docs/performance.md, session 5).
+// same role). The imbalance allowed is 16: at 8, on the shared-prefix
+// benchmark (10–25 requests per replica), a group's home was often a little
+// over 8 ahead of the quietest replica, and one request in ten went to a
+// replica without its prefix (docs/performance.md, session 5). The
+// engine-queue bound still catches a replica that really falls behind.
 const (
 	loadGuardMaxImbalance = 16
 	loadGuardMaxWaiting   = 16
