@@ -17,7 +17,9 @@
 #   QUICK=1 bench/gateway.sh    shorter (well within 5 minutes on 2 cores)
 #
 # Knobs (env): CAPSTAN (binary; default: build ./cmd/capstan), NGINX
-# (default /usr/sbin/nginx), RATE, REQUESTS, CONCURRENCY, DURATION, OUT.
+# (default /usr/sbin/nginx), RATE, REQUESTS, CONCURRENCY, DURATION, OUT,
+# GATEWAY_ENV (extra environment for the gateway process only, e.g.
+# GATEWAY_ENV=GOMAXPROCS=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +50,8 @@ source "$(dirname "$0")/lib.sh"
 PIDS+=($!)
 REPLICA=$(wait_addr "$OUT/sim.log")
 
-"$CAPSTAN" gateway --listen 127.0.0.1:0 --endpoint qwen3-32b --backend "r0=$REPLICA" >"$OUT/gw.log" 2>&1 &
+# shellcheck disable=SC2086 # GATEWAY_ENV is a list of NAME=VALUE words
+env ${GATEWAY_ENV:-} "$CAPSTAN" gateway --listen 127.0.0.1:0 --endpoint qwen3-32b --backend "r0=$REPLICA" >"$OUT/gw.log" 2>&1 &
 PIDS+=($!)
 GW=$(wait_addr "$OUT/gw.log")
 
