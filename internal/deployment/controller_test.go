@@ -20,6 +20,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/store"
 )
 
 var (
@@ -89,9 +90,12 @@ func TestStatusAndReplicaSpec(t *testing.T) {
 	if sm := st.Endpoints.SageMaker; sm == nil || sm.State != smCreationCompleted || sm.EndpointArn != "arn:aws:sagemaker:us-east-1:000000000000:endpoint/demo-ep" {
 		t.Fatalf("sagemaker status %+v", st.Endpoints.SageMaker)
 	}
-	m, ok := h.reg.get("demo-ep")
-	if !ok || m.Status != endpoint.StatusInService || m.Owner != "InferenceEndpointConfig/default/demo" || len(m.Replicas) != 2 || m.DesiredCount != 2 || m.InstanceType != "ml.g5.24xlarge" {
-		t.Fatalf("registration %+v (found %v)", m, ok)
+	ep, ok := h.reg.get(t, "demo-ep")
+	if !ok || ep.Status != endpoint.StatusInService || ep.ManagedBy != "InferenceEndpointConfig/default/demo" || ep.Current == nil || len(ep.Current.Variants) != 1 {
+		t.Fatalf("registration %+v (found %v)", ep, ok)
+	}
+	if v := ep.Current.Variants[0]; len(v.Replicas) != 2 || v.DesiredCount != 2 || v.InstanceType != "ml.g5.24xlarge" {
+		t.Fatalf("registered variant %+v", v)
 	}
 	// Both replicas share one node: 1 GPU each, most-allocated first.
 	starts := h.rt.Starts()
@@ -300,7 +304,7 @@ func TestDelete(t *testing.T) {
 	if _, ok := h.gw.Route("deepseek-ep"); ok {
 		t.Fatal("route survives")
 	}
-	if _, ok := h.reg.get("deepseek-ep"); ok {
+	if _, ok := h.reg.get(t, "deepseek-ep"); ok {
 		t.Fatal("SageMaker registration survives")
 	}
 	for _, n := range h.cl.Nodes() {
@@ -352,7 +356,12 @@ func TestModelSourceFailure(t *testing.T) {
 
 func TestEndpointNameInUse(t *testing.T) {
 	h := newHarness(t)
-	h.reg.taken["shared"] = "a SageMaker CreateEndpoint"
+	// An endpoint created through the SageMaker API holds the name.
+	if err := h.store.Update(func(tx *store.Tx) error {
+		return tx.Put(endpoint.KindEndpoint, "shared", endpoint.Endpoint{Name: "shared", Status: endpoint.StatusInService})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	h.apply(jsm("deepseek", "shared", ""))
 	h.reconcile(kJSM("deepseek"))
 	o := h.get(manifest.KindJumpStartModel, "deepseek")
@@ -465,10 +474,10 @@ func TestEndpointRename(t *testing.T) {
 	h.reconcile(k)
 	h.apply(jsm("deepseek", "second", ""))
 	h.reconcile(k)
-	if _, ok := h.reg.get("first"); ok {
+	if _, ok := h.reg.get(t, "first"); ok {
 		t.Fatal("old registration survives the rename")
 	}
-	if m, ok := h.reg.get("second"); !ok || m.Status != endpoint.StatusInService {
+	if m, ok := h.reg.get(t, "second"); !ok || m.Status != endpoint.StatusInService {
 		t.Fatalf("new registration %+v %v", m, ok)
 	}
 	if _, ok := h.gw.Route("first"); ok {
@@ -489,6 +498,7 @@ func TestRestartResumes(t *testing.T) {
 	// processes died with the old server) and an empty cluster.
 	h2 := newHarness(t)
 	h2.store = h.store
+	h2.reg = &registry{Service: endpoint.NewService(h.store, nil, nil, h2.clk, testLogger(t))}
 	svc, err := New(Options{Store: h.store, Clock: h2.clk, Runtime: h2.rt, Cluster: h2.cl, Gateway: h2.gw,
 		Models: h2.models, Endpoints: h2.reg, Logger: testLogger(t)})
 	if err != nil {
@@ -507,6 +517,9 @@ func TestRestartResumes(t *testing.T) {
 		if p.Status == endpoint.StatusCreating {
 			t.Fatalf("registration after restart: %+v", h2.reg.puts)
 		}
+	}
+	if ep, ok := h2.reg.get(t, "demo-ep"); !ok || ep.Status != endpoint.StatusInService {
+		t.Fatalf("registration after restart: %+v (found %v)", ep, ok)
 	}
 	if o := h2.get(manifest.KindInferenceEndpointConfig, "demo"); o.GetStatus().State != manifest.StateDeploymentComplete {
 		t.Fatalf("status %+v", o.GetStatus())

@@ -59,47 +59,41 @@ func (f *fakeModels) fail(err error) {
 	f.err = err
 }
 
-// fakeRegistry is a hand-written EndpointRegistry.
-type fakeRegistry struct {
-	mu      sync.Mutex
-	taken   map[string]string // name → owner held elsewhere
-	current map[string]endpoint.ManagedEndpoint
-	puts    []endpoint.ManagedEndpoint
-	deletes []string
+// registry is the real endpoint service on the harness's store, recording
+// the registrations the controller asks for (to check what it wrote, and
+// that a steady reconcile asks for none).
+type registry struct {
+	*endpoint.Service
+	mu   sync.Mutex
+	puts []endpoint.ManagedEndpoint
 }
 
-var _ EndpointRegistry = (*fakeRegistry)(nil)
+var _ EndpointRegistry = (*registry)(nil)
 
-func newFakeRegistry() *fakeRegistry {
-	return &fakeRegistry{taken: map[string]string{}, current: map[string]endpoint.ManagedEndpoint{}}
+func (r *registry) PutManaged(ctx context.Context, m endpoint.ManagedEndpoint) error {
+	r.mu.Lock()
+	r.puts = append(r.puts, m)
+	r.mu.Unlock()
+	return r.Service.PutManaged(ctx, m)
 }
 
-func (f *fakeRegistry) PutManaged(_ context.Context, m endpoint.ManagedEndpoint) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if owner, ok := f.taken[m.Name]; ok && owner != m.Owner {
-		return fmt.Errorf("%w: endpoint %q already belongs to %s", endpoint.ErrNameInUse, m.Name, owner)
+func (r *registry) putCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.puts)
+}
+
+// get is the endpoint record name has in the store, if any.
+func (r *registry) get(t testing.TB, name string) (endpoint.Endpoint, bool) {
+	t.Helper()
+	ep, err := r.GetEndpoint(context.Background(), name)
+	if endpoint.IsNotFound(err) {
+		return endpoint.Endpoint{}, false
 	}
-	f.puts = append(f.puts, m)
-	f.current[m.Name] = m
-	return nil
-}
-
-func (f *fakeRegistry) DeleteManaged(_ context.Context, name, owner string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.deletes = append(f.deletes, name+"|"+owner)
-	if m, ok := f.current[name]; ok && m.Owner == owner {
-		delete(f.current, name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return nil
-}
-
-func (f *fakeRegistry) get(name string) (endpoint.ManagedEndpoint, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	m, ok := f.current[name]
-	return m, ok
+	return ep, true
 }
 
 // testWriter sends log lines to t.Log, so they show only for failing tests.
@@ -126,7 +120,7 @@ type harness struct {
 	cl     *cluster.Cluster
 	gw     *gateway.Gateway
 	models *fakeModels
-	reg    *fakeRegistry
+	reg    *registry
 	prom   *prometheus.Registry
 	svc    *Service
 }
@@ -186,7 +180,8 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	}
 	prom := prometheus.NewRegistry()
 	gw := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()})
-	models, reg := &fakeModels{}, newFakeRegistry()
+	models := &fakeModels{}
+	reg := &registry{Service: endpoint.NewService(st, nil, nil, clk, testLogger(t))}
 	o.Runtime, o.Cluster, o.Gateway, o.Registerer = rt, cl, gw, prom
 	if o.Models == nil {
 		o.Models = models

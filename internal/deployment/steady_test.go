@@ -10,10 +10,10 @@ func TestSteadyNoWrites(t *testing.T) {
 	k := kIEC("demo")
 	h.reconcile(k)
 	v1 := h.get("InferenceEndpointConfig", "demo").GetMeta().ResourceVersion
-	puts := len(h.reg.puts)
+	puts := h.reg.putCount()
 	h.reconcile(k)
 	v2 := h.get("InferenceEndpointConfig", "demo").GetMeta().ResourceVersion
-	if v1 != v2 || len(h.reg.puts) != puts {
-		t.Fatalf("steady reconcile wrote: resourceVersion %s → %s, %d more registrations", v1, v2, len(h.reg.puts)-puts)
+	if v1 != v2 || h.reg.putCount() != puts {
+		t.Fatalf("steady reconcile wrote: resourceVersion %s → %s, %d more registrations", v1, v2, h.reg.putCount()-puts)
 	}
 }
