@@ -177,9 +177,11 @@ func (c *Controller) save(ep *Endpoint, release bool) error {
 			return errConflict
 		}
 		if release {
-			want := instanceCounts(ep.Current, ep.Pending)
-			if ep.Status == StatusFailed {
-				want = nil
+			var want map[string]int
+			if ep.Status != StatusFailed {
+				if want, err = instanceCounts(ep.Current, ep.Pending); err != nil {
+					return err
+				}
 			}
 			if err := c.fleet.Set(tx, ep.Name, want); err != nil {
 				return err
@@ -268,6 +270,10 @@ func (c *Controller) ensureStarted(ctx context.Context, ep *Endpoint, dep *Deplo
 			return errors.New(v.ModelError)
 		}
 		for _, id := range v.Replicas {
+			if ctx.Err() != nil {
+				// Shutting down: stop promptly; the next start resumes.
+				return ctx.Err()
+			}
 			r, err := c.rt.Get(id)
 			if err == nil && r.State != runtime.StateStopped {
 				continue
@@ -310,6 +316,9 @@ func (c *Controller) route(ep *Endpoint) Route {
 // retire drains and stops ep.Retiring (already out of the route) and records it.
 func (c *Controller) retire(ctx context.Context, ep *Endpoint) error {
 	for _, id := range ep.Retiring {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		dctx, cancel := context.WithTimeout(ctx, c.opts.DrainTimeout)
 		if err := c.router.Drain(dctx, id); err != nil {
 			c.log.Warn("drain", "replica", id, "err", err)
@@ -354,6 +363,13 @@ func (c *Controller) reconcilePending(ctx context.Context, ep *Endpoint) error {
 	}
 	if held {
 		return nil
+	}
+	// A record written before counts were capped may ask for any number:
+	// such a deployment fails rather than numbering that many replicas.
+	for i := range p.Variants {
+		if err := checkCount(p.Variants[i].Name, p.Variants[i].DesiredCount); err != nil {
+			return c.failPending(ctx, ep, err.Error())
+		}
 	}
 	// Number the members of a fresh deployment and record them before starting.
 	changed := false
@@ -458,6 +474,12 @@ func (c *Controller) reconcileScale(ctx context.Context, ep *Endpoint) error {
 	changed := false
 	for i := range cur.Variants {
 		v := &cur.Variants[i]
+		if err := checkCount(v.Name, v.DesiredCount); err != nil {
+			// A record written before counts were capped: keep what serves.
+			v.DesiredCount = min(len(v.Replicas), MaxInstancesPerVariant)
+			ep.FailureReason = err.Error()
+			changed = true
+		}
 		for len(v.Replicas) < v.DesiredCount {
 			v.Replicas = append(v.Replicas, replicaID(ep.Name, v, cur.Generation, v.NextIndex))
 			v.NextIndex++
@@ -532,6 +554,9 @@ func (c *Controller) reconcileDelete(ctx context.Context, ep *Endpoint) error {
 	}
 	ids = append(ids, ep.Retiring...)
 	for _, id := range ids {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		dctx, cancel := context.WithTimeout(ctx, c.opts.DrainTimeout)
 		_ = c.router.Drain(dctx, id)
 		cancel()

@@ -281,7 +281,6 @@ func TestBlueGreenUpdate(t *testing.T) {
 	}
 	for _, call := range []func() error{
 		func() error { _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c1"); return err },
-		func() error { return e.svc.DeleteEndpoint(e.ctx, "ep") },
 		func() error {
 			_, err := e.svc.UpdateWeightsAndCapacities(e.ctx, "ep", []Desired{{VariantName: "AllTraffic", Weight: ptr(2.0)}})
 			return err
@@ -420,7 +419,10 @@ func TestServiceErrors(t *testing.T) {
 			_, err := e.svc.CreateEndpointConfig(e.ctx, EndpointConfig{Name: "c9", ProductionVariants: []Variant{{VariantName: "v", ModelName: "nope"}}})
 			return err
 		}, ErrNotFound},
-		{"duplicate config", func() error { _, err := e.svc.CreateEndpointConfig(e.ctx, EndpointConfig{Name: "c1"}); return err }, ErrAlreadyExists},
+		{"duplicate config", func() error {
+			_, err := e.svc.CreateEndpointConfig(e.ctx, EndpointConfig{Name: "c1", ProductionVariants: []Variant{{VariantName: "v", ModelName: "m", InitialInstanceCount: 1}}})
+			return err
+		}, ErrAlreadyExists},
 		{"endpoint with unknown config", func() error { _, err := e.svc.CreateEndpoint(e.ctx, "ep", "nope", nil); return err }, ErrNotFound},
 		{"describe unknown endpoint", func() error { _, err := e.svc.GetEndpoint(e.ctx, "nope"); return err }, ErrNotFound},
 		{"delete unknown model", func() error { return e.svc.DeleteModel(e.ctx, "nope") }, ErrNotFound},

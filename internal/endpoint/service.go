@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -99,12 +100,26 @@ func (s *Service) ListModels(_ context.Context) ([]Model, error) {
 // CreateEndpointConfig stores c after checking its models exist.
 func (s *Service) CreateEndpointConfig(_ context.Context, c EndpointConfig) (EndpointConfig, error) {
 	c.CreationTime = s.clock.Now().UTC().Truncate(1e6)
+	if n := len(c.ProductionVariants); n < 1 || n > MaxVariants {
+		return c, invalidf("An endpoint configuration has 1 to %d production variants, not %d.", MaxVariants, n)
+	}
 	seen := map[string]bool{}
+	total := 0.0
 	for _, v := range c.ProductionVariants {
+		if err := checkCount(v.VariantName, v.InitialInstanceCount); err != nil {
+			return c, err
+		}
+		if err := checkWeight(v.VariantName, v.Weight()); err != nil {
+			return c, err
+		}
+		total += v.Weight()
 		if seen[v.VariantName] {
 			return c, invalidf("Variant name %q is used more than once. Variant names must be unique within an endpoint configuration.", v.VariantName)
 		}
 		seen[v.VariantName] = true
+	}
+	if math.IsInf(total, 0) {
+		return c, invalidf("The variant weights of endpoint configuration %q add up to more than a float64 holds.", c.Name)
 	}
 	err := s.store.Update(func(tx *store.Tx) error {
 		if tx.Exists(KindConfig, c.Name) {
@@ -175,7 +190,11 @@ func (s *Service) CreateEndpoint(_ context.Context, name, configName string, tag
 		if err != nil {
 			return err
 		}
-		if err := s.fleet.Set(tx, name, instanceCounts(dep)); err != nil {
+		want, err := instanceCounts(dep)
+		if err != nil {
+			return err
+		}
+		if err := s.fleet.Set(tx, name, want); err != nil {
 			return err
 		}
 		ep = Endpoint{Name: name, Status: StatusCreating, CreationTime: now, LastModifiedTime: now,
@@ -210,9 +229,10 @@ func (s *Service) ListEndpoints(_ context.Context) ([]Endpoint, error) {
 }
 
 // mutable loads an endpoint for an API change, rejecting states that allow
-// none. A Failed endpoint allows Delete and, when update is set, UpdateEndpoint:
-// SageMaker's remedy for an expired reservation is "update endpoint
-// configuration", so moving a Failed endpoint to a new config must work.
+// none. Delete is allowed in every state (see DeleteEndpoint). A Failed
+// endpoint also allows, when update is set, UpdateEndpoint: SageMaker's remedy
+// for an expired reservation is "update endpoint configuration", so moving a
+// Failed endpoint to a new config must work.
 func mutable(tx *store.Tx, name string, deleting bool, update ...bool) (Endpoint, error) {
 	var ep Endpoint
 	found, err := tx.Get(KindEndpoint, name, &ep)
@@ -225,11 +245,14 @@ func mutable(tx *store.Tx, name string, deleting bool, update ...bool) (Endpoint
 	if ep.ManagedBy != "" {
 		return ep, invalidf("Endpoint %q is managed by %s; change it with capstan apply or capstan delete.", name, ep.ManagedBy)
 	}
+	if deleting {
+		return ep, nil
+	}
 	switch ep.Status {
 	case StatusCreating, StatusUpdating, StatusDeleting:
 		return ep, &Error{Kind: ErrInProgress, Resource: ResEndpoint, Name: name}
 	case StatusFailed:
-		if !deleting && !(len(update) > 0 && update[0]) {
+		if !(len(update) > 0 && update[0]) {
 			return ep, &Error{Kind: ErrFailedState, Resource: ResEndpoint, Name: name}
 		}
 	}
@@ -256,7 +279,11 @@ func (s *Service) UpdateEndpoint(_ context.Context, name, configName string) (En
 		if err != nil {
 			return err
 		}
-		if err := s.fleet.Set(tx, name, instanceCounts(ep.Current, dep)); err != nil {
+		want, err := instanceCounts(ep.Current, dep)
+		if err != nil {
+			return err
+		}
+		if err := s.fleet.Set(tx, name, want); err != nil {
 			var ple *PlanLimitError
 			if !errors.As(err, &ple) || ep.Status == StatusFailed || !sameButCounts(ep.Current, dep) {
 				return err
@@ -269,7 +296,11 @@ func (s *Service) UpdateEndpoint(_ context.Context, name, configName string) (En
 				v, n := &ep.Current.Variants[i], dep.Variants[i]
 				v.DesiredCount, v.DesiredWeight, v.ChangeStart = n.DesiredCount, n.DesiredWeight, now
 			}
-			if err := s.fleet.Set(tx, name, instanceCounts(ep.Current)); err != nil {
+			want, err := instanceCounts(ep.Current)
+			if err != nil {
+				return err
+			}
+			if err := s.fleet.Set(tx, name, want); err != nil {
 				return err
 			}
 			ep.Current.ConfigName = configName
@@ -324,9 +355,15 @@ func (s *Service) UpdateWeightsAndCapacities(_ context.Context, name string, des
 				}
 				found = true
 				if d.Weight != nil {
+					if err := checkWeight(v.Name, *d.Weight); err != nil {
+						return err
+					}
 					v.DesiredWeight = *d.Weight
 				}
 				if d.InstanceCount != nil {
+					if err := checkCount(v.Name, *d.InstanceCount); err != nil {
+						return err
+					}
 					v.DesiredCount = *d.InstanceCount
 				}
 				v.ChangeStart = now
@@ -342,10 +379,14 @@ func (s *Service) UpdateWeightsAndCapacities(_ context.Context, name string, des
 		for _, v := range ep.Current.Variants {
 			total += v.DesiredWeight
 		}
-		if total <= 0 {
-			return invalidf("The sum of the desired weights of the variants of endpoint %q must be greater than 0.", name)
+		if !(total > 0) || math.IsInf(total, 0) {
+			return invalidf("The sum of the desired weights of the variants of endpoint %q must be greater than 0 and finite.", name)
 		}
-		if err := s.fleet.Set(tx, name, instanceCounts(ep.Current)); err != nil {
+		want, err := instanceCounts(ep.Current)
+		if err != nil {
+			return err
+		}
+		if err := s.fleet.Set(tx, name, want); err != nil {
 			return err
 		}
 		ep.Status = StatusUpdating
@@ -356,11 +397,15 @@ func (s *Service) UpdateWeightsAndCapacities(_ context.Context, name string, des
 }
 
 // DeleteEndpoint marks the endpoint Deleting; the controller stops its
-// replicas, releases its instances and removes the record.
+// replicas, releases its instances and removes the record. Unlike SageMaker,
+// which refuses it while an endpoint is Creating or Updating (leaving a stuck
+// create undeletable for up to an hour), it is accepted in every state, so
+// any endpoint can always be deleted; the controller abandons whatever
+// rollout was under way. Deleting one already Deleting changes nothing.
 func (s *Service) DeleteEndpoint(_ context.Context, name string) error {
 	return s.store.Update(func(tx *store.Tx) error {
 		ep, err := mutable(tx, name, true)
-		if err != nil {
+		if err != nil || ep.Status == StatusDeleting {
 			return err
 		}
 		ep.Status = StatusDeleting

@@ -2,6 +2,8 @@ package endpoint
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -11,6 +13,51 @@ const (
 	KindConfig   = "endpointconfigs"
 	KindEndpoint = "endpoints"
 )
+
+// Caps on counts. SageMaker bounds the number of variants (1..10) and
+// InitialInstanceCount only from below; its real ceiling is the account's
+// service quota. capstan's ceiling is MaxInstancesPerVariant, so that no
+// client number can size a loop, a list of replica ids or an allocation.
+const (
+	// MaxVariants is SageMaker's limit on ProductionVariants.
+	MaxVariants = 10
+	// MaxInstancesPerVariant bounds InitialInstanceCount and
+	// DesiredInstanceCount. A replica is a process (or a simulated one) on
+	// the capstan host; 1000 is far above any fleet a host can run and
+	// equals the manifest cap on replicas.
+	MaxInstancesPerVariant = 1000
+	// MaxInstancesPerEndpoint bounds what one endpoint holds at once: every
+	// variant at its cap on both sides of a blue/green update.
+	MaxInstancesPerEndpoint = 2 * MaxVariants * MaxInstancesPerVariant
+)
+
+// AddInstances is a+b for instance counts, refusing negative terms and sums
+// over MaxInstancesPerEndpoint (checked before adding, so it cannot wrap).
+func AddInstances(a, b int) (int, error) {
+	if a < 0 || b < 0 || a > MaxInstancesPerEndpoint || b > MaxInstancesPerEndpoint-a {
+		return 0, &Error{Kind: ErrInvalid, Message: fmt.Sprintf(
+			"Instance count %d + %d is outside [0, %d], capstan's limit on the instances of one endpoint.", a, b, MaxInstancesPerEndpoint)}
+	}
+	return a + b, nil
+}
+
+// checkCount refuses a variant instance count outside [0, MaxInstancesPerVariant].
+func checkCount(variant string, n int) error {
+	if n < 0 || n > MaxInstancesPerVariant {
+		return &Error{Kind: ErrInvalid, Message: fmt.Sprintf(
+			"Variant %q asks for %d instances; capstan allows 0 to %d instances per variant.", variant, n, MaxInstancesPerVariant)}
+	}
+	return nil
+}
+
+// checkWeight refuses a variant weight that is negative, NaN or infinite.
+func checkWeight(variant string, w float64) error {
+	if !(w >= 0) || math.IsInf(w, 0) {
+		return &Error{Kind: ErrInvalid, Message: fmt.Sprintf(
+			"Variant %q has weight %v; a weight must be a finite number greater than or equal to 0.", variant, w)}
+	}
+	return nil
+}
 
 // Endpoint statuses (the subset capstan produces).
 const (
@@ -179,8 +226,11 @@ type Desired struct {
 	InstanceCount *int
 }
 
-// instanceCounts sums instances per type over the given deployments.
-func instanceCounts(deps ...*Deployment) map[string]int {
+// instanceCounts sums instances per type over the given deployments, with
+// checked addition: a count outside [0, MaxInstancesPerVariant] or a sum over
+// MaxInstancesPerEndpoint is an error, never a wrapped int (a negative sum
+// would pass every fleet check).
+func instanceCounts(deps ...*Deployment) (map[string]int, error) {
 	out := map[string]int{}
 	for _, d := range deps {
 		if d == nil {
@@ -188,15 +238,23 @@ func instanceCounts(deps ...*Deployment) map[string]int {
 		}
 		for _, v := range d.Variants {
 			n := max(len(v.Replicas), v.DesiredCount)
+			if err := checkCount(v.Name, n); err != nil {
+				return nil, err
+			}
+			key := v.InstanceType
 			if v.Reservation != "" {
 				// Reserved-only variants draw on their plan, never on-demand.
-				if n > 0 {
-					out[PlanKeyPrefix+v.Reservation] += n
+				if n == 0 {
+					continue
 				}
-				continue
+				key = PlanKeyPrefix + v.Reservation
 			}
-			out[v.InstanceType] += n
+			sum, err := AddInstances(out[key], n)
+			if err != nil {
+				return nil, err
+			}
+			out[key] = sum
 		}
 	}
-	return out
+	return out, nil
 }
