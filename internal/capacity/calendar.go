@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -366,11 +367,31 @@ func onDemand(hs map[string]Holding, except string) map[string]map[string]int {
 				out[t] = map[string]int{}
 			}
 			for z, n := range zs {
-				out[t][z] += n
+				out[t][z] = addHeld(out[t][z], n)
 			}
 		}
 	}
 	return out
+}
+
+// addHeld sums stored instance counts with checked addition, saturating at
+// math.MaxInt32 instead of wrapping (the sums are later subtracted from
+// capacities, which must not wrap either). Set stores at most what the
+// configured fleet or a plan holds, so saturation only guards against a
+// damaged store, and then over-counts (refusing capacity) rather than
+// under-counts.
+func addHeld(a, b int) int {
+	a, b = min(max(a, 0), math.MaxInt32), min(max(b, 0), math.MaxInt32)
+	return min(a+b, math.MaxInt32)
+}
+
+// total is the configured on-demand capacity of typ over all zones.
+func (c *Calendar) total(typ string) int {
+	n := 0
+	for _, m := range c.capacity[typ] {
+		n += m
+	}
+	return n
 }
 
 // Set implements endpoint.Allocator: owner's holding becomes want. Plain keys
@@ -392,7 +413,7 @@ func (c *Calendar) Set(tx *store.Tx, owner string, want map[string]int) error {
 			continue
 		}
 		for k, n := range h.Plans {
-			planUsed[k] += n
+			planUsed[k] = addHeld(planUsed[k], n)
 		}
 	}
 	c.mu.RLock()
@@ -407,6 +428,14 @@ func (c *Calendar) Set(tx *store.Tx, owner string, want map[string]int) error {
 		n := want[k]
 		if n <= 0 {
 			continue
+		}
+		if n > endpoint.MaxInstancesPerEndpoint {
+			// No fleet or plan is this large; refusing here keeps every
+			// sum below bounded whatever a caller passes.
+			if pk, ok := strings.CutPrefix(k, endpoint.PlanKeyPrefix); ok {
+				return &endpoint.PlanLimitError{Plan: pk, Requested: n}
+			}
+			return &fleet.LimitError{InstanceType: k, Requested: n, Total: c.total(k)}
 		}
 		if pk, ok := strings.CutPrefix(k, endpoint.PlanKeyPrefix); ok {
 			p, ok := c.plans[pk]
@@ -430,11 +459,7 @@ func (c *Calendar) Set(tx *store.Tx, owner string, want map[string]int) error {
 			}
 		}
 		if left > 0 {
-			total := 0
-			for _, m := range c.capacity[k] {
-				total += m
-			}
-			return &fleet.LimitError{InstanceType: k, Requested: n, Available: free, Total: total}
+			return &fleet.LimitError{InstanceType: k, Requested: n, Available: free, Total: c.total(k)}
 		}
 		h.Instances[k] = placed
 	}
@@ -526,7 +551,7 @@ func (c *Calendar) InUse(tx *store.Tx, key, except string) (int, error) {
 	n := 0
 	for o, h := range hs {
 		if o != except {
-			n += h.Plans[key]
+			n = addHeld(n, h.Plans[key])
 		}
 	}
 	return n, err

@@ -29,6 +29,17 @@ const (
 	maxOffers = 100000
 )
 
+// Limits of a search, SageMaker's documented ranges: InstanceCount 1..256
+// and DurationHours 1..87600 (ten years).
+const (
+	MaxPlanInstances = 256
+	MaxPlanDuration  = 87600 * time.Hour
+)
+
+// lastNano is the latest instant the calendar can represent: bookings are
+// unix nanoseconds in an int64 (the year 2262).
+var lastNano = time.Unix(0, 1<<63-1)
+
 // CurrencyCode of every fee.
 const CurrencyCode = "USD"
 
@@ -78,7 +89,20 @@ func (c *Calendar) Fee(typ string, hours, count int) string {
 // OfferingsPerZone start times; when no single zone can hold Count at any
 // time, offerings split the count across zones at one start time.
 func (c *Calendar) Search(q Query) ([]Offering, error) {
+	if q.Count < 1 || q.Count > MaxPlanInstances {
+		return nil, &Error{Kind: ErrInvalid, Message: fmt.Sprintf("InstanceCount %d is outside [1, %d].", q.Count, MaxPlanInstances)}
+	}
+	if q.Duration < time.Hour || q.Duration > MaxPlanDuration {
+		return nil, &Error{Kind: ErrInvalid, Message: fmt.Sprintf("Duration %s is outside [1h, %s].", q.Duration, MaxPlanDuration)}
+	}
 	now := c.clock.Now().UTC()
+	if q.StartAfter.After(lastNano.Add(-q.Duration)) {
+		// No window that starts then fits in the calendar's range.
+		return nil, nil
+	}
+	if q.EndBefore.After(lastNano) {
+		q.EndBefore = time.Time{} // past the calendar's end: no bound
+	}
 	from := q.StartAfter
 	if from.Before(now) {
 		from = now
@@ -92,7 +116,7 @@ func (c *Calendar) Search(q Query) ([]Offering, error) {
 	if !q.EndBefore.IsZero() {
 		endBefore = q.EndBefore.UnixNano()
 	}
-	if from.UnixNano()+d > endBefore {
+	if from.UnixNano() > endBefore-d {
 		return nil, nil
 	}
 	var used map[string]map[string]int
@@ -130,7 +154,9 @@ func (c *Calendar) Search(q Query) ([]Offering, error) {
 			continue
 		}
 		s, found := from.UnixNano(), 0
-		for found < OfferingsPerZone && s+d <= endBefore {
+		// s <= endBefore-d rather than s+d <= endBefore: s may reach the
+		// calendar's last instant, and s+d would wrap.
+		for found < OfferingsPerZone && s <= endBefore-d {
 			until, _, over := firstOver(zc.segs, s, s+d, limit)
 			if over {
 				s = until
@@ -148,7 +174,7 @@ func (c *Calendar) Search(q Query) ([]Offering, error) {
 		cands := []int64{from.UnixNano()}
 		for _, zc := range zones {
 			for _, sg := range zc.segs {
-				if sg.start > from.UnixNano() && sg.start+d <= endBefore {
+				if sg.start > from.UnixNano() && sg.start <= endBefore-d {
 					cands = append(cands, sg.start)
 				}
 			}
@@ -156,7 +182,7 @@ func (c *Calendar) Search(q Query) ([]Offering, error) {
 		sort.Slice(cands, func(i, j int) bool { return cands[i] < cands[j] })
 		next := int64(-1 << 63)
 		for i, s := range cands {
-			if i >= maxSplitCandidates || len(out) >= OfferingsPerZone || s+d > endBefore {
+			if i >= maxSplitCandidates || len(out) >= OfferingsPerZone || s > endBefore-d {
 				break
 			}
 			if s < next {
