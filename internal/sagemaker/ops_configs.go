@@ -44,6 +44,7 @@ func (a *API) validateVariant(ve *validationError, v *endpoint.Variant, count *i
 	}
 	if ve.required(count != nil, p+".initialInstanceCount") {
 		ve.minInt(count, 1, p+".initialInstanceCount")
+		ve.maxInt(count, endpoint.MaxInstancesPerVariant, p+".initialInstanceCount")
 	}
 	ve.minFloat(v.InitialVariantWeight, 0, p+".initialVariantWeight")
 	if v.RoutingConfig != nil {
@@ -75,7 +76,12 @@ func (a *API) createEndpointConfig(ctx context.Context, body []byte) (any, error
 	var ve validationError
 	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
 	if ve.required(in.ProductionVariants != nil, "productionVariants") {
-		ve.listLen(len(in.ProductionVariants), 1, 10, "productionVariants")
+		ve.listLen(len(in.ProductionVariants), 1, endpoint.MaxVariants, "productionVariants")
+	}
+	if len(in.ProductionVariants) > endpoint.MaxVariants {
+		// Report the length alone: checking each member would make the
+		// message (and the work) grow with a list the request may not have.
+		return nil, ve.Err()
 	}
 	// A second look at the variants tells an absent InitialInstanceCount from 0.
 	var counts struct {

@@ -229,7 +229,10 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 	var ve validationError
 	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
 	if ve.required(in.DesiredWeightsAndCapacities != nil, "desiredWeightsAndCapacities") {
-		ve.listLen(len(in.DesiredWeightsAndCapacities), 1, 10, "desiredWeightsAndCapacities")
+		ve.listLen(len(in.DesiredWeightsAndCapacities), 1, endpoint.MaxVariants, "desiredWeightsAndCapacities")
+	}
+	if len(in.DesiredWeightsAndCapacities) > endpoint.MaxVariants {
+		return nil, ve.Err()
 	}
 	var desired []endpoint.Desired
 	for i, d := range in.DesiredWeightsAndCapacities {
@@ -237,6 +240,7 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 		ve.name(d.VariantName, p+".variantName", patResourceName, patResourceNameText)
 		ve.minFloat(d.DesiredWeight, 0, p+".desiredWeight")
 		ve.minInt(d.DesiredInstanceCount, 0, p+".desiredInstanceCount")
+		ve.maxInt(d.DesiredInstanceCount, endpoint.MaxInstancesPerVariant, p+".desiredInstanceCount")
 		if d.ServerlessUpdateConfig != nil {
 			ve.Add("ServerlessUpdateConfig", p+".serverlessUpdateConfig", "Serverless inference is not supported by capstan")
 		}

@@ -196,16 +196,34 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
-// Stop shuts down gracefully: no new requests, in-flight ones finish (bounded
-// by ctx), the controller stops, every replica stops, the store closes. The
-// stored endpoints are untouched, so a restart brings them back.
+// StopTimeout bounds Stop: in-flight requests get up to 20 s of it, the
+// controllers' loops what is left (they observe cancellation between steps,
+// but a runtime call that ignores it must not hold shutdown), and stopping
+// the replicas the rest.
+const StopTimeout = 30 * time.Second
+
+// Stop shuts down gracefully: no new requests, in-flight ones finish, the
+// controllers stop, every replica stops, the store closes. It returns within
+// StopTimeout, or sooner when ctx ends (plus the store's close). The stored
+// endpoints are untouched, so a restart brings them back.
 func (s *Server) Stop(ctx context.Context) {
 	s.once.Do(func() {
-		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, StopTimeout)
 		defer cancel()
-		_ = s.http.Shutdown(sctx)
+		hctx, hcancel := context.WithTimeout(sctx, 20*time.Second)
+		_ = s.http.Shutdown(hctx)
+		hcancel()
 		s.cancel()
-		s.loops.Wait()
+		loopsDone := make(chan struct{})
+		go func() {
+			s.loops.Wait()
+			close(loopsDone)
+		}()
+		select {
+		case <-loopsDone:
+		case <-sctx.Done():
+			s.log.Warn("controllers did not stop within the shutdown bound; stopping replicas anyway", "bound", StopTimeout)
+		}
 		if err := s.rt.Close(sctx); err != nil {
 			s.log.Warn("stop replicas", "err", err)
 		}
