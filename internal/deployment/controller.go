@@ -419,12 +419,15 @@ func (c *Controller) claimRoute(k string, p *plan, st *objState) (holder string,
 	return k, true
 }
 
-// desired is the replica count the deployment aims for now.
+// desired is the replica count the deployment aims for now, within
+// [0, manifest.MaxReplicas] whatever a record written before the cap holds:
+// plan numbers replicas up to it.
 func (c *Controller) desired(rec *record, p *plan) int {
+	n := p.replicas
 	if p.autoscale != nil && rec.Desired != nil {
-		return *rec.Desired
+		n = *rec.Desired
 	}
-	return p.replicas
+	return min(max(n, 0), manifest.MaxReplicas)
 }
 
 // resolveModel fetches the model source once per source (and again after

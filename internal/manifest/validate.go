@@ -14,6 +14,29 @@ import (
 	"github.com/capstan-dev/capstan/internal/catalog"
 )
 
+// Caps on the numbers a manifest may carry: capstan's own, beyond the
+// reference's bounds (which are only int32 and >= 0), so that no manifest
+// can size a loop, a list of replicas or a timer past what a host runs.
+const (
+	// MaxReplicas bounds spec.replicas and autoScalingSpec's
+	// minReplicaCount and maxReplicaCount. It equals the SageMaker API's
+	// cap on a variant's instances (endpoint.MaxInstancesPerVariant), since
+	// a deployment registers a SageMaker endpoint; each replica is a process
+	// on the capstan host, so 1000 is far above what one host runs.
+	MaxReplicas = 1000
+	// MaxDeployTimeSeconds bounds maxDeployTimeInSeconds (default 3600): a
+	// day.
+	MaxDeployTimeSeconds = 86400
+	// MaxScalingSeconds bounds autoScalingSpec's pollingInterval,
+	// cooldownPeriod and initialCooldownPeriod, and a CloudWatch trigger's
+	// metricCollectionPeriod and metricCollectionStartTime: a day.
+	MaxScalingSeconds = 86400
+	// MaxRequestLimit bounds worker.requestLimits' maxConcurrentRequests and
+	// maxQueueSize per replica (the route's limits are these times the
+	// replicas, which stays far inside an int).
+	MaxRequestLimit = 1_000_000
+)
+
 // Server-side limits on counts, beyond the reference's own bounds.
 const (
 	maxListItems   = 100 // env vars, tags, triggers, volumes, labels…
@@ -62,7 +85,11 @@ func (q Quantity) Value() (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a quantity: %w", s, err)
 	}
-	return f * quantitySuffix[suf], nil
+	v := f * quantitySuffix[suf]
+	if math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q is too large a quantity", s)
+	}
+	return v, nil
 }
 
 // Validate checks the IEC against the reference rules and the catalog.
@@ -264,13 +291,23 @@ func validateInstanceType(name string, p path, errs *ErrorList) (catalog.Instanc
 }
 
 func validateReplicas(replicas, maxDeploy *int32, sp path, errs *ErrorList) {
-	if replicas != nil && *replicas < 0 {
-		errs.add(sp.child("replicas"), "must be >= 0, got %d", *replicas)
-	}
-	if maxDeploy != nil && *maxDeploy < 1 {
-		errs.add(sp.child("maxDeployTimeInSeconds"), "must be >= 1, got %d", *maxDeploy)
+	intRange(replicas, 0, MaxReplicas, sp.child("replicas"), errs)
+	intRange(maxDeploy, 1, MaxDeployTimeSeconds, sp.child("maxDeployTimeInSeconds"), errs)
+}
+
+// intRange checks an optional int32 against [lo, hi].
+func intRange(v *int32, lo, hi int32, p path, errs *ErrorList) {
+	switch {
+	case v == nil:
+	case *v < lo:
+		errs.add(p, "must be >= %d, got %d", lo, *v)
+	case *v > hi:
+		errs.add(p, "must be <= %d (capstan's limit), got %d", hi, *v)
 	}
 }
+
+// finite reports whether f is neither NaN nor infinite.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 func validateNameValues(l []NameValue, p path, limit int, errs *ErrorList) {
 	if len(l) > limit {
@@ -409,12 +446,10 @@ func validateWorker(w *Worker, instances []catalog.InstanceType, p path, errs *E
 	}
 	if rl := w.RequestLimits; rl != nil {
 		rp := p.child("requestLimits")
-		if rl.MaxConcurrentRequests != nil && *rl.MaxConcurrentRequests < 0 {
-			errs.add(rp.child("maxConcurrentRequests"), "must be >= 1, or 0 for unlimited; got %d", *rl.MaxConcurrentRequests)
+		if v := rl.MaxConcurrentRequests; v != nil && (*v < 0 || *v > MaxRequestLimit) {
+			errs.add(rp.child("maxConcurrentRequests"), "must be 1-%d, or 0 for unlimited; got %d", MaxRequestLimit, *v)
 		}
-		if rl.MaxQueueSize != nil && *rl.MaxQueueSize < 0 {
-			errs.add(rp.child("maxQueueSize"), "must be >= 0, got %d", *rl.MaxQueueSize)
-		}
+		intRange(rl.MaxQueueSize, 0, MaxRequestLimit, rp.child("maxQueueSize"), errs)
 		if c := rl.OverflowStatusCode; c != nil && (*c < 400 || *c > 599) {
 			errs.add(rp.child("overflowStatusCode"), "must be 400-599, got %d", *c)
 		}
@@ -599,19 +634,14 @@ func validateAutoScaling(a *AutoScalingSpec, p path, errs *ErrorList) {
 	if a == nil {
 		return
 	}
-	atLeast := func(v *int32, name string, min int32) {
-		if v != nil && *v < min {
-			errs.add(p.child(name), "must be >= %d, got %d", min, *v)
-		}
-	}
-	atLeast(a.MinReplicaCount, "minReplicaCount", 0)
-	atLeast(a.MaxReplicaCount, "maxReplicaCount", 1)
-	if a.MinReplicaCount != nil && a.MaxReplicaCount != nil && *a.MaxReplicaCount < *a.MinReplicaCount {
+	intRange(a.MinReplicaCount, 0, MaxReplicas, p.child("minReplicaCount"), errs)
+	intRange(a.MaxReplicaCount, 1, MaxReplicas, p.child("maxReplicaCount"), errs)
+	if a.MinReplicaCount != nil && a.MaxReplicaCount != nil && *a.MinReplicaCount <= MaxReplicas && *a.MaxReplicaCount < *a.MinReplicaCount {
 		errs.add(p.child("maxReplicaCount"), "must be >= minReplicaCount (%d), got %d", *a.MinReplicaCount, *a.MaxReplicaCount)
 	}
-	atLeast(a.PollingInterval, "pollingInterval", 1)
-	atLeast(a.CooldownPeriod, "cooldownPeriod", 0)
-	atLeast(a.InitialCooldownPeriod, "initialCooldownPeriod", 0)
+	intRange(a.PollingInterval, 1, MaxScalingSeconds, p.child("pollingInterval"), errs)
+	intRange(a.CooldownPeriod, 0, MaxScalingSeconds, p.child("cooldownPeriod"), errs)
+	intRange(a.InitialCooldownPeriod, 0, MaxScalingSeconds, p.child("initialCooldownPeriod"), errs)
 	// HPA caps stabilisation windows at one hour.
 	for _, w := range []struct {
 		name string
@@ -646,11 +676,11 @@ func validateTarget(target, activation *float64, metricType string, p path, errs
 	switch {
 	case target == nil:
 		errs.add(p.child("targetValue"), "required")
-	case *target <= 0:
-		errs.add(p.child("targetValue"), "must be > 0, got %v", *target)
+	case !(*target > 0) || !finite(*target):
+		errs.add(p.child("targetValue"), "must be a finite number > 0, got %v", *target)
 	}
-	if activation != nil && *activation < 0 {
-		errs.add(p.child("activationTargetValue"), "must be >= 0, got %v", *activation)
+	if activation != nil && (!(*activation >= 0) || !finite(*activation)) {
+		errs.add(p.child("activationTargetValue"), "must be a finite number >= 0, got %v", *activation)
 	}
 	if metricType != "" && metricType != MetricTypeAverage && metricType != MetricTypeValue {
 		errs.add(p.child("metricType"), "unsupported value %q; one of %s, %s", metricType, MetricTypeAverage, MetricTypeValue)
@@ -673,9 +703,13 @@ func validateCloudWatch(t *CloudWatchTrigger, p path, errs *ErrorList) {
 		errs.add(p.child("metricName"), "unsupported metric %q in namespace %s; one of %s", t.MetricName, t.Namespace, strings.Join(slices.Sorted(maps.Keys(names)), ", "))
 	}
 	validateTarget(t.TargetValue, t.ActivationTargetValue, t.MetricType, p, errs)
+	if t.MinValue != nil && !finite(*t.MinValue) {
+		errs.add(p.child("minValue"), "must be a finite number, got %v", *t.MinValue)
+	}
+	intRange(t.MetricCollectionStartTime, 1, MaxScalingSeconds, p.child("metricCollectionStartTime"), errs)
 	if per := t.MetricCollectionPeriod; per != nil {
-		if v := *per; !(v == 1 || v == 5 || v == 10 || v == 30 || (v > 0 && v%60 == 0)) {
-			errs.add(p.child("metricCollectionPeriod"), "must be 1, 5, 10, 30 or a multiple of 60, got %d", v)
+		if v := *per; !(v == 1 || v == 5 || v == 10 || v == 30 || (v > 0 && v%60 == 0)) || v > MaxScalingSeconds {
+			errs.add(p.child("metricCollectionPeriod"), "must be 1, 5, 10, 30 or a multiple of 60 up to %d, got %d", MaxScalingSeconds, v)
 		} else if st := t.MetricCollectionStartTime; st != nil && *st < v {
 			errs.add(p.child("metricCollectionStartTime"), "must be >= metricCollectionPeriod (%d), got %d", v, *st)
 		}
