@@ -328,7 +328,17 @@ func (c *Controller) evaluate(ctx context.Context, t targetRecord, p policyRecor
 	// The capacity that would bring the metric back to the target, assuming
 	// it scales inversely with capacity. The epsilon keeps float noise
 	// (3.0000000004) from adding an instance.
-	e.proposal = int(math.Ceil(float64(cur)*res.v/e.target - 1e-9))
+	// Converted only once within [0, endpoint.MaxInstancesPerVariant]: a
+	// float past an int's range converts to an implementation-defined value
+	// (a negative one on amd64).
+	switch f := math.Ceil(float64(cur)*res.v/e.target - 1e-9); {
+	case f >= endpoint.MaxInstancesPerVariant:
+		e.proposal = endpoint.MaxInstancesPerVariant
+	case f > 0:
+		e.proposal = int(f)
+	default:
+		e.proposal = 0
+	}
 	if cur == 0 && res.v > 0 {
 		e.proposal = 1
 	}

@@ -27,6 +27,14 @@ type putPolicyOutput struct {
 
 const maxCooldown = 86400
 
+// The range Application Auto Scaling documents for a target-tracking
+// TargetValue (values outside it are refused even though the member is a
+// double); capstan also needs it positive.
+const (
+	minTargetValue = 8.515920e-109
+	maxTargetValue = 1.174271e+108
+)
+
 func (a *API) putScalingPolicy(_ context.Context, body []byte) (any, error) {
 	var in putPolicyInput
 	if err := decode(body, &in); err != nil {
@@ -125,8 +133,8 @@ func (a *API) checkTargetTracking(c *TargetTrackingConfig) error {
 	if c == nil {
 		return validationf("TargetTrackingScalingPolicyConfiguration is required for a policy of type %s.", PolicyTargetTracking)
 	}
-	if v := *c.TargetValue; v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return validationf("TargetValue must be greater than 0 (got %v).", v)
+	if v := *c.TargetValue; !(v >= minTargetValue && v <= maxTargetValue) {
+		return validationf("TargetValue must be between %g and %g (got %v).", minTargetValue, maxTargetValue, v)
 	}
 	for _, cd := range []struct {
 		name string

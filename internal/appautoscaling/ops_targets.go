@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/capstan-dev/capstan/internal/awsjson"
+	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -49,6 +50,17 @@ func (a *API) registerScalableTarget(ctx context.Context, body []byte) (any, err
 	}
 	if in.MinCapacity != nil && *in.MinCapacity < 1 {
 		return nil, validationf("MinCapacity must be at least 1 for scalable dimension %s.", DimensionVariant)
+	}
+	// A variant holds at most endpoint.MaxInstancesPerVariant instances, so a
+	// larger bound could only make every scale-out fail.
+	for _, c := range []struct {
+		name string
+		v    *int
+	}{{"MinCapacity", in.MinCapacity}, {"MaxCapacity", in.MaxCapacity}} {
+		if c.v != nil && *c.v > endpoint.MaxInstancesPerVariant {
+			return nil, validationf("%s must be at most %d for scalable dimension %s (capstan's limit on a variant's instances); got %d.",
+				c.name, endpoint.MaxInstancesPerVariant, DimensionVariant, *c.v)
+		}
 	}
 	// The variant must exist (and not be managed by a manifest); its
 	// reservation bounds MaxCapacity.
