@@ -845,6 +845,11 @@ func (c *Controller) reconcileDelete(ctx context.Context, k string, rec *record,
 		c.o.Gateway.DeleteRoute(route)
 	}
 	for _, r := range rec.Replicas {
+		if ctx.Err() != nil {
+			// Shutting down: the record stays Deleting and the next start
+			// finishes the job.
+			return ctx.Err()
+		}
 		c.retire(ctx, k, r.ID, st)
 	}
 	if p != nil && c.o.Endpoints != nil {

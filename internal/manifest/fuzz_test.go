@@ -98,6 +98,16 @@ func checkCaps(t *testing.T, o Object) {
 		if s.IntelligentRoutingSpec != nil {
 			autoscaling(s.IntelligentRoutingSpec.AutoScalingSpec)
 		}
+		if s.Worker != nil && s.Worker.Resources != nil {
+			// The deployment converts these to int64 milli-CPUs and bytes.
+			for _, m := range []map[string]Quantity{s.Worker.Resources.Requests, s.Worker.Resources.Limits} {
+				for k, q := range m {
+					if v, err := q.Value(); err != nil || !(v >= 0) || v*1000 > math.MaxInt64/2 {
+						t.Fatalf("%s/%s: accepted resource %s = %s (%v, %v)", o.GetKind(), o.GetMeta().Name, k, q, v, err)
+					}
+				}
+			}
+		}
 		if s.Worker != nil && s.Worker.RequestLimits != nil {
 			in("maxConcurrentRequests", s.Worker.RequestLimits.MaxConcurrentRequests, 0, MaxRequestLimit)
 			in("maxQueueSize", s.Worker.RequestLimits.MaxQueueSize, 0, MaxRequestLimit)
