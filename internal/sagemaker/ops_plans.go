@@ -368,6 +368,10 @@ func (a *API) listTrainingPlans(_ context.Context, body []byte) (any, error) {
 		}
 		return less(i, j)
 	})
+	if offset > len(kept) {
+		// Not a token this server issued; offset+size must not wrap below.
+		return nil, newWireError(http.StatusBadRequest, CodeValidation, "Invalid pagination token.")
+	}
 	size := 10
 	if in.MaxResults != nil {
 		size = *in.MaxResults
