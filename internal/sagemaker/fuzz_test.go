@@ -216,6 +216,31 @@ func (e *fuzzEnv) check(t *testing.T) {
 	}
 }
 
+// deleteAll checks that every endpoint, whatever its state, can be deleted
+// and is gone after a reconcile, with all its capacity released.
+func (e *fuzzEnv) deleteAll(t *testing.T) {
+	eps, err := e.svc.ListEndpoints(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range eps {
+		body, _ := json.Marshal(map[string]string{"EndpointName": ep.Name})
+		if code := e.call(t, "DeleteEndpoint", body); code != http.StatusOK {
+			t.Fatalf("DeleteEndpoint %s in state %s: status %d", ep.Name, ep.Status, code)
+		}
+	}
+	e.reconcile(t)
+	if eps, _ := e.svc.ListEndpoints(context.Background()); len(eps) != 0 {
+		t.Fatalf("%d endpoints survive deletion (first: %s, %s)", len(eps), eps[0].Name, eps[0].Status)
+	}
+	_ = e.st.View(func(tx *store.Tx) error {
+		if hs, _ := store.List[capacity.Holding](tx, capacity.KindHoldings); len(hs) != 0 {
+			t.Fatalf("capacity still held after every endpoint was deleted: %+v", hs)
+		}
+		return nil
+	})
+}
+
 // fuzzPrelude leaves a model, a config and an InService endpoint for the
 // fuzzed operations to act on.
 var fuzzPrelude = []struct{ op, body string }{
@@ -289,5 +314,6 @@ func FuzzDispatch(f *testing.F) {
 			e.reconcile(t)
 			e.check(t)
 		}
+		e.deleteAll(t)
 	})
 }
