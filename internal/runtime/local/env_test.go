@@ -10,9 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capstan-dev/capstan/internal/procenv"
 	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/runtime/local"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // TestReplicaGetsAllowListedEnvironment is the reproduction of a replica
@@ -20,7 +23,8 @@ import (
 // secret, an admin token and a loader variable, and the running engine's
 // /proc/<pid>/environ must show none of them, only the allow-list and the
 // spec's own variables, with HOME, TMPDIR and the working directory inside
-// the replica's own directory.
+// the replica's own directory. It runs both the stand-in engine and the
+// real `capstan engine sim`.
 func TestReplicaGetsAllowListedEnvironment(t *testing.T) {
 	if goruntime.GOOS != "linux" {
 		t.Skip("reads /proc")
@@ -32,62 +36,117 @@ func TestReplicaGetsAllowListedEnvironment(t *testing.T) {
 	t.Setenv("HF_TOKEN", secret+"-hf")
 	t.Setenv("LD_LIBRARY_PATH", "/server/libs")
 	t.Setenv("TZ", "UTC")
-	rt, dir := newRuntime(t, nil)
-	ev := subscribe(t, rt)
-	pidfile := filepath.Join(t.TempDir(), "pid")
-	s := spec("env.AllTraffic.gen1.0")
-	s.Env = map[string]string{"HELPER_PIDFILE": pidfile, "HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct", "TZ": "Europe/Paris"}
-	if err := rt.Start(context.Background(), s); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name   string
+		binary func(t *testing.T) string // nil: the test binary's stand-in engine
+	}{
+		{name: "stand-in engine"},
+		{name: "capstan engine sim", binary: func(t *testing.T) string { return testutil.CapstanBinary(t) }},
 	}
-	ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
-	pid := readPid(t, pidfile)
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt, dir := newRuntime(t, func(o *local.Options) {
+				if tt.binary != nil {
+					o.Binary = tt.binary(t)
+				}
+			})
+			ev := subscribe(t, rt)
+			s := spec("env.AllTraffic.gen1.0")
+			s.Env = map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct", "TZ": "Europe/Paris"}
+			if err := rt.Start(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
+			home := filepath.Join(dir, s.ID)
+			pid := enginePid(t)
+			raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(raw, []byte(secret)) || bytes.Contains(raw, []byte("AKIDSERVER")) {
+				t.Fatal("the server's credentials reached the replica's environment")
+			}
+			got := map[string]string{}
+			for _, kv := range strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00") {
+				k, v, _ := strings.Cut(kv, "=")
+				if _, dup := got[k]; dup {
+					t.Errorf("%s set twice", k)
+				}
+				got[k] = v
+			}
+			want := map[string]string{
+				"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": filepath.Join(home, "tmp"),
+				"TZ": "Europe/Paris", "HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct",
+			}
+			for _, k := range []string{"LANG", "LC_ALL"} { // inherited when the test's own environment has them
+				if v, ok := os.LookupEnv(k); ok {
+					want[k] = v
+				}
+			}
+			for k, v := range got {
+				if want[k] != v {
+					t.Errorf("replica env %s=%q, want %q (absent if empty)", k, v, want[k])
+				}
+			}
+			for k := range want {
+				if _, ok := got[k]; !ok {
+					t.Errorf("replica env lacks %s", k)
+				}
+			}
+			if cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd"); err != nil || cwd != home {
+				t.Errorf("replica cwd %q (%v), want %s", cwd, err, home)
+			}
+			if err := rt.Stop(context.Background(), s.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(home); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("work dir of a stopped replica: %v, want it removed", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, s.ID+".log")); err != nil {
+				t.Errorf("log of a stopped replica: %v, want it kept", err)
+			}
+		})
 	}
-	if bytes.Contains(raw, []byte(secret)) || bytes.Contains(raw, []byte("AKIDSERVER")) {
-		t.Fatal("the server's credentials reached the replica's environment")
-	}
-	got := map[string]string{}
-	for _, kv := range strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00") {
-		k, v, _ := strings.Cut(kv, "=")
-		if _, dup := got[k]; dup {
-			t.Errorf("%s set twice", k)
+}
+
+// enginePid finds the one running engine this test process launched: a
+// child whose command line starts with "engine sim".
+func enginePid(t *testing.T) int {
+	t.Helper()
+	me := strconv.Itoa(os.Getpid())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			t.Fatal(err)
 		}
-		got[k] = v
-	}
-	home := filepath.Join(dir, s.ID)
-	want := map[string]string{
-		"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": filepath.Join(home, "tmp"),
-		"TZ": "Europe/Paris", "HELPER_PIDFILE": pidfile, "HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct",
-	}
-	for _, k := range []string{"LANG", "LC_ALL"} { // inherited when the test's own environment has them
-		if v, ok := os.LookupEnv(k); ok {
-			want[k] = v
+		var found []int
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			stat, err1 := os.ReadFile("/proc/" + e.Name() + "/stat")
+			cmdline, err2 := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			// "pid (comm) state ppid …"; comm may hold spaces and parentheses.
+			fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+			args := strings.Split(string(cmdline), "\x00")
+			if len(fields) > 2 && fields[1] == me && fields[0] != "Z" && len(args) > 2 && args[1] == "engine" && args[2] == "sim" {
+				found = append(found, pid)
+			}
 		}
-	}
-	for k, v := range got {
-		if want[k] != v {
-			t.Errorf("replica env %s=%q, want %q (absent if empty)", k, v, want[k])
+		switch {
+		case len(found) == 1:
+			return found[0]
+		case len(found) > 1:
+			t.Fatalf("%d engines running (%v), want one", len(found), found)
+		case time.Now().After(deadline):
+			t.Fatal("no engine process found")
 		}
-	}
-	for k := range want {
-		if _, ok := got[k]; !ok {
-			t.Errorf("replica env lacks %s", k)
-		}
-	}
-	if cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd"); err != nil || cwd != home {
-		t.Errorf("replica cwd %q (%v), want %s", cwd, err, home)
-	}
-	if err := rt.Stop(context.Background(), s.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(home); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("work dir of a stopped replica: %v, want it removed", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, s.ID+".log")); err != nil {
-		t.Errorf("log of a stopped replica: %v, want it kept", err)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
