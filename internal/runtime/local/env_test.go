@@ -197,4 +197,7 @@ func TestStartRefusesSymlinkedWorkDir(t *testing.T) {
 	if err := rt.Start(context.Background(), spec("linked")); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Fatalf("Start over a symlinked work dir = %v, want refusal", err)
 	}
+	if entries, err := os.ReadDir(outside); err != nil || len(entries) != 0 {
+		t.Fatalf("the symlink's target was written to: %v %v", entries, err)
+	}
 }

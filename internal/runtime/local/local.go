@@ -212,15 +212,13 @@ func (r *Runtime) prepareWorkDir(id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Lstat before MkdirAll, which would follow a symlink and create tmp/
+	// wherever it points.
+	if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
+		return "", fmt.Errorf("replica %s: work dir %s is not a directory (%s)", id, dir, fi.Mode().Type())
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
 		return "", fmt.Errorf("replica %s: work dir: %w", id, err)
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", fmt.Errorf("replica %s: work dir: %w", id, err)
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("replica %s: work dir %s is not a directory (%s)", id, dir, fi.Mode().Type())
 	}
 	return dir, nil
 }
