@@ -242,7 +242,7 @@ func (o *JumpStartModel) Validate() error {
 		validateModelName(e.Name, sp.child("sageMakerEndpoint").child("name"), false, &errs)
 	}
 	validateReplicas(s.Replicas, s.MaxDeployTimeInSeconds, sp, &errs)
-	validateNameValues(s.EnvironmentVariables, sp.child("environmentVariables"), maxListItems, &errs)
+	validateJSMEnv(s.EnvironmentVariables, sp.child("environmentVariables"), &errs)
 	validateCommon(commonSpec{s.AutoScalingSpec, s.KVCacheSpec, s.IntelligentRoutingSpec, s.LoadBalancer, s.Metrics, s.TLSConfig, s.DNSConfig}, sp, &errs)
 	return errs.err()
 }
@@ -423,14 +423,7 @@ func validateWorker(w *Worker, instances []catalog.InstanceType, p path, errs *E
 	} else {
 		validateResources(w.Resources, instances, p.child("resources"), errs)
 	}
-	if len(w.EnvironmentVariables) > maxListItems {
-		errs.add(p.child("environmentVariables"), "at most %d entries", maxListItems)
-	}
-	for i, e := range w.EnvironmentVariables {
-		if e.Name == "" {
-			errs.add(p.child("environmentVariables").index(i).child("name"), "required")
-		}
-	}
+	validateWorkerEnv(w.EnvironmentVariables, p.child("environmentVariables"), errs)
 	for _, l := range []struct {
 		name string
 		v    []string

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
 
 	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/endpoint"
@@ -31,8 +34,33 @@ func (e *validationError) container(c *endpoint.Container, path string) {
 	e.maxLen(c.Image, 255, path+".image")
 	e.maxLen(c.ModelDataUrl, 1024, path+".modelDataUrl")
 	e.enum(c.Mode, path+".mode", "SingleModel", "MultiModel")
-	if len(c.Environment) > 100 {
-		e.Add(fmt.Sprintf("[%d entries]", len(c.Environment)), path+".environment", "Member must have length less than or equal to 100")
+	e.environment(c.Environment, path+".environment")
+}
+
+// patEnvKey is SageMaker's pattern for a container Environment key.
+var patEnvKey = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// environment applies SageMaker's own constraints on a container's
+// Environment map (≤100 entries, keys ≤1024 matching patEnvKey, values
+// ≤1024), reporting the first bad key and value in key order. capstan's
+// deny-list of loader and runtime variables (package procenv) does not apply
+// here: the map only names the model (HF_MODEL_ID, SM_MODEL_ID) and never
+// reaches an engine process, and refusing names real SageMaker accepts would
+// break compatible clients for no protection.
+func (e *validationError) environment(env map[string]string, path string) {
+	if len(env) > 100 {
+		e.Add(fmt.Sprintf("[%d entries]", len(env)), path, "Member must have length less than or equal to 100")
+	}
+	badKey, badValue := false, false
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if !badKey && (len(k) > 1024 || !patEnvKey.MatchString(k)) {
+			badKey = true
+			e.Add(k, path, "Map keys must satisfy constraint: [Member must have length less than or equal to 1024, Member must satisfy regular expression pattern: [a-zA-Z_][a-zA-Z0-9_]*]")
+		}
+		if v := env[k]; !badValue && len(v) > 1024 {
+			badValue = true
+			e.Add(v, path, "Map value must satisfy constraint: [Member must have length less than or equal to 1024]")
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/procenv"
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
@@ -29,7 +30,10 @@ var _ runtime.Runtime = (*Runtime)(nil)
 // Options configure the local runtime. Zero values get the defaults noted.
 type Options struct {
 	Binary string // path to the capstan binary; default os.Executable()
-	LogDir string // replica logs: LogDir/<replica id>.log (stdout+stderr); default os.TempDir()/capstan-replicas
+	// LogDir is the replicas directory (the server passes <data-dir>/replicas):
+	// each replica logs to LogDir/<id>.log (stdout+stderr) and runs in
+	// LogDir/<id>/, its HOME. Default os.TempDir()/capstan-replicas.
+	LogDir string
 	Host   string // address engines bind; default 127.0.0.1
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -95,6 +99,12 @@ func New(opts Options) (*Runtime, error) {
 	if opts.LogDir == "" {
 		opts.LogDir = filepath.Join(os.TempDir(), "capstan-replicas")
 	}
+	// Absolute, because it becomes each replica's HOME and working directory.
+	abs, err := filepath.Abs(opts.LogDir)
+	if err != nil {
+		return nil, fmt.Errorf("local runtime: log dir: %w", err)
+	}
+	opts.LogDir = abs
 	if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("local runtime: log dir: %w", err)
 	}
@@ -139,12 +149,18 @@ func New(opts Options) (*Runtime, error) {
 	}, nil
 }
 
-// replicaIDRE keeps ids safe as log file names.
+// replicaIDRE keeps ids safe as log file and directory names.
 var replicaIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
 
 func (r *Runtime) validate(spec runtime.ReplicaSpec) error {
 	if !replicaIDRE.MatchString(spec.ID) || strings.Contains(spec.ID, "..") {
 		return fmt.Errorf("replica id %q: want 1-200 of [A-Za-z0-9._-], starting alphanumeric, no \"..\"", spec.ID)
+	}
+	if _, err := r.workDir(spec.ID); err != nil {
+		return err
+	}
+	if err := procenv.Check(spec.Env); err != nil {
+		return fmt.Errorf("replica %s: env: %w", spec.ID, err)
 	}
 	if spec.Engine != "" && spec.Engine != "sim" {
 		return fmt.Errorf("replica %s: engine %q not supported (only \"sim\")", spec.ID, spec.Engine)
@@ -174,6 +190,68 @@ func (r *Runtime) validate(spec runtime.ReplicaSpec) error {
 		}
 	}
 	return nil
+}
+
+// workDir is the replica's own directory, LogDir/<id>. The id comes from a
+// controller that may have built it from client input, so it must name one
+// entry directly under LogDir; anything else is refused rather than cleaned.
+func (r *Runtime) workDir(id string) (string, error) {
+	dir := filepath.Join(r.opts.LogDir, id)
+	rel, err := filepath.Rel(r.opts.LogDir, dir)
+	if err != nil || !filepath.IsLocal(rel) || rel != id || rel == "." || filepath.Base(rel) != rel {
+		return "", fmt.Errorf("replica id %q: not a single name inside %s", id, r.opts.LogDir)
+	}
+	return dir, nil
+}
+
+// prepareWorkDir creates the replica's directory and its tmp/. A symlink in
+// its place (planted by anyone with access to the data dir) would move the
+// replica's files elsewhere, so it is refused.
+func (r *Runtime) prepareWorkDir(id string) (string, error) {
+	dir, err := r.workDir(id)
+	if err != nil {
+		return "", err
+	}
+	// Lstat before MkdirAll, which would follow a symlink and create tmp/
+	// wherever it points.
+	if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
+		return "", fmt.Errorf("replica %s: work dir %s is not a directory (%s)", id, dir, fi.Mode().Type())
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		return "", fmt.Errorf("replica %s: work dir: %w", id, err)
+	}
+	return dir, nil
+}
+
+// safePath is the engine's PATH. It never comes from the server, whose PATH
+// may list user-writable directories; the engine runs no other program.
+const safePath = "/usr/local/bin:/usr/bin:/bin"
+
+// inherited are the only variables of the server's own environment a replica
+// gets: locale and time zone change formatting, never loading or credentials.
+var inherited = []string{"LANG", "LC_ALL", "TZ"}
+
+// env is the replica's whole environment: an allow-list, not the server's
+// environment minus a deny-list, so no credential (AWS_*, CAPSTAN_*, HF_TOKEN)
+// or loader variable of the server ever reaches a replica. spec.Env comes
+// last and so wins over the inherited locale; validate has already refused
+// any name that could override PATH, HOME or TMPDIR.
+func (r *Runtime) env(spec runtime.ReplicaSpec, dir string) []string {
+	env := []string{"PATH=" + safePath, "HOME=" + dir, "TMPDIR=" + filepath.Join(dir, "tmp")}
+	for _, k := range inherited {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(spec.Env))
+	for k := range spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	return env
 }
 
 // args builds the engine command line for spec.
@@ -209,6 +287,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.ReplicaSpec) error {
 	}
 	if _, err := os.Stat(r.opts.Binary); err != nil {
 		return fmt.Errorf("replica %s: engine binary: %w", spec.ID, err)
+	}
+	if _, err := r.prepareWorkDir(spec.ID); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	if r.closed {
@@ -353,7 +434,7 @@ func (r *Runtime) supervise(rep *replica) {
 		}
 		out := r.runOnce(rep, log, attempt)
 		if out.stopped {
-			r.update(rep, func(v *runtime.Replica) { v.State, v.Message, v.Addr = runtime.StateStopped, "stopped", "" })
+			r.setStopped(rep, log)
 			log.Info("replica stopped")
 			return
 		}
@@ -368,11 +449,23 @@ func (r *Runtime) supervise(rep *replica) {
 		select {
 		case <-rep.stop:
 			t.Stop()
-			r.update(rep, func(v *runtime.Replica) { v.State, v.Message, v.Addr = runtime.StateStopped, "stopped", "" })
+			r.setStopped(rep, log)
 			return
 		case <-t.C():
 		}
 	}
+}
+
+// setStopped removes the replica's work dir (replica ids carry a generation,
+// so stopped ones would pile up) and then marks it Stopped. In that order:
+// Stopped lets a Start of the same id through, which recreates the dir.
+func (r *Runtime) setStopped(rep *replica, log *slog.Logger) {
+	if dir, err := r.workDir(rep.spec.ID); err == nil {
+		if err := os.RemoveAll(dir); err != nil {
+			log.Warn("replica work dir not removed", "dir", dir, "err", err)
+		}
+	}
+	r.update(rep, func(v *runtime.Replica) { v.State, v.Message, v.Addr = runtime.StateStopped, "stopped", "" })
 }
 
 // backoff is 100ms·2^(n-1), capped.
@@ -395,15 +488,17 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 	fmt.Fprintf(logf, "--- capstan: launch attempt %d at %s: %s %s\n", attempt+1,
 		r.opts.Clock.Now().UTC().Format(time.RFC3339Nano), r.opts.Binary, strings.Join(args, " "))
 
+	dir, err := r.prepareWorkDir(rep.spec.ID)
+	if err != nil {
+		return outcome{msg: err.Error()}
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return outcome{msg: fmt.Sprintf("pipe: %v", err)}
 	}
 	cmd := exec.Command(r.opts.Binary, args...)
-	cmd.Env = os.Environ()
-	for k, v := range rep.spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Dir = dir
+	cmd.Env = r.env(rep.spec, dir)
 	cmd.Stdout, cmd.Stderr = pw, logf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
