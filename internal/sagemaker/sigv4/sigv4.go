@@ -78,6 +78,12 @@ const (
 // verified bytes as r.Body, and without a copy through ReadBody.
 func (v *Verifier) Middleware(s Scope, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Work on a shallow copy: net/http looks at its own r.Body after the
+		// handler, and closes the connection instead of draining a large
+		// body left unread by a refusal. MaxBytesReader does the same for a
+		// chunked body that goes past the limit.
+		r = r.WithContext(r.Context())
+		r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
 		body, err := v.Verify(r, s)
 		if err != nil {
 			writeError(w, err)
@@ -122,7 +128,7 @@ func writeError(w http.ResponseWriter, err error) {
 // read.
 type auth struct {
 	secret, amzDate, scope, region, service, signedHeaders, signature string
-	claimedHash                                                        string // X-Amz-Content-Sha256, "" if absent
+	claimedHash                                                       string // X-Amz-Content-Sha256, "" if absent
 }
 
 // Verify checks r's signature for an API with scope s and returns the body it
