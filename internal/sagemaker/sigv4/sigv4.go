@@ -242,7 +242,7 @@ func (v *Verifier) checkHeaders(r *http.Request, s Scope) (*auth, error) {
 	}
 	a.amzDate = dates[0]
 	t, err := time.Parse(amzDateFmt, a.amzDate)
-	if err != nil {
+	if err != nil || t.Format(amzDateFmt) != a.amzDate {
 		return nil, denied(codeIncomplete, "X-Amz-Date must have the form YYYYMMDD'T'HHMMSS'Z', not '%s'.", a.amzDate)
 	}
 	if a.amzDate[:8] != date {
