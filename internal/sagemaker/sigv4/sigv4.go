@@ -84,7 +84,7 @@ func (v *Verifier) Middleware(s Scope, next http.Handler) http.Handler {
 		// chunked body that goes past the limit.
 		r = r.WithContext(r.Context())
 		r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
-		body, err := v.Verify(r, s)
+		body, err := v.verify(r, s)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -113,11 +113,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 
 // writeError is the one place refusals become AWS JSON errors: the body's
 // __type for botocore, the X-Amzn-ErrorType header for the Go SDK.
-func writeError(w http.ResponseWriter, err error) {
-	var ae *authError
-	if !errors.As(err, &ae) {
-		ae = &authError{http.StatusForbidden, codeIncomplete, err.Error()}
-	}
+func writeError(w http.ResponseWriter, ae *authError) {
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	w.Header().Set("X-Amzn-ErrorType", ae.Code)
 	w.WriteHeader(ae.Status)
@@ -131,13 +127,13 @@ type auth struct {
 	claimedHash                                                       string // X-Amz-Content-Sha256, "" if absent
 }
 
-// Verify checks r's signature for an API with scope s and returns the body it
+// verify checks r's signature for an API with scope s and returns the body it
 // verified (at most s.MaxBodyBytes bytes, read once and hashed as it is
 // read). r.Body is consumed.
-func (v *Verifier) Verify(r *http.Request, s Scope) ([]byte, error) {
-	a, err := v.checkHeaders(r, s)
-	if err != nil {
-		return nil, err
+func (v *Verifier) verify(r *http.Request, s Scope) ([]byte, *authError) {
+	a, aerr := v.checkHeaders(r, s)
+	if aerr != nil {
+		return nil, aerr
 	}
 	tooLarge := &authError{http.StatusRequestEntityTooLarge, s.TooLargeCode,
 		fmt.Sprintf("Request body is larger than the limit of %d bytes.", s.MaxBodyBytes)}
@@ -160,9 +156,9 @@ func (v *Verifier) Verify(r *http.Request, s Scope) ([]byte, error) {
 		// mismatch is a forgery and gets the signature failure code.
 		return nil, denied(codeInvalid, "The provided 'x-amz-content-sha256' header does not match what was computed.")
 	}
-	creq, err := canonicalRequest(r, a.signedHeaders, payloadHash)
-	if err != nil {
-		return nil, err
+	creq, aerr := canonicalRequest(r, a.signedHeaders, payloadHash)
+	if aerr != nil {
+		return nil, aerr
 	}
 	crh := sha256.Sum256([]byte(creq))
 	sts := algorithm + "\n" + a.amzDate + "\n" + a.scope + "\n" + hex.EncodeToString(crh[:])
@@ -177,7 +173,7 @@ func (v *Verifier) Verify(r *http.Request, s Scope) ([]byte, error) {
 // checkHeaders does every check that needs no body: the Authorization
 // header's form, the key, the credential scope, the signed-header rules, the
 // clock skew and the form of X-Amz-Content-Sha256.
-func (v *Verifier) checkHeaders(r *http.Request, s Scope) (*auth, error) {
+func (v *Verifier) checkHeaders(r *http.Request, s Scope) (*auth, *authError) {
 	authz := r.Header.Values("Authorization")
 	if len(authz) == 0 {
 		return nil, denied(codeMissing, "Missing Authentication Token")
@@ -233,8 +229,8 @@ func (v *Verifier) checkHeaders(r *http.Request, s Scope) (*auth, error) {
 		// leftover AWS_SESSION_TOKEN) cannot be valid for a capstan key.
 		return nil, denied(codeUnknownKey, "The security token included in the request is invalid. capstan's credentials are static keys: sign without a session token (unset AWS_SESSION_TOKEN).")
 	}
-	if err := checkSignedHeaders(r, a.signedHeaders); err != nil {
-		return nil, err
+	if aerr := checkSignedHeaders(r, a.signedHeaders); aerr != nil {
+		return nil, aerr
 	}
 	dates := r.Header.Values("X-Amz-Date")
 	if len(dates) != 1 {
@@ -284,7 +280,7 @@ func (v *Verifier) checkHeaders(r *http.Request, s Scope) (*auth, error) {
 // signed, and so is every X-Amz-* and X-Amzn-SageMaker-* header the request
 // carries (they select the operation, the payload hash or the target
 // variant), so none can be added to a captured request.
-func checkSignedHeaders(r *http.Request, signed string) error {
+func checkSignedHeaders(r *http.Request, signed string) *authError {
 	names := strings.Split(signed, ";")
 	set := make(map[string]bool, len(names))
 	for i, n := range names {
@@ -355,7 +351,7 @@ func hmacSHA(key []byte, data string) []byte {
 	return m.Sum(nil)
 }
 
-func canonicalRequest(r *http.Request, signed, payloadHash string) (string, error) {
+func canonicalRequest(r *http.Request, signed, payloadHash string) (string, *authError) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return "", denied(codeIncomplete, "The query string is malformed: %v", err)

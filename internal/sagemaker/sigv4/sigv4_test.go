@@ -265,9 +265,8 @@ func TestHeaderChecksPrecedeBodyRead(t *testing.T) {
 			}
 			cb := &countingBody{}
 			r.Body = cb
-			_, err := v.Verify(r, testScope)
-			var ae *authError
-			if !errors.As(err, &ae) || ae.Code != tc.code {
+			_, err := v.verify(r, testScope)
+			if err == nil || err.Code != tc.code {
 				t.Fatalf("Verify = %v, want %s", err, tc.code)
 			}
 			if cb.reads != 0 {
