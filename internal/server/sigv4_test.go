@@ -23,6 +23,7 @@ import (
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
+	smrtypes "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime/types"
 
 	"github.com/capstan-dev/capstan/internal/config"
 )
@@ -297,7 +298,7 @@ func (c *chunkWriter) Write(p []byte) (int, error) {
 }
 
 // The real SDK clients, signing as they always do (payload hash, no
-// X-Amz-Content-Sha256), reach all three APIs, including an invocation whose
+// X-Amz-Content-Sha256), reach all three APIs, including invocations whose
 // body the runtime API takes from the verifier.
 func TestSigV4SDKClientsAccepted(t *testing.T) {
 	h := startHarness(t, config.Config{Credentials: sigv4Creds})
@@ -314,6 +315,21 @@ func TestSigV4SDKClientsAccepted(t *testing.T) {
 	}
 	if !strings.Contains(string(out.Body), `signed`) {
 		t.Fatalf("InvokeEndpoint body %s: the engine did not get the signed body", out.Body)
+	}
+	st, err := h.smr.InvokeEndpointWithResponseStream(ctx, &smr.InvokeEndpointWithResponseStreamInput{EndpointName: aws.String("ep"),
+		ContentType: aws.String("application/json"), Body: []byte(`{"inputs":"signed"}`)})
+	if err != nil {
+		t.Fatalf("InvokeEndpointWithResponseStream: %v", err)
+	}
+	var streamed strings.Builder
+	for ev := range st.GetStream().Events() {
+		if p, ok := ev.(*smrtypes.ResponseStreamMemberPayloadPart); ok {
+			streamed.Write(p.Value.Bytes)
+		}
+	}
+	st.GetStream().Close()
+	if !strings.Contains(streamed.String(), "chunk2") {
+		t.Fatalf("stream: %q", streamed.String())
 	}
 	a := aas.New(aas.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1,
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDREAL", "s3cret", "")})
