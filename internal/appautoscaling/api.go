@@ -17,6 +17,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
 	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -205,7 +206,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, op, newAPIError(http.StatusBadRequest, CodeUnknownOperation, "Operation %q is not supported.", target))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	body, err := sigv4.ReadBody(w, r, a.opts.MaxBodyBytes)
 	if err != nil {
 		a.writeError(w, op, err)
 		return

@@ -47,15 +47,10 @@ func newFakeServer(t testing.TB, ttft, itl time.Duration) *fakeServer {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { f.serve(w, r, false, false) })
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { f.serve(w, r, true, false) })
-	mux.HandleFunc("POST /endpoints/{name}/invocations-response-stream", func(w http.ResponseWriter, r *http.Request) {
-		// capstan's own SigV4 verifier, with the credentials runOK sets.
-		v := &sigv4.Verifier{Secrets: map[string]string{"AKIDEXAMPLE": "secret"}}
-		if err := v.Verify(r); err != nil {
-			http.Error(w, `{"message":"`+err.Error()+`"}`, http.StatusForbidden)
-			return
-		}
-		f.serve(w, r, true, true)
-	})
+	// capstan's own SigV4 verifier, with the credentials and region runOK sets.
+	v := &sigv4.Verifier{Secrets: map[string]string{"AKIDEXAMPLE": "secret"}, Region: "us-east-1"}
+	mux.Handle("POST /endpoints/{name}/invocations-response-stream", v.Middleware(sigv4.Scope{Service: "sagemaker", MaxBodyBytes: 6_291_456},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serve(w, r, true, true) })))
 	mux.HandleFunc("GET /metrics", f.metrics)
 	f.Server = httptest.NewServer(mux)
 	t.Cleanup(f.Close)

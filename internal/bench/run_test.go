@@ -29,6 +29,7 @@ func runOK(t *testing.T, cfg Config) *Result {
 	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_REGION", "us-east-1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := Run(ctx, cfg, Deps{})

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 )
 
 const contentType = "application/x-amz-json-1.1"
@@ -99,7 +99,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, op, newWireError(http.StatusBadRequest, CodeUnknownOperation, "Operation %q is not supported.", target))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	body, err := sigv4.ReadBody(w, r, a.opts.MaxBodyBytes)
 	if err != nil {
 		a.writeError(w, r, op, err)
 		return

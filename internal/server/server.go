@@ -147,8 +147,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		for _, c := range cfg.Credentials {
 			secrets[c.AccessKeyID] = c.SecretAccessKey
 		}
-		v := &sigv4.Verifier{Secrets: secrets, Clock: clock.Real{}, MaxBodyBytes: 8 << 20}
-		control, runtimeH = v.Middleware(control), v.Middleware(runtimeH)
+		// Wall time even under --dev-clock: clients sign with theirs.
+		v := &sigv4.Verifier{Secrets: secrets, Region: cfg.Region, Clock: clock.Real{}}
+		control = awsJSONDispatch(v.Middleware(sagemakerScope, api), v.Middleware(autoScalingScope, aas))
+		runtimeH = v.Middleware(runtimeScope, runtimeH)
 		front = bearerAuth(front, cfg.Credentials, denyOpenAI)
 		manifestsH = bearerAuth(manifestsH, cfg.Credentials, denyManifests)
 	}

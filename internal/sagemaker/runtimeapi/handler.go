@@ -13,6 +13,7 @@ import (
 	"net/http"
 
 	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 )
 
 // Header names of the runtime protocol (reference §1.2).
@@ -102,7 +103,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, stream bool) {
 		writeWire(w, we)
 	}
 
-	inv, err := h.parse(r, name, stream)
+	inv, err := h.parse(w, r, name, stream)
 	if err != nil {
 		fail(err)
 		return
@@ -143,7 +144,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, stream bool) {
 }
 
 // parse validates the request and builds the gateway invocation.
-func (h *handler) parse(r *http.Request, name string, stream bool) (gateway.Invocation, error) {
+func (h *handler) parse(w http.ResponseWriter, r *http.Request, name string, stream bool) (gateway.Invocation, error) {
 	if err := validateEndpointName(name); err != nil {
 		return gateway.Invocation{}, err
 	}
@@ -160,12 +161,13 @@ func (h *handler) parse(r *http.Request, name string, stream bool) (gateway.Invo
 	if r.ContentLength > max {
 		return gateway.Invocation{}, tooLarge
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	body, err := sigv4.ReadBody(w, r, max)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return gateway.Invocation{}, tooLarge
+	}
 	if err != nil {
 		return gateway.Invocation{}, validationErrorf("Could not read the request body: %v", err)
-	}
-	if int64(len(body)) > max {
-		return gateway.Invocation{}, tooLarge
 	}
 	fwd := http.Header{}
 	if ct := r.Header.Get("Content-Type"); ct != "" {

@@ -1,8 +1,12 @@
-// Package sigv4 verifies AWS Signature Version 4 on incoming requests, for both
-// the SageMaker control API and the runtime API (both sign with service name
-// "sagemaker"). It rebuilds the canonical request from the request's own
-// SignedHeaders list, so it accepts what any AWS SDK or the aws CLI signs. It
-// owns no credentials store beyond the map it is given, and knows nothing
-// about the APIs it protects; rejections are written in the AWS JSON error
-// shape by one function (writeError).
+// Package sigv4 verifies AWS Signature Version 4 on incoming requests for the
+// AWS APIs capstan serves (SageMaker, SageMaker Runtime, Application Auto
+// Scaling). It rebuilds the canonical request from the request's own
+// SignedHeaders list, so it accepts what any AWS SDK or the aws CLI signs, and
+// it hashes the body itself: the payload is always part of what is verified.
+// Everything the headers allow is checked before the body is read (key,
+// credential scope, clock skew, body size), and the body is read once,
+// bounded by the addressed API's limit, and handed on without a copy
+// (ReadBody). It owns no credentials store beyond the map it is given and
+// knows of the APIs only the Scope each is mounted with; refusals are written
+// in the AWS JSON error shape by one function (writeError).
 package sigv4
