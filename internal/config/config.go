@@ -42,9 +42,9 @@ type Config struct {
 	// clock (/_capstan/clock, capstan clock) and /metrics.
 	AdminTokens []string `json:"adminTokens,omitempty"`
 	// Limits bound connections, request bodies and request rates.
-	Limits Limits `json:"limits,omitempty"`
-	Engine      Engine       `json:"engine,omitempty"`
-	Endpoints   Endpoints    `json:"endpoints,omitempty"`
+	Limits    Limits    `json:"limits,omitempty"`
+	Engine    Engine    `json:"engine,omitempty"`
+	Endpoints Endpoints `json:"endpoints,omitempty"`
 	// Fleet is instance type → zone → count; empty means the default fleet
 	// (fleet.DefaultPerZone of every catalog type in each of fleet.DefaultZones).
 	Fleet map[string]map[string]int `json:"fleet,omitempty"`

@@ -75,9 +75,11 @@ func NewHandler(gw *gateway.Gateway, opts Options) *Handler {
 	return h
 }
 
-// Paths lists the path patterns a server should route to the handler.
+// Paths lists the path patterns a server should route to the handler: all
+// of /v1/, so a path the handler does not serve (/v1/embeddings) gets
+// OpenAI's own 404 rather than another API's.
 func Paths() []string {
-	return []string{"/v1/models", "/v1/chat/completions", "/v1/completions"}
+	return []string{"/v1/"}
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
