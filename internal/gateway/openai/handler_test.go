@@ -347,7 +347,9 @@ func TestDefaultBodyLimitIsTheEngines(t *testing.T) {
 	}{{sim.MaxBodyBytes, http.StatusNotFound}, {sim.MaxBodyBytes + 1, http.StatusRequestEntityTooLarge}} {
 		body := prefix + strings.Repeat("x", tc.size-len(prefix)-2) + `"}`
 		resp, out := post(t, srv.URL+"/v1/completions", body)
-		var e struct{ Error struct{ Type, Message string } }
+		var e struct {
+			Error struct{ Type, Message string }
+		}
 		if resp.StatusCode != tc.status || json.Unmarshal([]byte(out), &e) != nil || e.Error.Type != "invalid_request_error" {
 			t.Fatalf("%d-byte body: %d %.200s", tc.size, resp.StatusCode, out)
 		}
