@@ -62,6 +62,24 @@ func TestStalledBodyIsCut(t *testing.T) {
 	}
 }
 
+// An idle keep-alive connection is closed after idleTimeout.
+func TestIdleConnectionClosed(t *testing.T) {
+	l := shortLimits()
+	l.IdleTimeout = config.Duration{Duration: 300 * time.Millisecond}
+	h := startHarness(t, config.Config{Limits: l})
+	c := stall(t, h.srv.Addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection still open after 5s (read: %v)", err)
+	}
+}
+
 // Connections beyond maxConnections wait until one closes.
 func TestConnectionCap(t *testing.T) {
 	l := shortLimits()
