@@ -379,7 +379,7 @@ func TestServerUnreachable(t *testing.T) {
 }
 
 // TestToken checks --token and CAPSTAN_TOKEN against a server that wants
-// a bearer token, as capstan serve may when credentials are configured.
+// a bearer token, as capstan serve does when adminTokens are configured.
 func TestToken(t *testing.T) {
 	e := newCLIEnv(t)
 	h, err := manifestapi.New(manifestapi.Options{Store: e.svc})
@@ -387,7 +387,7 @@ func TestToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	authed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer s3cret" {
+		if r.Header.Get("Authorization") != "Bearer admin-token-0123456789" {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -395,13 +395,13 @@ func TestToken(t *testing.T) {
 	}))
 	t.Cleanup(authed.Close)
 	e.srv = authed
-	if _, _, err := e.run(t, "", "get", "iec"); err == nil || !strings.Contains(err.Error(), "requires a token") {
+	if _, _, err := e.run(t, "", "get", "iec"); err == nil || !strings.Contains(err.Error(), "requires an admin token") {
 		t.Errorf("without a token: %v", err)
 	}
-	if _, _, err := e.run(t, "", "get", "iec", "--token", "s3cret"); err != nil {
+	if _, _, err := e.run(t, "", "get", "iec", "--token", "admin-token-0123456789"); err != nil {
 		t.Errorf("--token: %v", err)
 	}
-	t.Setenv("CAPSTAN_TOKEN", "s3cret")
+	t.Setenv("CAPSTAN_TOKEN", "admin-token-0123456789")
 	if _, _, err := e.run(t, smallIEC, "apply", "-f", "-"); err != nil {
 		t.Errorf("CAPSTAN_TOKEN: %v", err)
 	}

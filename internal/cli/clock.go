@@ -13,16 +13,18 @@ import (
 )
 
 func newClockCommand(g *globalOptions) *cobra.Command {
+	var token string
 	cmd := &cobra.Command{
 		Use:   "clock",
 		Short: "Read or move the clock of a capstan serve started with --dev-clock",
 	}
+	cmd.PersistentFlags().StringVar(&token, "token", "", "admin token (one of the server's adminTokens) sent as 'Authorization: Bearer' (env CAPSTAN_TOKEN)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "now",
 		Short: "Print the server's current time",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return clockCall(cmd, g, http.MethodGet, nil)
+			return clockCall(cmd, g, token, http.MethodGet, nil)
 		},
 	}, &cobra.Command{
 		Use:   "advance DURATION",
@@ -33,19 +35,22 @@ func newClockCommand(g *globalOptions) *cobra.Command {
 				return fmt.Errorf("duration %q: %w", args[0], err)
 			}
 			body, _ := json.Marshal(map[string]string{"advance": args[0]})
-			return clockCall(cmd, g, http.MethodPost, body)
+			return clockCall(cmd, g, token, http.MethodPost, body)
 		},
 	})
 	return cmd
 }
 
-func clockCall(cmd *cobra.Command, g *globalOptions, method string, body []byte) error {
+func clockCall(cmd *cobra.Command, g *globalOptions, token, method string, body []byte) error {
 	url := strings.TrimRight(g.serverURL(), "/") + "/_capstan/clock"
 	req, err := http.NewRequestWithContext(cmd.Context(), method, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token = adminToken(token); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return fmt.Errorf("reach capstan at %s: %w", g.serverURL(), err)

@@ -34,7 +34,16 @@ func newManifestsOptions(g *globalOptions, clk clock.Clock) *manifestsOptions {
 }
 
 func (o *manifestsOptions) addFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.token, "token", "", "bearer token sent as 'Authorization: Bearer' when the server requires one (env CAPSTAN_TOKEN)")
+	cmd.Flags().StringVar(&o.token, "token", "", "admin token (one of the server's adminTokens) sent as 'Authorization: Bearer' (env CAPSTAN_TOKEN)")
+}
+
+// adminToken is flag, else $CAPSTAN_TOKEN: the server's adminTokens guard
+// the manifests API and the dev clock alike.
+func adminToken(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv("CAPSTAN_TOKEN")
 }
 
 // manifestsClient speaks the manifests HTTP API (internal/manifestapi).
@@ -45,11 +54,7 @@ type manifestsClient struct {
 }
 
 func (o *manifestsOptions) client() *manifestsClient {
-	tok := o.token
-	if tok == "" {
-		tok = os.Getenv("CAPSTAN_TOKEN")
-	}
-	return &manifestsClient{base: strings.TrimRight(o.g.serverURL(), "/"), token: tok, http: o.http}
+	return &manifestsClient{base: strings.TrimRight(o.g.serverURL(), "/"), token: adminToken(o.token), http: o.http}
 }
 
 // do sends a request and decodes a 2xx JSON answer into out (when non-nil).
@@ -89,7 +94,7 @@ func (c *manifestsClient) do(ctx context.Context, method, path string, body []by
 			return &st
 		}
 		if resp.StatusCode == http.StatusUnauthorized {
-			return fmt.Errorf("the server at %s requires a token: pass --token or set CAPSTAN_TOKEN (HTTP 401)", c.base)
+			return fmt.Errorf("the server at %s requires an admin token (one of its adminTokens): pass --token or set CAPSTAN_TOKEN (HTTP 401)", c.base)
 		}
 		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(data)))
 	}

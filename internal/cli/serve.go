@@ -105,7 +105,7 @@ state in --data-dir. Flags override capstan.yaml (--config).`,
 	f.StringVar(&o.region, "region", "us-east-1", "region used in ARNs")
 	f.BoolVar(&o.devClock, "dev-clock", false, "enable POST /_capstan/clock to move the server's clock forward")
 	f.Float64Var(&o.engineTimeScale, "engine-time-scale", 1, "time scale passed to simulated engines (0.01 = 100x faster)")
-	f.BoolVar(&o.insecureListenAny, "insecure-listen-any", false, "allow a non-loopback --listen without credentials")
+	f.BoolVar(&o.insecureListenAny, "insecure-listen-any", false, "allow a non-loopback --listen without credentials, apiKeys or adminTokens")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3-compatible endpoint URL for s3 model sources (modelSources.s3.endpoint); credentials from the AWS environment")
 	return cmd

@@ -2,6 +2,7 @@ package clock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -80,5 +81,95 @@ func TestDevAdvanceFiresTimer(t *testing.T) {
 	}
 	if tm.Stop() {
 		t.Fatal("Stop after fire reported pending")
+	}
+}
+
+func TestDevAdvanceBounds(t *testing.T) {
+	// Two advances of 2562047h (just under time.Duration's range) used to
+	// wrap the offset negative: time ran backwards.
+	for _, tc := range []struct {
+		name    string
+		steps   []time.Duration
+		wantErr []bool
+		want    time.Duration
+	}{
+		{"wrap attempt", []time.Duration{2562047 * time.Hour, 2562047 * time.Hour}, []bool{true, true}, 0},
+		{"one step over the bound", []time.Duration{MaxAdvance + 1}, []bool{true}, 0},
+		{"steps up to the total cap", []time.Duration{MaxAdvance, MaxAdvance, MaxAdvance, MaxAdvance, MaxAdvance,
+			MaxAdvance, MaxAdvance, MaxAdvance, MaxAdvance, MaxAdvance, time.Hour}, []bool{false, false, false, false, false,
+			false, false, false, false, false, true}, MaxOffset},
+		{"negative ignored", []time.Duration{-time.Hour, time.Hour}, []bool{false, false}, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDev()
+			for i, s := range tc.steps {
+				err := d.Advance(s)
+				if (err != nil) != tc.wantErr[i] {
+					t.Fatalf("Advance(%v) #%d: err = %v, want error %v", s, i, err, tc.wantErr[i])
+				}
+				if err != nil && !errors.Is(err, ErrAdvanceBounds) {
+					t.Fatalf("Advance error %v is not ErrAdvanceBounds", err)
+				}
+				if d.Offset() < 0 {
+					t.Fatalf("offset went negative: %v", d.Offset())
+				}
+			}
+			if got := d.Offset(); got != tc.want {
+				t.Fatalf("offset = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNextDeadlineIsComputed(t *testing.T) {
+	// The old loop stepped once per period: a 1ns ticker jumped 100 years
+	// would take ~3e18 iterations. nextDeadline must answer at once, with
+	// the first boundary after now.
+	start := epoch
+	for _, tc := range []struct {
+		name   string
+		period time.Duration
+		jump   time.Duration
+		want   time.Time
+	}{
+		{"1ns over 100 years", time.Nanosecond, MaxOffset, start.Add(MaxOffset + time.Nanosecond)},
+		{"1h over 10 years and 30m", time.Hour, MaxAdvance + 30*time.Minute, start.Add(MaxAdvance + time.Hour)},
+		{"exactly on a boundary", time.Hour, 3 * time.Hour, start.Add(4 * time.Hour)},
+		{"not yet due", time.Hour, -time.Minute, start},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextDeadline(start, start.Add(tc.jump), tc.period); !got.Equal(tc.want) {
+				t.Fatalf("nextDeadline = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDevTickerFiresOnceAfterLargeAdvance(t *testing.T) {
+	d := NewDev()
+	tk := d.NewTicker(time.Hour)
+	defer tk.Stop()
+	if err := d.Advance(MaxAdvance); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tk.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("ticker did not fire after the advance")
+	}
+	// The deadlines jumped over collapse into that one tick; the next is
+	// about an hour of dev time away.
+	select {
+	case v := <-tk.C():
+		t.Fatalf("ticker fired twice: %v", v)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := d.Advance(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tk.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("ticker did not resume at the next period")
 	}
 }

@@ -1,9 +1,22 @@
 package clock
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
+
+// MaxAdvance bounds one Advance and MaxOffset the total: far enough for any
+// test of reservations or schedules, and far from time.Duration's ~292-year
+// range, so the offset never wraps and time never runs backwards.
+const (
+	MaxAdvance = 10 * 365 * 24 * time.Hour
+	MaxOffset  = 100 * 365 * 24 * time.Hour
+)
+
+// ErrAdvanceBounds is the error of an Advance outside MaxAdvance / MaxOffset.
+var ErrAdvanceBounds = errors.New("dev clock advance out of bounds")
 
 // Dev is the wall clock plus an offset that only grows. `capstan serve
 // --dev-clock` uses it so an operator (or an end-to-end test) can jump a
@@ -34,16 +47,26 @@ func (d *Dev) Offset() time.Duration {
 	return d.offset
 }
 
-// Advance moves the clock forward by by (negative values are ignored).
-func (d *Dev) Advance(by time.Duration) {
+// Advance moves the clock forward by by (zero or negative values are
+// ignored). It refuses, leaving the clock where it is, a step over MaxAdvance
+// or one that would take the total offset over MaxOffset.
+func (d *Dev) Advance(by time.Duration) error {
 	if by <= 0 {
-		return
+		return nil
+	}
+	if by > MaxAdvance {
+		return fmt.Errorf("%w: %s is more than the %s (10 years) one advance may move", ErrAdvanceBounds, by, MaxAdvance)
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	// Both are at most MaxOffset and MaxAdvance, so the sum cannot overflow.
+	if d.offset+by > MaxOffset {
+		return fmt.Errorf("%w: the offset is already %s and may total at most %s (100 years)", ErrAdvanceBounds, d.offset, MaxOffset)
+	}
 	d.offset += by
 	close(d.advanced)
 	d.advanced = make(chan struct{})
-	d.mu.Unlock()
+	return nil
 }
 
 func (d *Dev) state() (time.Time, chan struct{}) {
@@ -82,9 +105,7 @@ func (d *Dev) wait(deadline time.Time, period time.Duration, t *devTimer) {
 				t.markFired()
 				return
 			}
-			for !deadline.After(now) {
-				deadline = deadline.Add(period)
-			}
+			deadline = nextDeadline(deadline, now, period)
 			continue
 		}
 		rt := time.NewTimer(deadline.Sub(now))
@@ -129,3 +150,16 @@ type devTicker struct{ t *devTimer }
 
 func (d devTicker) C() <-chan time.Time { return d.t.ch }
 func (d devTicker) Stop()               { d.t.Stop() }
+
+// nextDeadline is the first deadline+k*period (k ≥ 1) after now: a ticker
+// whose deadlines were jumped over by Advance fires once and resumes at the
+// next period boundary. Computed, not stepped, so a 10-year jump of a
+// 1-second ticker costs the same as a 1-second one.
+func nextDeadline(deadline, now time.Time, period time.Duration) time.Time {
+	if deadline.After(now) {
+		return deadline
+	}
+	// now-deadline fits a Duration: the offset is bounded by MaxOffset.
+	k := now.Sub(deadline)/period + 1
+	return deadline.Add(k * period)
+}

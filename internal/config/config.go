@@ -29,12 +29,22 @@ type Config struct {
 	Region    string `json:"region,omitempty"`
 	// DevClock enables POST /_capstan/clock to move the server's clock.
 	DevClock bool `json:"devClock,omitempty"`
-	// InsecureListenAny allows a non-loopback listen address without credentials.
+	// InsecureListenAny allows a non-loopback listen address without any of
+	// credentials, apiKeys or adminTokens.
 	InsecureListenAny bool `json:"insecureListenAny,omitempty"`
-	// Credentials, when set, make both APIs require SigV4 signed with one of them.
+	// Credentials, when set, make the SageMaker and Application Auto Scaling
+	// APIs require SigV4 signed with one of them.
 	Credentials []Credential `json:"credentials,omitempty"`
-	Engine      Engine       `json:"engine,omitempty"`
-	Endpoints   Endpoints    `json:"endpoints,omitempty"`
+	// APIKeys are the bearer keys of the OpenAI API (/v1/*): inference only.
+	APIKeys []string `json:"apiKeys,omitempty"`
+	// AdminTokens are the bearer tokens of the administrative surfaces: the
+	// manifests API (/apis/, capstan apply/get/describe/delete), the dev
+	// clock (/_capstan/clock, capstan clock) and /metrics.
+	AdminTokens []string `json:"adminTokens,omitempty"`
+	// Limits bound connections, request bodies and request rates.
+	Limits    Limits    `json:"limits,omitempty"`
+	Engine    Engine    `json:"engine,omitempty"`
+	Endpoints Endpoints `json:"endpoints,omitempty"`
 	// Fleet is instance type → zone → count; empty means the default fleet
 	// (fleet.DefaultPerZone of every catalog type in each of fleet.DefaultZones).
 	Fleet map[string]map[string]int `json:"fleet,omitempty"`
@@ -85,6 +95,44 @@ type S3 struct {
 type Credential struct {
 	AccessKeyID     string `json:"accessKeyId"`
 	SecretAccessKey string `json:"secretAccessKey"`
+}
+
+// MinKeyLength is the shortest accepted API key or admin token.
+const MinKeyLength = 16
+
+// Limits bound what clients can hold of the server. Every field has a
+// default; zero means the default.
+type Limits struct {
+	// ReadHeaderTimeout bounds sending the request line and headers (default 10s).
+	ReadHeaderTimeout Duration `json:"readHeaderTimeout,omitempty"`
+	// BodyReadTimeout is the longest a request body may go without a byte
+	// arriving (default 30s): a client that stops sending is cut, a slow
+	// but steady one is not.
+	BodyReadTimeout Duration `json:"bodyReadTimeout,omitempty"`
+	// WriteTimeout is the longest one write of a response may stay blocked
+	// on a client that stopped reading (default 60s). A response that keeps
+	// flowing (a streamed completion) may last any time.
+	WriteTimeout Duration `json:"writeTimeout,omitempty"`
+	// IdleTimeout closes keep-alive connections idle this long (default 120s).
+	IdleTimeout Duration `json:"idleTimeout,omitempty"`
+	// MaxConnections caps open client connections (default 512, below a
+	// typical 1024 file-descriptor limit); further ones wait to be accepted.
+	MaxConnections int `json:"maxConnections,omitempty"`
+	// MaxInflightBodyBytes caps the request-body bytes of all requests in
+	// flight together (default 256 MiB); a request that would pass it is
+	// answered 503 with Retry-After.
+	MaxInflightBodyBytes int64 `json:"maxInflightBodyBytes,omitempty"`
+	// RateLimit applies per credential (access key id, API key, admin
+	// token) and per remote IP for requests without a known one.
+	RateLimit RateLimit `json:"rateLimit,omitempty"`
+}
+
+// RateLimit is a token bucket: RequestsPerSecond sustained, Burst at once.
+type RateLimit struct {
+	// RequestsPerSecond is the sustained rate (default 1000).
+	RequestsPerSecond float64 `json:"requestsPerSecond,omitempty"`
+	// Burst is the bucket size (default 2000).
+	Burst int `json:"burst,omitempty"`
 }
 
 // Engine configures replica processes.
@@ -182,6 +230,35 @@ func (c *Config) Default() {
 	if c.ModelSources.S3.Region == "" {
 		c.ModelSources.S3.Region = c.Region
 	}
+	l := &c.Limits
+	for _, d := range []struct {
+		f *Duration
+		v time.Duration
+	}{{&l.ReadHeaderTimeout, 10 * time.Second}, {&l.BodyReadTimeout, 30 * time.Second},
+		{&l.WriteTimeout, 60 * time.Second}, {&l.IdleTimeout, 120 * time.Second}} {
+		if d.f.Duration == 0 {
+			d.f.Duration = d.v
+		}
+	}
+	if l.MaxConnections == 0 {
+		l.MaxConnections = 512
+	}
+	if l.MaxInflightBodyBytes == 0 {
+		l.MaxInflightBodyBytes = 256 << 20
+	}
+	if l.RateLimit.RequestsPerSecond == 0 {
+		l.RateLimit.RequestsPerSecond = 1000
+	}
+	if l.RateLimit.Burst == 0 {
+		l.RateLimit.Burst = 2000
+	}
+}
+
+// AuthConfigured reports whether any client authentication is configured:
+// then every surface requires its own kind (SigV4, API key, admin token)
+// and refuses all requests where that kind is not configured.
+func (c *Config) AuthConfigured() bool {
+	return len(c.Credentials) > 0 || len(c.APIKeys) > 0 || len(c.AdminTokens) > 0
 }
 
 // FleetCapacity is the configured fleet, or the default one.
@@ -198,8 +275,8 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listen: %q is not host:port: %w", c.Listen, err))
-	} else if !isLoopback(host) && len(c.Credentials) == 0 && !c.InsecureListenAny {
-		errs = append(errs, fmt.Errorf("listen: %q is reachable beyond this machine; configure credentials (SigV4 is then required) or set insecureListenAny / --insecure-listen-any", c.Listen))
+	} else if !isLoopback(host) && !c.AuthConfigured() && !c.InsecureListenAny {
+		errs = append(errs, fmt.Errorf("listen: %q is reachable beyond this machine; configure credentials, apiKeys and adminTokens (every API then requires them) or set insecureListenAny / --insecure-listen-any", c.Listen))
 	}
 	if len(c.AccountID) != 12 || strings.Trim(c.AccountID, "0123456789") != "" {
 		errs = append(errs, fmt.Errorf("accountId: %q must be 12 digits", c.AccountID))
@@ -212,6 +289,8 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 			errs = append(errs, fmt.Errorf("credentials[%d]: accessKeyId and secretAccessKey are both required", i))
 		}
 	}
+	errs = append(errs, c.validateKeys()...)
+	errs = append(errs, c.Limits.validate()...)
 	if c.Engine.TimeScale <= 0 || c.Engine.TimeScale > 1000 {
 		errs = append(errs, fmt.Errorf("engine.timeScale: %v must be in (0, 1000]", c.Engine.TimeScale))
 	}
@@ -259,6 +338,66 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 		errs = append(errs, fmt.Errorf("modelSources.s3: accessKeyId and secretAccessKey go together"))
 	}
 	return errors.Join(errs...)
+}
+
+// validateKeys checks apiKeys and adminTokens: long enough, each used
+// once, and never a SigV4 secret (a key that signs requests must not also
+// be sent in the clear as a bearer key), nor both an API key and an admin
+// token (inference keys must not administer).
+func (c *Config) validateKeys() []error {
+	var errs []error
+	seen := map[string]string{}
+	for _, cr := range c.Credentials {
+		if cr.SecretAccessKey != "" {
+			seen[cr.SecretAccessKey] = "a credentials secretAccessKey"
+		}
+	}
+	for _, list := range []struct {
+		field string
+		keys  []string
+	}{{"apiKeys", c.APIKeys}, {"adminTokens", c.AdminTokens}} {
+		for i, k := range list.keys {
+			p := fmt.Sprintf("%s[%d]", list.field, i)
+			switch {
+			case len(k) < MinKeyLength:
+				errs = append(errs, fmt.Errorf("%s: must be at least %d characters", p, MinKeyLength))
+			case strings.ContainsAny(k, " \t\r\n"):
+				errs = append(errs, fmt.Errorf("%s: must not contain whitespace", p))
+			case seen[k] != "":
+				errs = append(errs, fmt.Errorf("%s: repeats %s; use a distinct key", p, seen[k]))
+			}
+			if seen[k] == "" {
+				seen[k] = p
+			}
+		}
+	}
+	return errs
+}
+
+func (l *Limits) validate() []error {
+	var errs []error
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"limits.readHeaderTimeout", l.ReadHeaderTimeout.Duration}, {"limits.bodyReadTimeout", l.BodyReadTimeout.Duration},
+		{"limits.writeTimeout", l.WriteTimeout.Duration}, {"limits.idleTimeout", l.IdleTimeout.Duration}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: %s must be positive", d.field, d.v))
+		}
+	}
+	if l.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("limits.maxConnections: %d must be at least 1", l.MaxConnections))
+	}
+	if l.MaxInflightBodyBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("limits.maxInflightBodyBytes: %d must be at least 1 MiB (1048576)", l.MaxInflightBodyBytes))
+	}
+	if l.RateLimit.RequestsPerSecond <= 0 {
+		errs = append(errs, fmt.Errorf("limits.rateLimit.requestsPerSecond: %v must be positive", l.RateLimit.RequestsPerSecond))
+	}
+	if l.RateLimit.Burst < 1 {
+		errs = append(errs, fmt.Errorf("limits.rateLimit.burst: %d must be at least 1", l.RateLimit.Burst))
+	}
+	return errs
 }
 
 func isLoopback(host string) bool {

@@ -34,6 +34,26 @@ func TestParseDefaultValidate(t *testing.T) {
 		{"negative group count", "cluster: {instanceGroups: [{name: x, instanceType: ml.p5.48xlarge, count: -1}]}\n", "cluster.instanceGroups[0].count"},
 		{"bad s3 endpoint", "modelSources: {s3: {endpoint: 'localhost:5000'}}\n", "modelSources.s3.endpoint"},
 		{"half an s3 key", "modelSources: {s3: {accessKeyId: a}}\n", "modelSources.s3"},
+		{"non-loopback with api keys only", "listen: 0.0.0.0:8080\napiKeys: [inference-key-0123456789]\n", ""},
+		{"non-loopback with admin tokens only", "listen: 0.0.0.0:8080\nadminTokens: [admin-token-0123456789]\n", ""},
+		{"keys", "credentials: [{accessKeyId: A, secretAccessKey: secret-access-key-0123}]\napiKeys: [inference-key-0123456789]\nadminTokens: [admin-token-0123456789]\n", ""},
+		{"short api key", "apiKeys: [short]\n", "apiKeys[0]: must be at least 16"},
+		{"short admin token", "adminTokens: [short]\n", "adminTokens[0]: must be at least 16"},
+		{"api key with space", "apiKeys: ['inference key 0123456789']\n", "apiKeys[0]: must not contain whitespace"},
+		{"repeated api key", "apiKeys: [inference-key-0123456789, inference-key-0123456789]\n", "apiKeys[1]: repeats apiKeys[0]"},
+		{"admin token equal to an api key", "apiKeys: [same-key-0123456789]\nadminTokens: [same-key-0123456789]\n", "adminTokens[0]: repeats apiKeys[0]"},
+		{"api key equal to a secret", "credentials: [{accessKeyId: A, secretAccessKey: secret-access-key-0123}]\napiKeys: [secret-access-key-0123]\n", "apiKeys[0]: repeats a credentials secretAccessKey"},
+		{"admin token equal to a secret", "credentials: [{accessKeyId: A, secretAccessKey: secret-access-key-0123}]\nadminTokens: [secret-access-key-0123]\n", "adminTokens[0]: repeats a credentials secretAccessKey"},
+		{"limits", "limits: {readHeaderTimeout: 5s, bodyReadTimeout: 10s, writeTimeout: 20s, idleTimeout: 30s, maxConnections: 100, maxInflightBodyBytes: 67108864, rateLimit: {requestsPerSecond: 5.5, burst: 10}}\n", ""},
+		{"unknown limit", "limits: {maxConns: 1}\n", "maxConns"},
+		{"negative body timeout", "limits: {bodyReadTimeout: -1s}\n", "limits.bodyReadTimeout"},
+		{"negative write timeout", "limits: {writeTimeout: -1s}\n", "limits.writeTimeout"},
+		{"negative idle timeout", "limits: {idleTimeout: -1s}\n", "limits.idleTimeout"},
+		{"negative header timeout", "limits: {readHeaderTimeout: -1s}\n", "limits.readHeaderTimeout"},
+		{"negative connections", "limits: {maxConnections: -1}\n", "limits.maxConnections"},
+		{"tiny body budget", "limits: {maxInflightBodyBytes: 1000}\n", "limits.maxInflightBodyBytes"},
+		{"negative rate", "limits: {rateLimit: {requestsPerSecond: -1}}\n", "limits.rateLimit.requestsPerSecond"},
+		{"negative burst", "limits: {rateLimit: {burst: -1}}\n", "limits.rateLimit.burst"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +81,12 @@ func TestDefaults(t *testing.T) {
 	if c.Listen != "127.0.0.1:8080" || c.DataDir != "./capstan-data" || c.AccountID != "000000000000" ||
 		c.Region != "us-east-1" || c.Engine.TimeScale != 1 || c.Endpoints.StartTimeout.Duration != 10*time.Minute {
 		t.Fatalf("defaults: %+v", c)
+	}
+	l := c.Limits
+	if l.ReadHeaderTimeout.Duration != 10*time.Second || l.BodyReadTimeout.Duration != 30*time.Second ||
+		l.WriteTimeout.Duration != 60*time.Second || l.IdleTimeout.Duration != 120*time.Second || l.MaxConnections != 512 ||
+		l.MaxInflightBodyBytes != 256<<20 || l.RateLimit.RequestsPerSecond != 1000 || l.RateLimit.Burst != 2000 {
+		t.Fatalf("limit defaults: %+v", l)
 	}
 	if got := c.FleetCapacity(catalog.Default())["ml.p5.48xlarge"]["us-east-1a"]; got != 4 {
 		t.Fatalf("default fleet p5 in us-east-1a = %d", got)

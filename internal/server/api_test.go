@@ -424,6 +424,7 @@ func TestDevClock(t *testing.T) {
 	}{
 		{"advance", true, `{"advance":"168h"}`, 200},
 		{"bad duration", true, `{"advance":"soon"}`, 400},
+		{"past the bound", true, `{"advance":"2562047h"}`, 400},
 		{"off", false, `{"advance":"1h"}`, 404},
 	}
 	for _, tc := range tests {

@@ -62,3 +62,42 @@ func TestClockCommand(t *testing.T) {
 		t.Fatalf("clock on a server without --dev-clock: %v %s", err, out)
 	}
 }
+
+// With adminTokens configured, `capstan clock` needs one (--token or
+// CAPSTAN_TOKEN); an API key does not do, and the refusal names the field.
+func TestClockCommandSendsAdminToken(t *testing.T) {
+	bin := testutil.CapstanBinary(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "capstan.yaml")
+	if err := os.WriteFile(cfgPath, []byte("devClock: true\napiKeys: ["+testAPIKey+"]\nadminTokens: ["+testAdmin+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t, filepath.Join(dir, "data"), "--config", cfgPath)
+	tests := []struct {
+		name  string
+		args  []string
+		env   string
+		okOut string // "" = must fail
+	}{
+		{"no token", nil, "", ""},
+		{"api key", []string{"--token", testAPIKey}, "", ""},
+		{"flag", []string{"--token", testAdmin}, "", "offset 1h0m0s"},
+		{"env", nil, testAdmin, "offset 2h0m0s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"clock", "advance", "1h", "--server", srv.url}, tc.args...)...)
+			cmd.Env = append(os.Environ(), "CAPSTAN_TOKEN="+tc.env)
+			out, err := cmd.CombinedOutput()
+			if tc.okOut == "" {
+				if err == nil || !strings.Contains(string(out), "adminTokens") {
+					t.Fatalf("advance without the admin token: %v %s", err, out)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(string(out), tc.okOut) {
+				t.Fatalf("advance: %v %s", err, out)
+			}
+		})
+	}
+}

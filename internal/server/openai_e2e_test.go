@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -77,17 +78,19 @@ func TestE2EOpenAIFrontDoor(t *testing.T) {
 	}
 }
 
-// With credentials configured, the OpenAI front door wants one of the secrets as
-// a bearer API key.
+// With credentials configured, the OpenAI front door wants one of the
+// apiKeys as a bearer key; the SigV4 secret is not one.
 func TestOpenAIFrontDoorRequiresKeyWhenCredentialsConfigured(t *testing.T) {
-	h := startHarness(t, config.Config{Credentials: []config.Credential{{AccessKeyID: "AKIDREAL", SecretAccessKey: "s3cret"}}})
+	h := startHarness(t, config.Config{Credentials: []config.Credential{{AccessKeyID: "AKIDREAL", SecretAccessKey: testSecret}},
+		APIKeys: []string{testAPIKey}})
 	tests := []struct {
 		name, auth string
 		want       int
 	}{
 		{"no key", "", http.StatusUnauthorized},
 		{"wrong key", "Bearer nope", http.StatusUnauthorized},
-		{"configured secret", "Bearer s3cret", http.StatusOK},
+		{"the SigV4 secret", "Bearer " + testSecret, http.StatusUnauthorized},
+		{"configured api key", "Bearer " + testAPIKey, http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,5 +107,20 @@ func TestOpenAIFrontDoorRequiresKeyWhenCredentialsConfigured(t *testing.T) {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tt.want)
 			}
 		})
+	}
+}
+
+// A /v1/ path the door does not serve gets OpenAI's 404, not another API's error.
+func TestUnknownOpenAIPathIsOpenAIShaped(t *testing.T) {
+	h := startHarness(t, config.Config{})
+	for _, path := range []string{"/v1/embeddings", "/v1/audio/speech"} {
+		resp, body := h.call(t, http.MethodPost, path, "", `{"model":"x","input":"hi"}`)
+		var oe struct {
+			Error struct{ Type, Code, Message string }
+		}
+		if err := json.Unmarshal([]byte(body), &oe); err != nil || resp.StatusCode != http.StatusNotFound ||
+			oe.Error.Type != "invalid_request_error" || oe.Error.Code != "unknown_url" {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
 	}
 }

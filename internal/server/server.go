@@ -142,6 +142,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	var manifestsH http.Handler = manifests
 	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
+	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
 	if len(cfg.Credentials) > 0 {
 		secrets := map[string]string{}
 		for _, c := range cfg.Credentials {
@@ -151,24 +152,35 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		v := &sigv4.Verifier{Secrets: secrets, Region: cfg.Region, Clock: clock.Real{}}
 		control = awsJSONDispatch(v.Middleware(sagemakerScope, api), v.Middleware(autoScalingScope, aas))
 		runtimeH = v.Middleware(runtimeScope, runtimeH)
-		front = bearerAuth(front, cfg.Credentials, denyOpenAI)
-		manifestsH = bearerAuth(manifestsH, cfg.Credentials, denyManifests)
+	}
+	// Once any authentication is configured, every surface but /healthz
+	// requires its own kind, and one whose kind is not configured refuses
+	// everything: inference keys do not administer, and the AWS secret is
+	// never sent as a bearer key.
+	if cfg.AuthConfigured() {
+		if len(cfg.Credentials) == 0 {
+			control, runtimeH = sigv4Closed(), sigv4Closed()
+		}
+		front = bearerAuth(front, doorOpenAI, "apiKeys", cfg.APIKeys)
+		manifestsH = bearerAuth(manifestsH, doorManifests, "adminTokens", cfg.AdminTokens)
+		metricsH = bearerAuth(metricsH, doorAdmin, "adminTokens", cfg.AdminTokens)
+		clockH = bearerAuth(clockH, doorAdmin, "adminTokens", cfg.AdminTokens)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", control)
 	mux.Handle("/endpoints/", runtimeH)
 	mux.Handle("/apis/", manifestsH)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", metricsH)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.Handle("/_capstan/clock", clockHandler(clk))
+	mux.Handle("/_capstan/clock", clockH)
 	for _, p := range openai.Paths() {
 		mux.Handle(p, front)
 	}
+	httpSrv, limited := newHTTPServer(ln, guard(mux, cfg, clk), cfg.Limits)
 
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
-		ln: ln, cancel: cancel,
-		http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+		ln: limited, cancel: cancel, http: httpSrv}
 	// The controllers: SageMaker endpoints, manifests' deployments and
 	// Application Auto Scaling's target tracking. Stop waits for all three
 	// before it stops the replicas.
@@ -183,7 +195,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// follows KV events for the cache-aware routing policies.
 	go func() { _ = gw.Run(cctx) }()
 	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http serve", "err", err)
 		}
 	}()
@@ -291,7 +303,10 @@ func clockHandler(clk clock.Clock) http.Handler {
 				reply(http.StatusBadRequest, map[string]string{"message": fmt.Sprintf("advance: %q is not a non-negative Go duration such as \"168h\"", in.Advance)})
 				return
 			}
-			dev.Advance(d)
+			if err := dev.Advance(d); err != nil {
+				reply(http.StatusBadRequest, map[string]string{"message": "advance: " + err.Error()})
+				return
+			}
 		default:
 			reply(http.StatusMethodNotAllowed, map[string]string{"message": "use GET or POST"})
 			return

@@ -15,10 +15,11 @@ import (
 	"github.com/capstan-dev/capstan/internal/config"
 )
 
-// With credentials configured, the manifests API wants one of the secrets as a
-// bearer token and answers a Kubernetes Status otherwise.
+// With credentials configured, the manifests API wants one of the
+// adminTokens as a bearer token and answers a Kubernetes Status otherwise.
 func TestManifestsAPIRequiresTokenWhenCredentialsConfigured(t *testing.T) {
-	h := startHarness(t, config.Config{Credentials: []config.Credential{{AccessKeyID: "AKIDREAL", SecretAccessKey: "s3cret"}}})
+	h := startHarness(t, config.Config{Credentials: []config.Credential{{AccessKeyID: "AKIDREAL", SecretAccessKey: testSecret}},
+		AdminTokens: []string{testAdmin}})
 	path := h.url + "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs"
 	tests := []struct {
 		name, auth string
@@ -26,7 +27,8 @@ func TestManifestsAPIRequiresTokenWhenCredentialsConfigured(t *testing.T) {
 	}{
 		{"no token", "", http.StatusUnauthorized},
 		{"wrong token", "Bearer nope", http.StatusUnauthorized},
-		{"configured secret", "Bearer s3cret", http.StatusOK},
+		{"the SigV4 secret", "Bearer " + testSecret, http.StatusUnauthorized},
+		{"configured admin token", "Bearer " + testAdmin, http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,11 +18,14 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/engine/sim"
 	"github.com/capstan-dev/capstan/internal/gateway"
 )
 
-// DefaultMaxBodyBytes bounds a request body (a long-context prompt fits).
-const DefaultMaxBodyBytes = 16 << 20
+// DefaultMaxBodyBytes bounds a request body: the engine's own limit, so a
+// body the engine would refuse is refused here with OpenAI's 413 before it
+// is buffered and routed.
+const DefaultMaxBodyBytes = sim.MaxBodyBytes
 
 // maxModelName bounds the model field before it is looked up.
 const maxModelName = 256
@@ -75,9 +78,11 @@ func NewHandler(gw *gateway.Gateway, opts Options) *Handler {
 	return h
 }
 
-// Paths lists the path patterns a server should route to the handler.
+// Paths lists the path patterns a server should route to the handler: all
+// of /v1/, so a path the handler does not serve (/v1/embeddings) gets
+// OpenAI's own 404 rather than another API's.
 func Paths() []string {
-	return []string{"/v1/models", "/v1/chat/completions", "/v1/completions"}
+	return []string{"/v1/"}
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -189,7 +194,7 @@ func (h *Handler) generate(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
+			writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "request_too_large",
 				msg: fmt.Sprintf("Request body exceeds the %d-byte limit.", h.max)})
 			return
 		}
@@ -197,7 +202,12 @@ func (h *Handler) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	top, err := scanTop(body)
-	if err != nil {
+	var pe *paramError
+	switch {
+	case errors.As(err, &pe):
+		writeError(w, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: pe.param, code: pe.code, msg: pe.msg})
+		return
+	case err != nil:
 		writeError(w, &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: "We could not parse the JSON body of your request: " + err.Error()})
 		return
 	}
@@ -472,5 +482,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
 	}
 	w.WriteHeader(e.status)
-	_ = json.NewEncoder(w).Encode(body)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // messages quote ranges such as ">= 1"
+	_ = enc.Encode(body)
 }

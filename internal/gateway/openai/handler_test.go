@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/capstan-dev/capstan/internal/engine/sim"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/gateway/openai"
 )
@@ -112,6 +113,8 @@ func TestErrorsGolden(t *testing.T) {
 		{name: "no_backend", path: "/v1/completions", body: `{"model":"empty","prompt":"x"}`, status: 503},
 		{name: "activation_timeout", path: "/v1/completions", body: `{"model":"cold","prompt":"x"}`, status: 503},
 		{name: "unknown_path", path: "/v1/embeddings", body: `{}`, status: 404},
+		{name: "string_temperature", path: "/v1/chat/completions", body: `{"model":"llama","messages":[],"temperature":"0.7"}`, status: 400},
+		{name: "max_tokens_range", path: "/v1/completions", body: `{"model":"llama","prompt":"x","max_tokens":0}`, status: 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -328,5 +331,27 @@ func TestActivationOverflowGets503(t *testing.T) {
 	f.gw.SetRoute(route("cold", be))
 	if s := <-done; s != 200 {
 		t.Fatalf("held request got %d after the backend arrived", s)
+	}
+}
+
+// The door's default body limit is the engine's: a body the engine would
+// refuse is a 413 in OpenAI's shape here, not routed (it used to allow 16
+// MiB against the engine's 8).
+func TestDefaultBodyLimitIsTheEngines(t *testing.T) {
+	srv := httptest.NewServer(openai.NewHandler(gateway.New(gateway.Options{}), openai.Options{}))
+	t.Cleanup(srv.Close)
+	prefix := `{"model":"nope","prompt":"`
+	for _, tc := range []struct {
+		size   int
+		status int
+	}{{sim.MaxBodyBytes, http.StatusNotFound}, {sim.MaxBodyBytes + 1, http.StatusRequestEntityTooLarge}} {
+		body := prefix + strings.Repeat("x", tc.size-len(prefix)-2) + `"}`
+		resp, out := post(t, srv.URL+"/v1/completions", body)
+		var e struct {
+			Error struct{ Type, Message string }
+		}
+		if resp.StatusCode != tc.status || json.Unmarshal([]byte(out), &e) != nil || e.Error.Type != "invalid_request_error" {
+			t.Fatalf("%d-byte body: %d %.200s", tc.size, resp.StatusCode, out)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -91,6 +92,56 @@ func TestParseUsage(t *testing.T) {
 			}
 			if ok && (p != tt.prompt || c != tt.completion || k != tt.cached) {
 				t.Fatalf("got %d/%d/%d, want %d/%d/%d", p, c, k, tt.prompt, tt.completion, tt.cached)
+			}
+		})
+	}
+}
+
+// Wrongly typed or out-of-range numeric parameters are refused naming the
+// parameter (a string temperature used to pass straight through).
+func TestScanTopChecksNumericParams(t *testing.T) {
+	tests := []struct {
+		body, param, code string // param "" = accepted
+	}{
+		{`{"model":"m","temperature":0.7,"top_p":1,"max_tokens":16,"n":1,"seed":-5,"presence_penalty":-2}`, "", ""},
+		{`{"model":"m","temperature":null,"max_tokens":null}`, "", ""},
+		{`{"model":"m","temperature":1e0,"frequency_penalty":2.0}`, "", ""},
+		{`{"model":"m","seed":9223372036854775807}`, "", ""},
+		{`{"model":"m","temperature":"0.7"}`, "temperature", "invalid_type"},
+		{`{"model":"m","temperature":true}`, "temperature", "invalid_type"},
+		{`{"model":"m","temperature":[1]}`, "temperature", "invalid_type"},
+		{`{"model":"m","temperature":NaN}`, "temperature", "invalid_type"},
+		{`{"model":"m","temperature":Infinity}`, "temperature", "invalid_type"},
+		{`{"model":"m","temperature":0x1}`, "temperature", "invalid_type"},
+		{`{"model":"m","temperature":01}`, "temperature", "invalid_type"},
+		{`{"model":"m","temperature":-0.1}`, "temperature", "decimal_below_min_value"},
+		{`{"model":"m","temperature":2.5}`, "temperature", "decimal_above_max_value"},
+		{`{"model":"m","temperature":1e400}`, "temperature", "decimal_above_max_value"},
+		{`{"model":"m","top_p":"1"}`, "top_p", "invalid_type"},
+		{`{"model":"m","top_p":1.01}`, "top_p", "decimal_above_max_value"},
+		{`{"model":"m","max_tokens":"16"}`, "max_tokens", "invalid_type"},
+		{`{"model":"m","max_tokens":1.5}`, "max_tokens", "invalid_type"},
+		{`{"model":"m","max_tokens":0}`, "max_tokens", "integer_below_min_value"},
+		{`{"model":"m","max_tokens":99999999999999999999}`, "max_tokens", "integer_above_max_value"},
+		{`{"model":"m","max_completion_tokens":-1}`, "max_completion_tokens", "integer_below_min_value"},
+		{`{"model":"m","n":"2"}`, "n", "invalid_type"},
+		{`{"model":"m","n":1000}`, "n", "integer_above_max_value"},
+		{`{"model":"m","seed":-99999999999999999999}`, "seed", "integer_below_min_value"},
+		{`{"model":"m","presence_penalty":-3}`, "presence_penalty", "decimal_below_min_value"},
+		{`{"model":"m","temperature":1,"temperature":"x"}`, "temperature", "invalid_type"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.body, func(t *testing.T) {
+			_, err := scanTop([]byte(tc.body))
+			if tc.param == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			pe, ok := err.(*paramError)
+			if !ok || pe.param != tc.param || pe.code != tc.code || !strings.Contains(pe.msg, tc.param) {
+				t.Fatalf("err = %#v, want param %s code %s", err, tc.param, tc.code)
 			}
 		})
 	}
