@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package chaos is the chaos and soak test of `capstan serve`: real server and
 // engine processes under continuous load and control-plane writes, killed
 // with SIGKILL at random, then checked for lost writes, stuck resources,
@@ -19,6 +21,8 @@ import (
 var (
 	flagDuration = flag.Duration("chaos.duration", 40*time.Second, "length of the chaos phase (the short form runs in the test command)")
 	flagSeed     = flag.Uint64("chaos.seed", 0, "seed of the random choices; 0 picks one from the clock (it is logged)")
+	flagKill     = flag.Duration("chaos.kill-interval", 2*time.Second, "shortest pause between kills; each pause is drawn from [d, 2.5d)")
+	flagLog      = flag.String("chaos.log", "", "copy the server log (every restart) to this file at the end")
 	flagSettle   = flag.Duration("chaos.settle", 90*time.Second, "bound for every endpoint and deployment to reach a steady state after the chaos phase")
 )
 
@@ -148,11 +152,23 @@ func (h *harness) load(ctx context.Context, rng *rand.Rand, until time.Time) {
 func (h *harness) killer(ctx context.Context, rng *rand.Rand, until time.Time) int {
 	orphanN := 0
 	for ctx.Err() == nil {
-		sleep(ctx, time.Duration(2000+rng.IntN(3000))*time.Millisecond)
+		sleep(ctx, *flagKill+time.Duration(rng.Int64N(int64(*flagKill)*3/2)))
 		if time.Now().After(until) || ctx.Err() != nil {
 			return orphanN
 		}
-		if rng.IntN(10) < 3 {
+		if k := rng.IntN(10); k < 4 {
+			what := "server"
+			if k >= 2 {
+				// Right after an acknowledged write: mid-create, mid-update.
+				t := time.NewTimer(3 * time.Second)
+				select {
+				case ep := <-h.w.acked:
+					what = "server after a write to " + ep
+				case <-t.C:
+				case <-ctx.Done():
+				}
+				t.Stop()
+			}
 			start := time.Now()
 			h.srv.kill()
 			// No server is live: every engine of our data dir must die with it.
@@ -167,7 +183,7 @@ func (h *harness) killer(ctx context.Context, rng *rand.Rand, until time.Time) i
 				h.t.Errorf("restart after kill -9: %v", err)
 				return orphanN
 			}
-			h.j.kill("server", start, h.recovered(ctx, start))
+			h.j.kill(what, start, h.recovered(ctx, start))
 			continue
 		}
 		pid := h.srv.pid()

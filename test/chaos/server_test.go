@@ -1,3 +1,5 @@
+//go:build linux
+
 package chaos
 
 import (
@@ -59,6 +61,11 @@ func newServer(t *testing.T, bin, dir string) *server {
 		s.kill()
 		for _, e := range engines(s.dataDir) {
 			_ = syscall.Kill(e.pid, syscall.SIGKILL)
+		}
+		if *flagLog != "" {
+			if b, err := os.ReadFile(s.logPath); err == nil {
+				_ = os.WriteFile(*flagLog, b, 0o644)
+			}
 		}
 		if t.Failed() {
 			if b, err := os.ReadFile(s.logPath); err == nil {

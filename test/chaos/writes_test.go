@@ -1,3 +1,5 @@
+//go:build linux
+
 package chaos
 
 import (
@@ -37,11 +39,24 @@ type writes struct {
 	deleting  map[string]bool // a DeleteEndpoint was sent
 	manifests map[string]map[int32]bool
 	jsmMade   int
+	// acked hears of each acknowledged endpoint or manifest write (dropped
+	// when nobody listens), so the killer can strike while it is in progress.
+	acked chan string
 }
 
 func newWrites() *writes {
 	return &writes{configs: map[string]int32{}, endpoints: map[string]map[epState]bool{},
-		deleting: map[string]bool{}, manifests: map[string]map[int32]bool{}}
+		deleting: map[string]bool{}, manifests: map[string]map[int32]bool{}, acked: make(chan string)}
+}
+
+func (w *writes) tell(what string, o outcome) {
+	if o != acked {
+		return
+	}
+	select {
+	case w.acked <- what:
+	default:
+	}
 }
 
 func (w *writes) name(prefix string) string {
@@ -51,9 +66,9 @@ func (w *writes) name(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, w.n)
 }
 
-// record applies the outcome of one write to the possible states of an
-// endpoint (or of a manifest when ep is "").
+// endpoint applies the outcome of one write to the possible states of an endpoint.
 func (w *writes) endpoint(ep string, o outcome, f func(epState) epState) {
+	w.tell(ep, o)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	cur := w.endpoints[ep]
@@ -63,6 +78,8 @@ func (w *writes) endpoint(ep string, o outcome, f func(epState) epState) {
 	next := map[epState]bool{}
 	switch o {
 	case refused:
+		// Kept: a refused create is checked to have left nothing.
+		w.endpoints[ep] = cur
 		return
 	case uncertain:
 		for s := range cur {
@@ -76,6 +93,7 @@ func (w *writes) endpoint(ep string, o outcome, f func(epState) epState) {
 }
 
 func (w *writes) manifest(name string, o outcome, replicas int32) {
+	w.tell(name, o)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	cur := w.manifests[name]
@@ -84,6 +102,7 @@ func (w *writes) manifest(name string, o outcome, replicas int32) {
 	}
 	switch o {
 	case refused:
+		w.manifests[name] = cur
 		return
 	case acked:
 		cur = map[int32]bool{}
