@@ -29,6 +29,8 @@ fi
 go mod download
 go vet ./...
 go build -o bin/capstan ./cmd/capstan
+# Tests that run the real binary (test/chaos) take this one instead of building their own.
+export CAPSTAN_BIN="$PWD/bin/capstan"
 
 # -p 1 keeps process-heavy packages from competing for the 2 CI cores.
 go test -p 1 -count=1 -timeout 30m ./...
