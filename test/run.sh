@@ -35,6 +35,9 @@ export CAPSTAN_BIN="$PWD/bin/capstan"
 # -p 1 keeps process-heavy packages from competing for the 2 CI cores.
 go test -p 1 -count=1 -timeout 30m ./...
 
+# Every fuzz target for a short fixed budget (longer: FUZZTIME=8h test/fuzz.sh).
+./test/fuzz.sh
+
 for script in test/e2e/*.sh; do
   [ -e "$script" ] || continue
   echo "== $script"
