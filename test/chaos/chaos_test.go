@@ -122,23 +122,31 @@ type harness struct {
 }
 
 // load sends requests through both doors to both load endpoints until the deadline.
+// send makes one request to ep through door ("chat", "chat-stream" or
+// "invoke"), records it in the journal under prefix+door+" "+ep and returns
+// its error.
+func (h *harness) send(ctx context.Context, ep, door, prefix string) error {
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var err error
+	switch door {
+	case "chat":
+		err = h.c.chat(rctx, ep, false)
+	case "chat-stream":
+		err = h.c.chat(rctx, ep, true)
+	default:
+		err = h.c.invoke(rctx, ep)
+	}
+	h.j.request(prefix+door+" "+ep, start, err)
+	return err
+}
+
 func (h *harness) load(ctx context.Context, rng *rand.Rand, until time.Time) {
 	for ctx.Err() == nil && time.Now().Before(until) {
 		ep := []string{loadSM, loadJSM}[rng.IntN(2)]
 		door := []string{"chat", "chat-stream", "invoke"}[rng.IntN(3)]
-		start := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		var err error
-		switch door {
-		case "chat":
-			err = h.c.chat(rctx, ep, false)
-		case "chat-stream":
-			err = h.c.chat(rctx, ep, true)
-		default:
-			err = h.c.invoke(rctx, ep)
-		}
-		cancel()
-		h.j.request(door+" "+ep, start, err)
+		err := h.send(ctx, ep, door, "")
 		pause := time.Duration(10+rng.IntN(40)) * time.Millisecond
 		if err != nil {
 			pause = 100 * time.Millisecond
@@ -236,19 +244,7 @@ func (h *harness) finalRequests(ctx context.Context) {
 	for _, ep := range []string{loadSM, loadJSM} {
 		for range 3 {
 			for _, door := range []string{"chat", "chat-stream", "invoke"} {
-				start := time.Now()
-				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				var err error
-				switch door {
-				case "chat":
-					err = h.c.chat(rctx, ep, false)
-				case "chat-stream":
-					err = h.c.chat(rctx, ep, true)
-				default:
-					err = h.c.invoke(rctx, ep)
-				}
-				cancel()
-				h.j.request("quiet "+door+" "+ep, start, err)
+				_ = h.send(ctx, ep, door, "quiet ")
 			}
 		}
 	}
