@@ -93,6 +93,13 @@ func New(opts Options) (*Runtime, error) {
 		}
 		opts.Binary = exe
 	}
+	// Absolute, because each replica runs in its own directory, where a
+	// relative path (engine.binary: ./bin/capstan) would name another file.
+	bin, err := filepath.Abs(opts.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("local runtime: engine binary: %w", err)
+	}
+	opts.Binary = bin
 	if _, err := os.Stat(opts.Binary); err != nil {
 		return nil, fmt.Errorf("local runtime: engine binary: %w", err)
 	}

@@ -375,3 +375,21 @@ func TestDevClockJumpDoesNotKillStartingReplica(t *testing.T) {
 		t.Fatalf("after the jump: %+v (states %v)", h, ev.states("loading"))
 	}
 }
+
+// TestRelativeBinaryPath: a relative engine binary (engine.binary:
+// ./bin/capstan) names a file relative to the server's working directory,
+// not the replica's own directory it runs in.
+func TestRelativeBinaryPath(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(exe))
+	rt, _ := newRuntime(t, func(o *local.Options) { o.Binary = "./" + filepath.Base(exe) })
+	ev := subscribe(t, rt)
+	s := spec("ep.AllTraffic.gen1.0")
+	if err := rt.Start(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
+}
