@@ -43,15 +43,15 @@ func deadlines(next http.Handler, l config.Limits) http.Handler {
 	readTO, writeTO := l.BodyReadTimeout.Duration, l.WriteTimeout.Duration
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTO))
+		_ = rc.SetWriteDeadline(socketDeadline(writeTO))
 		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 			// Also bounds the server draining a body the handler left unread.
-			_ = rc.SetReadDeadline(time.Now().Add(readTO))
+			_ = rc.SetReadDeadline(socketDeadline(readTO))
 			r = withBody(r, &progressBody{ReadCloser: r.Body, rc: rc, timeout: readTO})
 		}
 		next.ServeHTTP(&deadlineWriter{ResponseWriter: w, rc: rc, timeout: writeTO}, r)
 		// The final flush happens after the handler returns.
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTO))
+		_ = rc.SetWriteDeadline(socketDeadline(writeTO))
 	})
 }
 
@@ -65,6 +65,10 @@ func withBody(r *http.Request, body io.ReadCloser) *http.Request {
 	r.Body = body
 	return r
 }
+
+// socketDeadline is d from now by the wall clock: the kernel's sockets know
+// no other time, so connection deadlines never follow the (dev) clock.
+func socketDeadline(d time.Duration) time.Time { return clock.Real{}.Now().Add(d) }
 
 // progressBody extends the connection's read deadline after every read that
 // delivers bytes, until the body's end: there net/http clears the deadline
@@ -80,7 +84,7 @@ type progressBody struct {
 func (b *progressBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 && err == nil {
-		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+		_ = b.rc.SetReadDeadline(socketDeadline(b.timeout))
 	}
 	return n, err
 }
@@ -94,17 +98,17 @@ type deadlineWriter struct {
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	_ = w.rc.SetWriteDeadline(socketDeadline(w.timeout))
 	return w.ResponseWriter.Write(p)
 }
 
 func (w *deadlineWriter) Flush() {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	_ = w.rc.SetWriteDeadline(socketDeadline(w.timeout))
 	_ = w.rc.Flush()
 }
 
 func (w *deadlineWriter) FlushError() error {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	_ = w.rc.SetWriteDeadline(socketDeadline(w.timeout))
 	return w.rc.Flush()
 }
 
