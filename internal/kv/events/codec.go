@@ -505,17 +505,31 @@ func decodeHash(dec *msgpack.Decoder) (uint64, error) {
 		return 0, err
 	}
 	if c == msgpcode.Bin8 || c == msgpcode.Bin16 || c == msgpcode.Bin32 {
-		raw, err := dec.DecodeBytes()
+		// Not DecodeBytes: it allocates whatever length the header claims
+		// (a 22-byte payload claiming 800 MB allocated 800 MB). A block hash
+		// is a digest, so the length is checked before anything is read.
+		n, err := dec.DecodeBytesLen()
 		if err != nil {
 			return 0, err
 		}
-		return hashFromBytes(raw), nil
+		var buf [maxHashBytes]byte
+		if n < 0 || n > maxHashBytes {
+			return 0, fmt.Errorf("block hash of %d bytes; at most %d", n, maxHashBytes)
+		}
+		if err := dec.ReadFull(buf[:n]); err != nil {
+			return 0, err
+		}
+		return hashFromBytes(buf[:n]), nil
 	}
 	if c == msgpcode.Nil {
 		return 0, errors.New("nil block hash")
 	}
 	return dec.DecodeUint64()
 }
+
+// maxHashBytes bounds a bytes block hash: vLLM sends SHA-256 digests (32
+// bytes); 64 leaves room for a wider digest.
+const maxHashBytes = 64
 
 // hashFromBytes is the documented bytes → uint64 rule: the big-endian value
 // of the last 8 bytes, shorter inputs zero-extended on the left.
