@@ -79,7 +79,6 @@ func (o *Observer) Copy(w io.Writer, body io.Reader) error {
 var (
 	dataPrefix = []byte("data: ")
 	doneLine   = []byte("[DONE]")
-	usageKey   = []byte(`"usage":{`)
 	emptyChoic = []byte(`"choices":[]`)
 )
 
@@ -126,45 +125,69 @@ func (o *Observer) event(line []byte, now time.Time) {
 	o.last = now
 }
 
-// scanUsage finds the "usage" object in a JSON response and parses only it
-// (a whole-body parse cost more than the rest of the front door).
-func (o *Observer) scanUsage(b []byte) {
-	i := bytes.Index(b, usageKey)
-	if i < 0 {
-		return
-	}
-	start := i + len(usageKey) - 1 // at the '{'
-	end, err := jsonscan.SkipValue(b, start)
-	if err != nil {
-		return
-	}
-	if prompt, completion, cached, ok := parseUsage(b[start:end]); ok {
-		o.Usage(prompt, completion, cached)
-		return
-	}
-	var u *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	}
-	if json.Unmarshal(b[start:end], &u) != nil || u == nil {
-		return
-	}
-	cached := 0
-	if u.PromptTokensDetails != nil {
-		cached = u.PromptTokensDetails.CachedTokens
-	}
-	o.Usage(u.PromptTokens, u.CompletionTokens, cached)
+// usageShape is where an engine reports a response's token counts.
+type usageShape struct {
+	key                []byte // the object's member name, quoted, with ":{"
+	prompt, completion string // its count members
 }
 
-// parseUsage reads prompt_tokens, completion_tokens and
-// prompt_tokens_details.cached_tokens from an OpenAI usage object without
+var usageShapes = [...]usageShape{
+	// OpenAI (vLLM, SGLang, TGI's Messages API, the simulated engine):
+	// "usage", also cached prompt tokens in prompt_tokens_details.
+	{[]byte(`"usage":{`), "prompt_tokens", "completion_tokens"},
+	// TGI's own API (SageMaker's TGI and LMI containers): the stream's last
+	// event carries "details" with input_length; a unary answer carries it
+	// only with parameters.details, and without the prompt's length.
+	{[]byte(`"details":{`), "input_length", "generated_tokens"},
+}
+
+// scanUsage finds a usage object (usageShapes) in a JSON response and parses
+// only it (a whole-body parse cost more than the rest of the front door).
+func (o *Observer) scanUsage(b []byte) {
+	for _, sh := range usageShapes {
+		i := bytes.Index(b, sh.key)
+		if i < 0 {
+			continue
+		}
+		start := i + len(sh.key) - 1 // at the '{'
+		end, err := jsonscan.SkipValue(b, start)
+		if err != nil {
+			return
+		}
+		if prompt, completion, cached, ok := parseUsage(b[start:end], sh); ok {
+			o.Usage(prompt, completion, cached)
+			return
+		}
+		var u map[string]json.RawMessage
+		if json.Unmarshal(b[start:end], &u) != nil {
+			return
+		}
+		var prompt, completion int
+		var details struct {
+			CachedTokens int `json:"cached_tokens"`
+		}
+		for _, f := range [...]struct {
+			key string
+			dst *int
+		}{{sh.prompt, &prompt}, {sh.completion, &completion}} {
+			if v, ok := u[f.key]; ok && json.Unmarshal(v, f.dst) != nil {
+				return
+			}
+		}
+		if d, ok := u["prompt_tokens_details"]; ok {
+			_ = json.Unmarshal(d, &details)
+		}
+		o.Usage(prompt, completion, details.CachedTokens)
+		return
+	}
+}
+
+// parseUsage reads sh's prompt and completion counts and
+// prompt_tokens_details.cached_tokens from a usage object without
 // building a value (json.Unmarshal here was the front door's largest own
 // cost per request). ok is false for anything unexpected (a non-integer
 // count, escapes in keys, bad JSON): the caller then decodes it properly.
-func parseUsage(b []byte) (prompt, completion, cached int, ok bool) {
+func parseUsage(b []byte, sh usageShape) (prompt, completion, cached int, ok bool) {
 	num := func(v []byte, dst *int) error {
 		if string(v) == "null" {
 			return nil
@@ -178,9 +201,9 @@ func parseUsage(b []byte) (prompt, completion, cached int, ok bool) {
 	}
 	err := jsonscan.EachMember(b, func(key, val []byte) error {
 		switch string(key) {
-		case "prompt_tokens":
+		case sh.prompt:
 			return num(val, &prompt)
-		case "completion_tokens":
+		case sh.completion:
 			return num(val, &completion)
 		case "prompt_tokens_details":
 			if string(val) == "null" {

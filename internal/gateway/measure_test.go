@@ -5,6 +5,7 @@ import "testing"
 func TestParseUsage(t *testing.T) {
 	tests := []struct {
 		name                       string
+		shape                      int // index in usageShapes
 		usage                      string
 		prompt, completion, cached int
 		ok                         bool
@@ -19,10 +20,15 @@ func TestParseUsage(t *testing.T) {
 		{name: "escaped key: not fast-parsed", usage: `{"prompt\u005ftokens":2}`, ok: false},
 		{name: "float count: not fast-parsed", usage: `{"prompt_tokens":2.0}`, ok: false},
 		{name: "truncated", usage: `{"prompt_tokens":2`, ok: false},
+		{name: "TGI stream details", shape: 1, usage: `{"finish_reason":"length","generated_tokens":3,"input_length":2,"seed":null}`,
+			prompt: 2, completion: 3, ok: true},
+		{name: "TGI unary details: no prompt length", shape: 1,
+			usage:      `{"finish_reason":"eos_token","generated_tokens":2,"seed":null,"prefill":[],"tokens":[{"id":1,"text":"a","logprob":0.0,"special":false},{"id":2,"text":" b","logprob":0.0,"special":false}]}`,
+			completion: 2, ok: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, c, k, ok := parseUsage([]byte(tt.usage))
+			p, c, k, ok := parseUsage([]byte(tt.usage), usageShapes[tt.shape])
 			if ok != tt.ok {
 				t.Fatalf("ok = %v, want %v", ok, tt.ok)
 			}

@@ -145,7 +145,7 @@ func TestDoorsRecordTheSameMetrics(t *testing.T) {
 		if err := out.GetStream().Err(); err != nil {
 			return err
 		}
-		if !strings.HasSuffix(got.String(), "data: [DONE]\n\n") {
+		if !strings.HasSuffix(got.String(), "\n\n") {
 			return fmt.Errorf("stream ended early: %q", got.String())
 		}
 		return nil
@@ -166,27 +166,39 @@ func TestDoorsRecordTheSameMetrics(t *testing.T) {
 		return nil
 	}
 
+	// TGI's own API, as SageMaker's TGI containers serve it: the stream's
+	// last event reports the counts; a unary answer only with
+	// parameters.details, and without the prompt's length.
+	tgi := fmt.Sprintf(`"inputs":"Explain paged attention in one line.","parameters":{"max_new_tokens":%d,"ignore_eos":true`, maxTokens)
+
 	// TTFT and inter-token gaps are stream measures: a non-streamed answer
-	// arrives in one piece, so it records none on either door. A stream
-	// has maxTokens token chunks and the finish chunk (one first token,
-	// maxTokens gaps); its usage chunk carries no token.
+	// arrives in one piece, so it records none on either door. A chat
+	// stream has maxTokens token chunks and the finish chunk (one first
+	// token, maxTokens gaps); its usage chunk carries no token. A TGI
+	// stream has one event per token.
 	stream := doorCounts{ok: n, ttfb: n, ttft: n, itl: n * maxTokens, out: n * maxTokens}
 	unary := doorCounts{ok: n, ttfb: n, out: n * maxTokens}
+	tgiStream := stream
+	tgiStream.itl = n * (maxTokens - 1)
+	refusal := doorCounts{refused: n, ttfb: n}
 	tests := []struct {
-		name string
-		send func(string) error
-		body string
-		want doorCounts // in: checked apart (the chat template's length)
+		name   string
+		send   func(string) error
+		body   string
+		want   doorCounts // in: checked apart, by prompt
+		prompt string     // which prompt's token count "in" must be; "" none
 	}{
-		{"InvokeEndpoint", invoke, gen, unary},
-		{"InvokeEndpointWithResponseStream", invokeStream, gen + withUsage, stream},
-		{"chat/completions", chat, gen, unary},
-		{"chat/completions stream", chat, gen + `,"stream":true` + withUsage, stream},
-		{"InvokeEndpoint engine error", invoke, refused, doorCounts{refused: n, ttfb: n}},
-		{"InvokeEndpointWithResponseStream engine error", invokeStream, refused, doorCounts{refused: n, ttfb: n}},
-		{"chat/completions engine error", chat, refused, doorCounts{refused: n, ttfb: n}},
+		{"InvokeEndpoint", invoke, gen, unary, "chat"},
+		{"InvokeEndpointWithResponseStream", invokeStream, gen + withUsage, stream, "chat"},
+		{"chat/completions", chat, gen, unary, "chat"},
+		{"chat/completions stream", chat, gen + `,"stream":true` + withUsage, stream, "chat"},
+		{"InvokeEndpoint TGI details", invoke, tgi + `,"details":true}`, unary, ""},
+		{"InvokeEndpointWithResponseStream TGI", invokeStream, tgi + "}", tgiStream, "tgi"},
+		{"InvokeEndpoint engine error", invoke, refused, refusal, ""},
+		{"InvokeEndpointWithResponseStream engine error", invokeStream, refused, refusal, ""},
+		{"chat/completions engine error", chat, refused, refusal, ""},
 	}
-	promptTokens := map[bool]float64{} // by "is an engine error": every generation has the same prompt
+	promptTokens := map[string]float64{} // every generation of one prompt counts the same
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := scrapeDoorCounts(t, h.url, ep)
@@ -213,14 +225,15 @@ func TestDoorsRecordTheSameMetrics(t *testing.T) {
 			if got != want {
 				t.Fatalf("metric deltas %+v, want %+v", got, want)
 			}
-			refusal := tt.want.refused > 0
-			if !refusal && got.in <= 0 {
+			switch p, seen := promptTokens[tt.prompt]; {
+			case tt.prompt == "" && got.in != 0:
+				t.Fatalf("%v prompt tokens counted, want none", got.in)
+			case tt.prompt != "" && got.in <= 0:
 				t.Fatalf("no prompt tokens counted: %+v", got)
+			case seen && got.in != p:
+				t.Fatalf("prompt tokens %v, another door counted %v for the same prompt", got.in, p)
 			}
-			if p, ok := promptTokens[refusal]; ok && got.in != p {
-				t.Fatalf("prompt tokens %v, another door counted %v for the same requests", got.in, p)
-			}
-			promptTokens[refusal] = got.in
+			promptTokens[tt.prompt] = got.in
 		})
 	}
 }
