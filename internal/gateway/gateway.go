@@ -119,6 +119,7 @@ type Result struct {
 	Strategy              string
 	PredictedCachedTokens int
 
+	start time.Time       // when Invoke began: the origin of Measure's times
 	stats *epStats        // for the Observer's TTFT sums
 	vm    *variantMetrics // the variant's cached metric children
 	obs   Observer        // what Gateway.Observer hands out (no allocation per request)
@@ -584,7 +585,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 			vm.observer(childLatency).Observe(d.Seconds())
 		}}
 		return &Result{Variant: variant, BackendID: c.Backend.ID, Response: resp,
-			Strategy: v.strategy, PredictedCachedTokens: req.predictedBlocks * req.blockSize, stats: es, vm: vm}, nil
+			Strategy: v.strategy, PredictedCachedTokens: req.predictedBlocks * req.blockSize, start: start, stats: es, vm: vm}, nil
 	}
 	release()
 	finish(es, v.stats, clock.Since(g.clock, start), true)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capstan-dev/capstan/internal/clock"
 )
 
 // metrics are every Prometheus collector of the data path, defined here only.
@@ -174,12 +176,18 @@ func (vm *variantMetrics) request(code int) {
 	c.Inc()
 }
 
-// Observer records per-response metrics that only the protocol edge can
-// see (first byte, tokens in a stream, usage); get one with Result.Observer.
+// Observer records per-response metrics that only the response can tell
+// (first byte, tokens in a stream, usage); a front door gets one with
+// Gateway.Measure and relays the response through it (measure.go).
 type Observer struct {
 	vm        *variantMetrics
 	stats     *epStats
 	predicted int
+
+	// Set by Measure, for StreamChunk.
+	clk         clock.Clock
+	start, last time.Time // Invoke's start; the last token event's arrival
+	line        []byte    // an event split across chunks
 }
 
 // Observer returns the metrics recorder for this result.

@@ -24,6 +24,7 @@ func TestWireGolden(t *testing.T) {
 		{"completion_unary", "/v1/completions", `{"prompt":"golden","max_tokens":3,"ignore_eos":true,"seed":1}`},
 		{"tgi_stream", "/invocations", `{"inputs":"golden","stream":true,"parameters":{"max_new_tokens":3,"seed":1,"ignore_eos":true}}`},
 		{"tgi_unary", "/invocations", `{"inputs":"golden","parameters":{"max_new_tokens":3,"seed":1,"ignore_eos":true}}`},
+		{"tgi_unary_details", "/invocations", `{"inputs":"golden","parameters":{"max_new_tokens":3,"seed":1,"ignore_eos":true,"details":true}}`},
 		{"error_n2", "/v1/completions", `{"prompt":"golden","n":2}`},
 		{"error_model", "/v1/completions", `{"prompt":"golden","model":"nope"}`},
 	}

@@ -98,9 +98,34 @@ func (s *Server) unary(w http.ResponseWriter, ctx context.Context, sq *seq, p ge
 			Usage   usage    `json:"usage"`
 		}{s.responseID(p.kind, sq), "text_completion", created, s.opts.ServedModelName, []choice{{0, text.String(), nil, reason}}, u}
 	default:
-		body = []struct {
-			GeneratedText string `json:"generated_text"`
-		}{{text.String()}}
+		type token struct {
+			ID      uint16  `json:"id"`
+			Text    string  `json:"text"`
+			Logprob float64 `json:"logprob"`
+			Special bool    `json:"special"`
+		}
+		type details struct {
+			FinishReason    string  `json:"finish_reason"`
+			GeneratedTokens int     `json:"generated_tokens"`
+			Seed            *uint64 `json:"seed"`
+			Prefill         []token `json:"prefill"`
+			Tokens          []token `json:"tokens"`
+		}
+		type generated struct {
+			GeneratedText string   `json:"generated_text"`
+			Details       *details `json:"details,omitempty"`
+		}
+		g := generated{GeneratedText: text.String()}
+		if p.details {
+			// TGI lists the prompt tokens (prefill) only with
+			// decoder_input_details, which the sim does not offer.
+			d := &details{FinishReason: tgiFinishReason(reason, g.GeneratedText, p.stop), GeneratedTokens: len(out), Prefill: []token{}, Tokens: make([]token, len(out))}
+			for i, wd := range out {
+				d.Tokens[i] = token{ID: wd, Text: tokenText(wd, i == 0)}
+			}
+			g.Details = d
+		}
+		body = []generated{g}
 	}
 	_ = json.NewEncoder(w).Encode(body)
 	return true
@@ -151,7 +176,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sq *seq, p g
 			switch p.kind {
 			case kindTGI:
 				if held >= 0 {
-					sw.tgiToken(uint16(held), sw.n == 0, "", false, &full)
+					sw.tgiToken(uint16(held), sw.n == 0, nil, &full)
 					sw.n++
 				}
 				held = int32(wd)
@@ -176,10 +201,17 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, sq *seq, p g
 				sq.mu.Unlock()
 				switch p.kind {
 				case kindTGI:
+					// The last event's details are TGI's StreamDetails: what
+					// a gateway counts tokens from.
+					text := full.String()
 					if held >= 0 {
-						sw.tgiToken(uint16(held), sw.n == 0, "", true, &full)
+						text += tokenText(uint16(held), sw.n == 0)
+					}
+					d, _ := json.Marshal(tgiStreamDetails{FinishReason: tgiFinishReason(reason, text, p.stop), GeneratedTokens: next, InputLength: len(sq.prompt)})
+					if held >= 0 {
+						sw.tgiToken(uint16(held), sw.n == 0, d, &full)
 					} else {
-						sw.tgiEnd(&full)
+						sw.tgiEnd(&full, d)
 					}
 				default:
 					sw.final(p, reason, makeUsage(len(sq.prompt), next, cached))
@@ -238,8 +270,31 @@ func (sw *sseWriter) final(p genParams, reason string, u usage) {
 	sw.buf = append(sw.buf, "data: [DONE]\n\n"...)
 }
 
-// tgiToken writes one TGI stream event; the last carries generated_text.
-func (sw *sseWriter) tgiToken(wd uint16, first bool, _ string, last bool, full *strings.Builder) {
+// tgiStreamDetails is TGI's StreamDetails, on the last stream event.
+type tgiStreamDetails struct {
+	FinishReason    string  `json:"finish_reason"`
+	GeneratedTokens int     `json:"generated_tokens"`
+	InputLength     int     `json:"input_length"`
+	Seed            *uint64 `json:"seed"` // TGI: only when sampling; the sim is greedy
+}
+
+// tgiFinishReason names the engine's finish reason as TGI does: "stop" is
+// a stop sequence when the text holds one, else the end-of-sequence token.
+func tgiFinishReason(reason, text string, stop []string) string {
+	if reason != "stop" {
+		return reason // "length"
+	}
+	for _, st := range stop {
+		if strings.Contains(text, st) {
+			return "stop_sequence"
+		}
+	}
+	return "eos_token"
+}
+
+// tgiToken writes one TGI stream event; the last carries generated_text
+// and details (nil: null).
+func (sw *sseWriter) tgiToken(wd uint16, first bool, details []byte, full *strings.Builder) {
 	text := tokenText(wd, first)
 	full.WriteString(text)
 	sw.buf = append(sw.buf, `data: {"index":`...)
@@ -249,17 +304,26 @@ func (sw *sseWriter) tgiToken(wd uint16, first bool, _ string, last bool, full *
 	sw.buf = append(sw.buf, `,"text":"`...)
 	sw.buf = append(sw.buf, text...)
 	sw.buf = append(sw.buf, `","logprob":0.0,"special":false},"generated_text":`...)
-	if last {
+	if details != nil {
 		sw.buf = strconv.AppendQuote(sw.buf, full.String())
 	} else {
 		sw.buf = append(sw.buf, "null"...)
 	}
-	sw.buf = append(sw.buf, `,"details":null}`+"\n\n"...)
+	sw.appendDetails(details)
 }
 
 // tgiEnd closes a TGI stream that produced no visible token.
-func (sw *sseWriter) tgiEnd(full *strings.Builder) {
+func (sw *sseWriter) tgiEnd(full *strings.Builder, details []byte) {
 	sw.buf = append(sw.buf, `data: {"index":0,"token":{"id":0,"text":"","logprob":0.0,"special":true},"generated_text":`...)
 	sw.buf = strconv.AppendQuote(sw.buf, full.String())
-	sw.buf = append(sw.buf, `,"details":null}`+"\n\n"...)
+	sw.appendDetails(details)
+}
+
+func (sw *sseWriter) appendDetails(details []byte) {
+	sw.buf = append(sw.buf, `,"details":`...)
+	if details == nil {
+		details = []byte("null")
+	}
+	sw.buf = append(sw.buf, details...)
+	sw.buf = append(sw.buf, "}\n\n"...)
 }

@@ -155,6 +155,7 @@ type genParams struct {
 	maxTokens    int
 	stream       bool
 	includeUsage bool
+	details      bool // TGI: details on a unary answer
 	stop         []string
 	ignoreEOS    bool
 	seed         int64
@@ -384,6 +385,7 @@ func (s *Server) parseTGI(b []byte) (genParams, error) {
 			Stop         json.RawMessage `json:"stop"`
 			Seed         *int64          `json:"seed"`
 			IgnoreEOS    bool            `json:"ignore_eos"`
+			Details      bool            `json:"details"`
 		} `json:"parameters"`
 	}
 	if err := decodeJSON(b, &req); err != nil {
@@ -393,7 +395,8 @@ func (s *Server) parseTGI(b []byte) (genParams, error) {
 	if err := json.Unmarshal(req.Inputs, &in); err != nil {
 		return genParams{}, invalid("inputs", "inputs must be a string")
 	}
-	p := genParams{kind: kindTGI, prompt: in, stream: req.Stream, maxTokens: DefaultMaxTokensCompletion, seed: s.opts.Seed, ignoreEOS: req.Parameters.IgnoreEOS}
+	p := genParams{kind: kindTGI, prompt: in, stream: req.Stream, maxTokens: DefaultMaxTokensCompletion, seed: s.opts.Seed,
+		ignoreEOS: req.Parameters.IgnoreEOS, details: req.Parameters.Details}
 	if req.Parameters.MaxNewTokens != nil {
 		p.maxTokens = *req.Parameters.MaxNewTokens
 	}

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -238,8 +237,7 @@ func (h *Handler) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer res.Response.Body.Close()
-	obs := h.gw.Observer(inv, res)
-	obs.FirstByte(clock.Since(h.clk, start))
+	obs := h.gw.Measure(inv, res)
 	for k, vs := range res.Response.Header {
 		if !dropHeaders[k] {
 			w.Header()[k] = vs
@@ -249,9 +247,9 @@ func (h *Handler) generate(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(res.Response.StatusCode)
 	streaming := strings.HasPrefix(res.Response.Header.Get("Content-Type"), "text/event-stream")
 	if streaming {
-		err = h.stream(w, res.Response.Body, obs, start)
+		err = h.stream(w, res.Response.Body, obs)
 	} else {
-		err = copyAndMeasure(w, res.Response.Body, obs)
+		err = obs.Copy(w, res.Response.Body)
 	}
 	if streaming && errors.Is(err, errUpstream) && r.Context().Err() == nil {
 		// The replica died mid-stream: end the stream with an error event
@@ -266,112 +264,18 @@ func (h *Handler) generate(w http.ResponseWriter, r *http.Request) {
 		"status", res.Response.StatusCode, "duration", clock.Since(h.clk, start))
 }
 
-// usage is the OpenAI usage object.
-type usage struct {
-	Usage *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-}
-
-func (u usage) record(o *gateway.Observer) {
-	if u.Usage == nil {
-		return
-	}
-	cached := 0
-	if u.Usage.PromptTokensDetails != nil {
-		cached = u.Usage.PromptTokensDetails.CachedTokens
-	}
-	o.Usage(u.Usage.PromptTokens, u.Usage.CompletionTokens, cached)
-}
-
-// bufPool holds copy buffers: one per response in flight, not per request
-// allocated and cleared (which showed up at thousands of requests/s).
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// maxUsageScan bounds how much of a non-streaming response is kept to read
-// its usage object.
-const maxUsageScan = 256 << 10
-
-// copyAndMeasure copies a non-streaming response and reads its usage.
-func copyAndMeasure(w io.Writer, body io.Reader, obs *gateway.Observer) error {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
-	n, kept := 0, []byte(nil)
-	for {
-		m, err := body.Read(buf[n:])
-		n += m
-		if err == nil && n < len(buf) {
-			continue
-		}
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return fmt.Errorf("write to client: %w", werr)
-			}
-			if kept != nil || err != io.EOF { // more than one buffer: keep a copy
-				if len(kept)+n <= maxUsageScan {
-					kept = append(kept, buf[:n]...)
-				}
-			} else {
-				kept = buf[:n] // the common case: the whole body in one buffer
-			}
-			n = 0
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("%w: %w", errUpstream, err)
-		}
-	}
-	recordUsage(kept, obs)
-	return nil
-}
-
-// recordUsage finds the "usage" object in a JSON response and parses only
-// it (a whole-body parse cost more than the rest of the front door).
-func recordUsage(b []byte, obs *gateway.Observer) {
-	i := bytes.Index(b, usageKey)
-	if i < 0 {
-		return
-	}
-	start := i + len(usageKey) - 1 // at the '{'
-	end, err := skipValue(b, start)
-	if err != nil {
-		return
-	}
-	if prompt, completion, cached, ok := parseUsage(b[start:end]); ok {
-		obs.Usage(prompt, completion, cached)
-		return
-	}
-	var u usage
-	if json.Unmarshal(b[start:end], &u.Usage) == nil {
-		u.record(obs)
-	}
-}
-
 var errUpstream = errors.New("read from backend")
 
-var (
-	dataPrefix = []byte("data: ")
-	doneLine   = []byte("[DONE]")
-	usageKey   = []byte(`"usage":{`)
-	emptyChoic = []byte(`"choices":[]`)
-)
+// bufPool holds stream relay buffers: one per stream in flight.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // stream passes server-sent events through as they arrive, flushing after
-// every read, and times the token-carrying events.
-func (h *Handler) stream(w http.ResponseWriter, body io.Reader, obs *gateway.Observer, start time.Time) error {
+// every read; the gateway times the token-carrying events.
+func (h *Handler) stream(w http.ResponseWriter, body io.Reader, obs *gateway.Observer) error {
 	rc := http.NewResponseController(w)
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
-	var line []byte
-	var last time.Time
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -381,19 +285,7 @@ func (h *Handler) stream(w http.ResponseWriter, body io.Reader, obs *gateway.Obs
 			if ferr := rc.Flush(); ferr != nil {
 				return fmt.Errorf("flush to client: %w", ferr)
 			}
-			now := h.clk.Now()
-			chunk := buf[:n]
-			for len(chunk) > 0 {
-				nl := bytes.IndexByte(chunk, '\n')
-				if nl < 0 {
-					line = append(line, chunk...)
-					break
-				}
-				line = append(line, chunk[:nl]...)
-				chunk = chunk[nl+1:]
-				h.event(line, obs, start, now, &last)
-				line = line[:0]
-			}
+			obs.StreamChunk(buf[:n])
 		}
 		if err == io.EOF {
 			return nil
@@ -402,23 +294,6 @@ func (h *Handler) stream(w http.ResponseWriter, body io.Reader, obs *gateway.Obs
 			return fmt.Errorf("%w: %w", errUpstream, err)
 		}
 	}
-}
-
-func (h *Handler) event(line []byte, obs *gateway.Observer, start, now time.Time, last *time.Time) {
-	data, ok := bytes.CutPrefix(line, dataPrefix)
-	if !ok || bytes.Equal(data, doneLine) {
-		return
-	}
-	recordUsage(data, obs)
-	if bytes.Contains(data, emptyChoic) {
-		return // the usage-only chunk carries no token
-	}
-	if last.IsZero() {
-		obs.FirstToken(now.Sub(start))
-	} else {
-		obs.InterToken(now.Sub(*last))
-	}
-	*last = now
 }
 
 // apiError is an OpenAI error response.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/capstan-dev/capstan/internal/gateway/internal/jsonscan"
 )
 
 // topLevel is what the front door needs from a request body, found by one
@@ -19,7 +21,8 @@ type topLevel struct {
 	cutTo    int
 }
 
-var errBadJSON = errors.New("request body must be a JSON object")
+// errBadJSON is the scanner's error for a body that is not a JSON object.
+var errBadJSON = jsonscan.ErrBadJSON
 
 // scanTop reads the top-level members "model" and "stream" of a JSON object
 // and where the model member sits, so it can be cut out cheaply. Nested
@@ -27,25 +30,25 @@ var errBadJSON = errors.New("request body must be a JSON object")
 // is the engine's job.
 func scanTop(b []byte) (topLevel, error) {
 	var t topLevel
-	i := skipWS(b, 0)
+	i := jsonscan.SkipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return t, errBadJSON
 	}
 	i++
 	prevComma := -1 // position of the comma before the current member
 	for {
-		i = skipWS(b, i)
+		i = jsonscan.SkipWS(b, i)
 		if i >= len(b) {
 			return t, errBadJSON
 		}
 		if b[i] == '}' {
-			if skipWS(b, i+1) != len(b) {
+			if jsonscan.SkipWS(b, i+1) != len(b) {
 				return t, errBadJSON
 			}
 			return t, nil
 		}
 		memberStart := i
-		kEnd, err := skipString(b, i)
+		kEnd, err := jsonscan.SkipString(b, i)
 		if err != nil {
 			return t, err
 		}
@@ -59,12 +62,12 @@ func scanTop(b []byte) (topLevel, error) {
 			}
 			key = []byte(k)
 		}
-		i = skipWS(b, kEnd)
+		i = jsonscan.SkipWS(b, kEnd)
 		if i >= len(b) || b[i] != ':' {
 			return t, errBadJSON
 		}
-		vStart := skipWS(b, i+1)
-		vEnd, err := skipValue(b, vStart)
+		vStart := jsonscan.SkipWS(b, i+1)
+		vEnd, err := jsonscan.SkipValue(b, vStart)
 		if err != nil {
 			return t, err
 		}
@@ -89,7 +92,7 @@ func scanTop(b []byte) (topLevel, error) {
 				return t, err
 			}
 		}
-		i = skipWS(b, vEnd)
+		i = jsonscan.SkipWS(b, vEnd)
 		if i >= len(b) {
 			return t, errBadJSON
 		}
@@ -263,154 +266,4 @@ func (t topLevel) cutModel(b []byte) []byte {
 	}
 	n := copy(b[t.cutFrom:], b[t.cutTo:])
 	return b[:t.cutFrom+n]
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i] == '"'.
-func skipString(b []byte, i int) (int, error) {
-	if i >= len(b) || b[i] != '"' {
-		return 0, errBadJSON
-	}
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, nil
-		}
-	}
-	return 0, errBadJSON
-}
-
-// skipValue returns the index after the value starting at b[i].
-func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return 0, errBadJSON
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				e, err := skipString(b, i)
-				if err != nil {
-					return 0, err
-				}
-				i = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, nil
-				}
-			}
-		}
-		return 0, errBadJSON
-	default:
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' {
-			j++
-		}
-		if j == i {
-			return 0, errBadJSON
-		}
-		return j, nil
-	}
-}
-
-// eachMember calls f with every member of the JSON object b (key without
-// quotes, raw value), stopping at f's first error.
-func eachMember(b []byte, f func(key, val []byte) error) error {
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return errBadJSON
-	}
-	i++
-	for {
-		i = skipWS(b, i)
-		if i < len(b) && b[i] == '}' {
-			return nil
-		}
-		kEnd, err := skipString(b, i)
-		if err != nil {
-			return err
-		}
-		key := b[i+1 : kEnd-1]
-		i = skipWS(b, kEnd)
-		if i >= len(b) || b[i] != ':' {
-			return errBadJSON
-		}
-		vStart := skipWS(b, i+1)
-		vEnd, err := skipValue(b, vStart)
-		if err != nil {
-			return err
-		}
-		if err := f(key, b[vStart:vEnd]); err != nil {
-			return err
-		}
-		i = skipWS(b, vEnd)
-		if i >= len(b) {
-			return errBadJSON
-		}
-		switch b[i] {
-		case ',':
-			i++
-		case '}':
-			return nil
-		default:
-			return errBadJSON
-		}
-	}
-}
-
-// parseUsage reads prompt_tokens, completion_tokens and
-// prompt_tokens_details.cached_tokens from an OpenAI usage object without
-// building a value (json.Unmarshal here was the front door's largest own
-// cost per request). ok is false for anything unexpected (a non-integer
-// count, escapes in keys, bad JSON): the caller then decodes it properly.
-func parseUsage(b []byte) (prompt, completion, cached int, ok bool) {
-	num := func(v []byte, dst *int) error {
-		if string(v) == "null" {
-			return nil
-		}
-		n, err := strconv.Atoi(string(v))
-		if err != nil {
-			return err
-		}
-		*dst = n
-		return nil
-	}
-	err := eachMember(b, func(key, val []byte) error {
-		switch string(key) {
-		case "prompt_tokens":
-			return num(val, &prompt)
-		case "completion_tokens":
-			return num(val, &completion)
-		case "prompt_tokens_details":
-			if string(val) == "null" {
-				return nil
-			}
-			return eachMember(val, func(k, v []byte) error {
-				if string(k) == "cached_tokens" {
-					return num(v, &cached)
-				}
-				return nil
-			})
-		}
-		if bytes.IndexByte(key, '\\') >= 0 {
-			return errBadJSON // an escaped key could spell one of the above
-		}
-		return nil
-	})
-	return prompt, completion, cached, err == nil
 }

@@ -115,6 +115,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, stream bool) {
 	}
 	resp := res.Response
 	defer resp.Body.Close()
+	// The same recorder as the OpenAI door's: time to first byte now (an
+	// engine's error answer too), then tokens as the body is relayed.
+	obs := h.gw.Measure(inv, res)
 	log = log.With("variant", res.Variant, "backend", res.BackendID)
 	if resp.StatusCode >= 400 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -134,13 +137,13 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, stream bool) {
 			out.Set("Content-Length", fmt.Sprint(resp.ContentLength))
 		}
 		w.WriteHeader(http.StatusOK)
-		if _, err := io.Copy(w, resp.Body); err != nil {
+		if err := obs.Copy(w, resp.Body); err != nil {
 			// Headers are sent; all we can do is cut the response short.
 			log.Warn("copying model response", "err", err)
 		}
 		return
 	}
-	h.stream(w, r.Context(), resp, log)
+	h.stream(w, r.Context(), resp, obs, log)
 }
 
 // parse validates the request and builds the gateway invocation.
@@ -219,7 +222,8 @@ func withStreamTrue(body []byte) []byte {
 
 // stream relays the upstream body as PayloadPart events, one per read,
 // flushing each; a read failure mid-stream ends with a ModelStreamError.
-func (h *handler) stream(w http.ResponseWriter, ctx context.Context, resp *http.Response, log *slog.Logger) {
+// obs times the engine's server-sent events inside the parts.
+func (h *handler) stream(w http.ResponseWriter, ctx context.Context, resp *http.Response, obs *gateway.Observer, log *slog.Logger) {
 	out := w.Header()
 	out.Set("Content-Type", eventStreamType)
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
@@ -241,6 +245,7 @@ func (h *handler) stream(w http.ResponseWriter, ctx context.Context, resp *http.
 				log.Debug("client went away mid-stream", "err", ferr)
 				return
 			}
+			obs.StreamChunk(buf[:n])
 		}
 		if errors.Is(err, io.EOF) {
 			return
