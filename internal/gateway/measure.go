@@ -94,17 +94,26 @@ func (o *Observer) StreamChunk(chunk []byte) {
 	for len(chunk) > 0 {
 		nl := bytes.IndexByte(chunk, '\n')
 		if nl < 0 {
-			o.line = append(o.line, chunk...)
+			o.keepPartial(chunk)
 			return
 		}
 		line := chunk[:nl]
 		if len(o.line) > 0 {
-			o.line = append(o.line, line...)
+			o.keepPartial(line)
 			line = o.line
 		}
 		chunk = chunk[nl+1:]
 		o.event(line, now)
 		o.line = o.line[:0]
+	}
+}
+
+// keepPartial keeps the start of an event split across chunks, up to
+// maxUsageScan: a backend streaming one endless line costs a bounded buffer
+// (and that event's metrics), never memory in proportion to what it sends.
+func (o *Observer) keepPartial(b []byte) {
+	if room := maxUsageScan - len(o.line); room > 0 {
+		o.line = append(o.line, b[:min(len(b), room)]...)
 	}
 }
 

@@ -1,6 +1,12 @@
 package gateway
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/clock"
+)
 
 func TestParseUsage(t *testing.T) {
 	tests := []struct {
@@ -36,5 +42,24 @@ func TestParseUsage(t *testing.T) {
 				t.Fatalf("got %d/%d/%d, want %d/%d/%d", p, c, k, tt.prompt, tt.completion, tt.cached)
 			}
 		})
+	}
+}
+
+// TestStreamChunkBoundsASplitEvent: a backend that streams one endless line
+// costs the observer a bounded buffer, not memory in proportion to what it
+// sends.
+func TestStreamChunkBoundsASplitEvent(t *testing.T) {
+	o := &Observer{clk: clock.NewFake(time.Unix(0, 0))}
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	o.StreamChunk([]byte(": comment "))
+	for range 32 { // 2 MiB without a newline
+		o.StreamChunk(chunk)
+	}
+	if len(o.line) > maxUsageScan {
+		t.Fatalf("split event buffer grew to %d bytes, over %d", len(o.line), maxUsageScan)
+	}
+	o.StreamChunk([]byte("\n"))
+	if len(o.line) != 0 {
+		t.Fatalf("buffer not reset at the end of the line: %d bytes", len(o.line))
 	}
 }
