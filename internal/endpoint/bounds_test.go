@@ -122,7 +122,7 @@ func TestDeleteInAnyState(t *testing.T) {
 		{"stuck update", func(e *env) {
 			e.serving(1)
 			e.config("c2", "m", "ml.g5.12xlarge", 2)
-			if _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c2"); err != nil {
+			if _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c2", UpdateOptions{}); err != nil {
 				e.t.Fatal(err)
 			}
 			e.reconcile("ep")

@@ -13,8 +13,10 @@ import (
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -25,13 +27,13 @@ type fakeRouter struct {
 	rt *fake.Runtime
 
 	mu     sync.Mutex
-	routes map[string]Route
+	routes map[string]gateway.Route
 	drains []string
 }
 
-var _ Router = (*fakeRouter)(nil)
+var _ serving.Router = (*fakeRouter)(nil)
 
-func (r *fakeRouter) SetRoute(rt Route) {
+func (r *fakeRouter) SetRoute(rt gateway.Route) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.routes[rt.Endpoint] = rt
@@ -105,14 +107,15 @@ func newEnv(t *testing.T, manual bool, capacity int) *env {
 	rt := fake.New(opts...)
 	rt.SetDefaultAddr("127.0.0.1:1")
 	fl := fleet.New(fleet.Capacity{"ml.g5.xlarge": {"a": capacity}, "ml.g5.12xlarge": {"a": capacity}})
-	e := &env{t: t, store: st, fleet: fl, clock: clk, rt: rt, router: &fakeRouter{t: t, rt: rt, routes: map[string]Route{}}, ctx: context.Background()}
+	e := &env{t: t, store: st, fleet: fl, clock: clk, rt: rt, router: &fakeRouter{t: t, rt: rt, routes: map[string]gateway.Route{}}, ctx: context.Background()}
 	e.svc = NewService(st, fl, catalog.Default(), clk, nil)
 	e.ctrl = e.newController(rt)
 	return e
 }
 
 func (e *env) newController(rt runtime.Runtime) *Controller {
-	return NewController(e.store, e.fleet, rt, e.router, e.clock, nil, Options{StartTimeout: startTimeout, EngineArgs: []string{"--time-scale=0.01"}})
+	eng := serving.New(serving.Options{Runtime: rt, Router: e.router, EngineArgs: []string{"--time-scale=0.01"}})
+	return NewController(e.store, e.fleet, eng, e.clock, nil, Options{StartTimeout: startTimeout})
 }
 
 func (e *env) model(name, hf string) {
@@ -273,14 +276,14 @@ func TestBlueGreenUpdate(t *testing.T) {
 	e.model("m2", "Qwen/Qwen2.5-7B-Instruct")
 	e.config("c2", "m2", "ml.g5.12xlarge", 2)
 	// Conflicting calls while Creating/Updating are rejected.
-	if _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c2"); err != nil {
+	if _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c2", UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.usage("ml.g5.12xlarge"); got != 4 {
 		t.Fatalf("usage during blue/green = %d, want 4", got)
 	}
 	for _, call := range []func() error{
-		func() error { _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c1"); return err },
+		func() error { _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c1", UpdateOptions{}); return err },
 		func() error {
 			_, err := e.svc.UpdateWeightsAndCapacities(e.ctx, "ep", []Desired{{VariantName: "AllTraffic", Weight: ptr(2.0)}})
 			return err
@@ -323,7 +326,7 @@ func TestUpdateRollsBackWhenGreenNeverHealthy(t *testing.T) {
 	e := newEnv(t, true, 4)
 	before := e.serving(1)
 	e.config("c2", "m", "ml.g5.12xlarge", 1)
-	if _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c2"); err != nil {
+	if _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c2", UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.reconcile("ep")
@@ -455,7 +458,7 @@ func TestResumeAfterCrashMidUpdate(t *testing.T) {
 			e := newEnv(t, false, 4)
 			e.serving(2)
 			e.config("c2", "m", "ml.g5.12xlarge", 1)
-			if _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c2"); err != nil {
+			if _, err := e.svc.UpdateEndpoint(e.ctx, "ep", "c2", UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			switch stage {

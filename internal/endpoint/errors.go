@@ -35,7 +35,12 @@ type Error struct {
 	Resource string // ResModel, ResConfig or ResEndpoint
 	Name     string
 	Message  string // for ErrInvalid
+	// Err is the cause, when there is a typed one (e.g. a
+	// *serving.FieldError naming the policy field).
+	Err error
 }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	switch e.Kind {

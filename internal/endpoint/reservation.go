@@ -17,10 +17,6 @@ const PreferenceReservedOnly = "capacity-reservations-only"
 // calendar behind the Allocator seam checks such counts against the plan.
 const PlanKeyPrefix = "trainingplan:"
 
-// ExpiredMessage is what every invocation of an endpoint whose reservation
-// ended returns (as a ModelError), worded as SageMaker words it.
-const ExpiredMessage = "Endpoint capacity reservation has expired. Please update endpoint configuration."
-
 // PlanInfo is what the endpoint service and controller need to know about a
 // training plan; the calendar (internal/capacity) provides it.
 type PlanInfo struct {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -32,7 +34,11 @@ type Service struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	res     Reservations
+	alarms  Alarms
 }
+
+// SetAlarms enables alarms in update policies, checked against a.
+func (s *Service) SetAlarms(a Alarms) { s.alarms = a }
 
 // SetReservations enables capacity-reservations-only variants, checked
 // against r. Without it such variants are rejected.
@@ -265,56 +271,159 @@ func (s *Service) put(tx *store.Tx, ep *Endpoint) error {
 	return tx.Put(KindEndpoint, ep.Name, ep)
 }
 
-// UpdateEndpoint starts a blue/green deployment of configName: the endpoint
-// holds instances for both sides until the switch.
-func (s *Service) UpdateEndpoint(_ context.Context, name, configName string) (Endpoint, error) {
+// UpdateOptions say how UpdateEndpoint moves to the new configuration.
+type UpdateOptions struct {
+	// Policy is the rollout policy; nil is blue/green all at once, or the
+	// last update's policy with RetainPolicy.
+	Policy       *serving.Policy
+	RetainPolicy bool
+}
+
+// UpdateCapacityError says a blue/green update cannot hold its new side
+// beside the serving one: Err is the fleet's or the plan's limit error,
+// Serving how many instances the serving side holds, Needed how many the
+// new side needs. A rolling policy replaces instances in place instead.
+type UpdateCapacityError struct {
+	Endpoint        string
+	Serving, Needed int
+	Err             error
+}
+
+func (e *UpdateCapacityError) Error() string {
+	return fmt.Sprintf("endpoint %s: a blue/green update needs %d instances beside the %d serving: %v", e.Endpoint, e.Needed, e.Serving, e.Err)
+}
+
+func (e *UpdateCapacityError) Unwrap() error { return e.Err }
+
+// UpdateEndpoint starts an update to configName. Blue/green (the default)
+// holds instances for both sides until the old one retires; a rolling
+// policy holds, per variant, the larger side plus one batch when the fleet
+// or plan has it (else it replaces instances in place).
+func (s *Service) UpdateEndpoint(_ context.Context, name, configName string, o UpdateOptions) (Endpoint, error) {
 	now := s.clock.Now().UTC().Truncate(1e6)
+	policy := serving.Policy{}
+	if o.Policy != nil {
+		policy = *o.Policy
+		if err := policy.Validate(); err != nil {
+			return Endpoint{}, &Error{Kind: ErrInvalid, Message: err.Error(), Err: err}
+		}
+	}
+	if len(policy.Alarms) > 0 {
+		if s.alarms == nil {
+			return Endpoint{}, invalidf("alarms are not configured on this server")
+		}
+		if err := s.alarms.Known(policy.Alarms); err != nil {
+			return Endpoint{}, &Error{Kind: ErrInvalid, Message: err.Error(), Err: err}
+		}
+	}
 	var ep Endpoint
 	err := s.store.Update(func(tx *store.Tx) error {
 		var err error
 		if ep, err = mutable(tx, name, false, true); err != nil {
 			return err
 		}
+		if o.Policy == nil && o.RetainPolicy && ep.LastPolicy != nil {
+			policy = *ep.LastPolicy
+		}
 		dep, err := s.deployment(tx, configName, ep.Generation+1, now, name)
 		if err != nil {
 			return err
 		}
-		want, err := instanceCounts(ep.Current, dep)
-		if err != nil {
-			return err
-		}
-		if err := s.fleet.Set(tx, name, want); err != nil {
-			var ple *PlanLimitError
-			if !errors.As(err, &ple) || ep.Status == StatusFailed || !sameButCounts(ep.Current, dep) {
+		if policy.Rolling != nil && ep.Current != nil && ep.Status != StatusFailed {
+			if err := s.holdRolling(tx, &ep, dep, policy.Rolling.Batch); err != nil {
 				return err
 			}
-			// The same variants on the same plan with other counts or
-			// weights: the plan cannot hold old and new side by side, so
-			// scale in place as UpdateEndpointWeightsAndCapacities does (the
-			// documented way to "raise the count during the active window").
-			for i := range ep.Current.Variants {
-				v, n := &ep.Current.Variants[i], dep.Variants[i]
-				v.DesiredCount, v.DesiredWeight, v.ChangeStart = n.DesiredCount, n.DesiredWeight, now
-			}
-			want, err := instanceCounts(ep.Current)
+		} else {
+			want, err := instanceCounts(ep.Current, dep)
 			if err != nil {
 				return err
 			}
 			if err := s.fleet.Set(tx, name, want); err != nil {
+				var ple *PlanLimitError
+				if errors.As(err, &ple) && ep.Status != StatusFailed && sameButCounts(ep.Current, dep) {
+					// The same variants on the same plan with other counts or
+					// weights: the plan cannot hold old and new side by side, so
+					// scale in place as UpdateEndpointWeightsAndCapacities does (the
+					// documented way to "raise the count during the active window").
+					return s.scaleInPlace(tx, &ep, dep, configName, now)
+				}
+				if ep.Current != nil && ep.Status != StatusFailed && isLimit(err) {
+					cur, _ := instanceCounts(ep.Current)
+					need, _ := instanceCounts(dep)
+					return &UpdateCapacityError{Endpoint: name, Serving: sum(cur), Needed: sum(need), Err: err}
+				}
 				return err
 			}
-			ep.Current.ConfigName = configName
-			ep.Status = StatusUpdating
-			ep.FailureReason = ""
-			return s.put(tx, &ep)
 		}
 		ep.Generation++
 		ep.Pending = dep
 		ep.Status = StatusUpdating
 		ep.FailureReason = ""
+		ep.Rollout = &Rollout{Policy: policy, Start: now}
 		return s.put(tx, &ep)
 	})
 	return ep, err
+}
+
+func isLimit(err error) bool {
+	var ple *PlanLimitError
+	return errors.As(err, &ple) || fleet.IsLimit(err)
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// holdRolling sets, for each new variant that replaces a serving one, the
+// instances the pair may use together (Hold): the larger side, plus a
+// batch when the fleet or plan has room for it, and takes them.
+func (s *Service) holdRolling(tx *store.Tx, ep *Endpoint, dep *Deployment, batch serving.Size) error {
+	set := func(surge bool) error {
+		for i := range dep.Variants {
+			v := &dep.Variants[i]
+			o := variantOf(ep.Current, v.Name)
+			if o == nil || o.Reservation != v.Reservation || (o.Reservation == "" && o.InstanceType != v.InstanceType) {
+				v.Hold = 0 // a new variant, or one that moves: it needs its own instances
+				continue
+			}
+			v.Hold = max(len(o.Replicas), o.DesiredCount, v.DesiredCount)
+			if surge {
+				v.Hold += batch.Of(v.DesiredCount)
+			}
+		}
+		want, err := instanceCounts(ep.Current, dep)
+		if err != nil {
+			return err
+		}
+		return s.fleet.Set(tx, ep.Name, want)
+	}
+	if err := set(true); err == nil || !isLimit(err) {
+		return err
+	}
+	return set(false)
+}
+
+// scaleInPlace applies dep's counts and weights to the serving deployment.
+func (s *Service) scaleInPlace(tx *store.Tx, ep *Endpoint, dep *Deployment, configName string, now time.Time) error {
+	for i := range ep.Current.Variants {
+		v, n := &ep.Current.Variants[i], dep.Variants[i]
+		v.DesiredCount, v.DesiredWeight, v.ChangeStart = n.DesiredCount, n.DesiredWeight, now
+	}
+	want, err := instanceCounts(ep.Current)
+	if err != nil {
+		return err
+	}
+	if err := s.fleet.Set(tx, ep.Name, want); err != nil {
+		return err
+	}
+	ep.Current.ConfigName = configName
+	ep.Status = StatusUpdating
+	ep.FailureReason = ""
+	return s.put(tx, ep)
 }
 
 // sameButCounts reports whether dep differs from cur only in instance

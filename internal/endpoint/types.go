@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/capstan-dev/capstan/internal/serving"
 )
 
 // Store buckets.
@@ -179,6 +181,23 @@ type Endpoint struct {
 	// "InferenceEndpointConfig/default/demo"); such endpoints are run by the
 	// deployment controller, not this package's, and refuse SageMaker updates.
 	ManagedBy string `json:"managedBy,omitempty"`
+	// Rollout is the update in progress, with its policy (nil otherwise).
+	Rollout *Rollout `json:"rollout,omitempty"`
+	// LastPolicy is the policy of the last update that finished or was
+	// rolled back (DescribeEndpoint's LastDeploymentConfig).
+	LastPolicy *serving.Policy `json:"lastPolicy,omitempty"`
+}
+
+// Rollout is an update moving from Current to Pending under a policy.
+type Rollout struct {
+	Policy serving.Policy `json:"policy"`
+	// Start is when the update began (for Policy.MaxDuration).
+	Start time.Time `json:"start"`
+	// RollingBack is set once the update failed: Current is brought back
+	// to its size and Pending retires, under Policy.RollbackStrategy;
+	// Reason says why.
+	RollingBack bool   `json:"rollingBack,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 // Deployment is one endpoint config brought up as replicas.
@@ -217,6 +236,17 @@ type VariantState struct {
 	ReservationArn string `json:"reservationArn,omitempty"`
 	// Waiting says why replicas are not started yet (the plan has not begun).
 	Waiting string `json:"waiting,omitempty"`
+
+	// Rollout progress of the side being brought up (see serving.Progress).
+	// Share is its traffic share against the other side's variant of the
+	// same name; StepAt when the rollout last took a step; Want how many
+	// replicas the strategy asked for (Want above len(Replicas) waits for
+	// capacity); Hold, under a rolling policy, how many instances the pair
+	// of variants may use together (0: no limit beyond the allocation).
+	Share  float64   `json:"share,omitempty"`
+	StepAt time.Time `json:"stepAt,omitzero"`
+	Want   int       `json:"want,omitempty"`
+	Hold   int       `json:"hold,omitempty"`
 }
 
 // Desired is one entry of UpdateEndpointWeightsAndCapacities.
@@ -229,15 +259,33 @@ type Desired struct {
 // instanceCounts sums instances per type over the given deployments, with
 // checked addition: a count outside [0, MaxInstancesPerVariant] or a sum over
 // MaxInstancesPerEndpoint is an error, never a wrapped int (a negative sum
-// would pass every fleet check).
+// would pass every fleet check). A variant with a Hold (a rolling update)
+// counts its Hold once for itself and the other side's variant of its name.
 func instanceCounts(deps ...*Deployment) (map[string]int, error) {
 	out := map[string]int{}
+	held := map[string]bool{}
+	for _, d := range deps {
+		if d == nil {
+			continue
+		}
+		for _, v := range d.Variants {
+			if v.Hold > 0 {
+				held[v.Name] = true
+			}
+		}
+	}
 	for _, d := range deps {
 		if d == nil {
 			continue
 		}
 		for _, v := range d.Variants {
 			n := max(len(v.Replicas), v.DesiredCount)
+			if held[v.Name] {
+				if v.Hold == 0 {
+					continue
+				}
+				n = v.Hold
+			}
 			if err := checkCount(v.Name, n); err != nil {
 				return nil, err
 			}

@@ -16,11 +16,15 @@ var (
 	ErrNoBackend = errors.New("no backend available")
 )
 
-// UnavailableError is returned for every invocation of a route whose
-// Unavailable message is set; protocol edges send Message verbatim.
-type UnavailableError struct{ Message string }
+// UnavailableExpired is the Route.Unavailable reason of an endpoint whose
+// capacity reservation ended: its replicas are gone until it is updated.
+const UnavailableExpired = "capacity reservation expired"
 
-func (e *UnavailableError) Error() string { return "endpoint unavailable: " + e.Message }
+// UnavailableError is returned for every invocation of a route whose
+// Unavailable reason is set; each protocol edge words the reason its way.
+type UnavailableError struct{ Reason string }
+
+func (e *UnavailableError) Error() string { return "endpoint unavailable: " + e.Reason }
 
 // IsUnavailable reports whether err is (or wraps) an *UnavailableError.
 func IsUnavailable(err error) bool {

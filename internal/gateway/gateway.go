@@ -41,6 +41,10 @@ type VariantRoute struct {
 	// default with a warning (SetRoute has no error to return).
 	RoutingStrategy string
 	Backends        []Backend
+	// Revision tells apart two entries of one variant while a rollout
+	// shifts traffic between them (blue/green canary and linear): each
+	// gets its share as Weight, and TargetVariant picks among them by it.
+	Revision string
 	// Model is the catalog model id the replicas serve; cache-aware policies
 	// seed their block hashes with it (kv.RootHash) so their keys equal the
 	// engine's. Empty: learned from a replica's /v1/models "root", else the
@@ -52,9 +56,9 @@ type VariantRoute struct {
 type Route struct {
 	Endpoint string
 	Variants []VariantRoute
-	// Unavailable, when non-empty, makes every invocation fail with this
-	// message as a ModelError (424); the control plane uses it when an
-	// endpoint's capacity reservation has expired.
+	// Unavailable, when non-empty, makes every invocation fail with an
+	// *UnavailableError carrying it as the reason (UnavailableExpired: the
+	// endpoint's capacity reservation has expired).
 	Unavailable string
 	// MaxConcurrency bounds requests in flight for the endpoint (0: no
 	// bound); up to MaxQueue more wait for a slot, and beyond that callers
@@ -254,7 +258,7 @@ func (g *Gateway) SetRoute(r Route) {
 		var prev *variantState
 		if old != nil {
 			for _, ov := range old.variants {
-				if ov.route.Name == v.Name && ov.strategy == strategyKey(v.RoutingStrategy) {
+				if ov.route.Name == v.Name && ov.route.Revision == v.Revision && ov.strategy == strategyKey(v.RoutingStrategy) {
 					prev = ov
 				}
 			}
@@ -450,35 +454,51 @@ func (g *Gateway) lookup(endpoint string) (*routeState, bool) {
 // chooseVariant picks TargetVariant, or a variant at random by weight among
 // those with positive weight and at least one backend.
 func (g *Gateway) chooseVariant(rs *routeState, target string) (*variantState, error) {
-	if target != "" {
-		for _, v := range rs.variants {
-			if v.route.Name == target {
-				if len(v.route.Backends) == 0 {
-					return nil, noBackendf("endpoint %s variant %s has no backends", rs.route.Endpoint, target)
-				}
-				return v, nil
-			}
-		}
+	known := false
+	for _, v := range rs.variants {
+		known = known || v.route.Name == target
+	}
+	if target != "" && !known {
 		return nil, fmt.Errorf("endpoint %s: variant %q: %w", rs.route.Endpoint, target, ErrUnknownVariant)
+	}
+	// A targeted variant is chosen whatever its weight; its revisions (a
+	// rollout in progress) by theirs.
+	eligible := func(v *variantState) bool {
+		if len(v.route.Backends) == 0 {
+			return false
+		}
+		if target != "" {
+			return v.route.Name == target
+		}
+		return v.route.Weight > 0
+	}
+	weight := func(v *variantState) float64 {
+		if target != "" && v.route.Weight <= 0 {
+			return 1e-9 // still pickable when it is the only one with backends
+		}
+		return v.route.Weight
 	}
 	total := 0.0
 	for _, v := range rs.variants {
-		if v.route.Weight > 0 && len(v.route.Backends) > 0 {
-			total += v.route.Weight
+		if eligible(v) {
+			total += weight(v)
 		}
 	}
 	if total <= 0 {
+		if target != "" {
+			return nil, noBackendf("endpoint %s variant %s has no backends", rs.route.Endpoint, target)
+		}
 		return nil, noBackendf("endpoint %s has no variant with weight and backends", rs.route.Endpoint)
 	}
 	x := g.randFloat() * total
 	var last *variantState
 	for _, v := range rs.variants {
-		if v.route.Weight > 0 && len(v.route.Backends) > 0 {
+		if eligible(v) {
 			last = v
-			if x < v.route.Weight {
+			if x < weight(v) {
 				return v, nil
 			}
-			x -= v.route.Weight
+			x -= weight(v)
 		}
 	}
 	return last, nil // float rounding at the top end
@@ -594,7 +614,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		// The endpoint stopped serving (its reservation ended) while this
 		// request was being routed, and its replicas are draining: it gets
 		// the answer every new request gets.
-		return nil, &UnavailableError{Message: cur.route.Unavailable}
+		return nil, &UnavailableError{Reason: cur.route.Unavailable}
 	}
 	if lastErr != nil {
 		return nil, fmt.Errorf("endpoint %s variant %s: %w: %w", inv.Endpoint, variant, ErrNoBackend, lastErr)
@@ -621,7 +641,7 @@ func (g *Gateway) resolve(ctx context.Context, inv Invocation) (rs *routeState, 
 			rs.stats.arrivals.Add(1)
 		}
 		if rs.route.Unavailable != "" {
-			return rs, nil, pass, &UnavailableError{Message: rs.route.Unavailable}
+			return rs, nil, pass, &UnavailableError{Reason: rs.route.Unavailable}
 		}
 		if !holdable(rs) {
 			v, err = g.chooseVariant(rs, inv.TargetVariant)

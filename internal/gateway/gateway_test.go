@@ -98,12 +98,12 @@ func TestInvokeErrors(t *testing.T) {
 			inv:     gateway.Invocation{Endpoint: "ep"},
 			wantErr: gateway.ErrNoBackend},
 		{name: "unavailable",
-			route: &gateway.Route{Endpoint: "ep", Unavailable: "Endpoint capacity reservation has expired. Please update endpoint configuration.",
+			route: &gateway.Route{Endpoint: "ep", Unavailable: gateway.UnavailableExpired,
 				Variants: []gateway.VariantRoute{{Name: "A", Weight: 1, Backends: []gateway.Backend{{ID: "a", Addr: ok.addr()}}}}},
 			inv: gateway.Invocation{Endpoint: "ep"},
 			check: func(t *testing.T, err error) {
 				var u *gateway.UnavailableError
-				if !errors.As(err, &u) || !strings.HasPrefix(u.Message, "Endpoint capacity reservation has expired.") {
+				if !errors.As(err, &u) || !strings.HasPrefix(u.Reason, gateway.UnavailableExpired) {
 					t.Fatalf("err = %v, want UnavailableError", err)
 				}
 			}},

@@ -78,7 +78,7 @@ func TestRouteTurnsUnavailableMidRequest(t *testing.T) {
 		Backends: []Backend{{ID: "a", Addr: addr(a)}, {ID: "b", Addr: addr(b)}}}}})
 	_, err := g.Invoke(context.Background(), Invocation{Endpoint: "ep", Path: "/invocations"})
 	var ue *UnavailableError
-	if !errors.As(err, &ue) || ue.Message != "plan ended" {
+	if !errors.As(err, &ue) || ue.Reason != "plan ended" {
 		t.Fatalf("err = %v, want the route's Unavailable message", err)
 	}
 }

@@ -20,16 +20,11 @@ import (
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
-
-// nopRouter is the controller's gateway; routes do not matter here.
-type nopRouter struct{}
-
-func (nopRouter) SetRoute(endpoint.Route)             {}
-func (nopRouter) DeleteRoute(string)                  {}
-func (nopRouter) Drain(context.Context, string) error { return nil }
 
 // fuzzEnv is a control API over a real service, capacity calendar and
 // endpoint controller (with the fake runtime) on a fresh store.
@@ -58,8 +53,9 @@ func newFuzzEnv(t *testing.T) *fuzzEnv {
 	}
 	svc := endpoint.NewService(st, cal, cat, clk, quiet)
 	svc.SetReservations(cal)
-	ctrl := endpoint.NewController(st, cal, fake.New(fake.WithClock(clk)), nopRouter{}, clk, quiet,
-		endpoint.Options{StartTimeout: time.Minute, DrainTimeout: time.Millisecond, Reservations: cal})
+	eng := serving.New(serving.Options{Runtime: fake.New(fake.WithClock(clk)), Router: gateway.New(gateway.Options{Clock: clk}), Logger: quiet, DrainTimeout: time.Millisecond})
+	ctrl := endpoint.NewController(st, cal, eng, clk, quiet,
+		endpoint.Options{StartTimeout: time.Minute, Reservations: cal})
 	api := NewAPI(svc, Options{AccountID: "123456789012", Region: "eu-west-1", Catalog: cat, Capacity: cal, Logger: quiet})
 	return &fuzzEnv{api: api, st: st, svc: svc, ctrl: ctrl, clk: clk, fl: fl, ops: opNames()}
 }

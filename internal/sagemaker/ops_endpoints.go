@@ -204,7 +204,7 @@ func (a *API) updateEndpoint(ctx context.Context, body []byte) (any, error) {
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
-	ep, err := a.svc.UpdateEndpoint(ctx, *in.EndpointName, *in.EndpointConfigName)
+	ep, err := a.svc.UpdateEndpoint(ctx, *in.EndpointName, *in.EndpointConfigName, endpoint.UpdateOptions{RetainPolicy: in.RetainDeploymentConfig})
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/manifestapi"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 	"github.com/capstan-dev/capstan/internal/store"
 )
@@ -106,9 +107,18 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	svc.SetReservations(fl)
 	reg.MustRegister(newStatusCollector(svc), capacity.NewCollector(fl))
 	args := append([]string{fmt.Sprintf("--time-scale=%g", cfg.Engine.TimeScale)}, cfg.Engine.Args...)
-	ctrl := endpoint.NewController(st, fl, rt, routerAdapter{gw}, clk, log, endpoint.Options{
-		EngineArgs: args, StartTimeout: cfg.Endpoints.StartTimeout.Duration,
-		DrainTimeout: cfg.Endpoints.DrainTimeout.Duration, Resync: o.Resync, Reservations: fl})
+	// One serving engine runs the replicas of both doors.
+	eng := serving.New(serving.Options{Runtime: rt, Router: gw, Logger: log, EngineArgs: args,
+		DrainTimeout: cfg.Endpoints.DrainTimeout.Duration})
+	ctrl := endpoint.NewController(st, fl, eng, clk, log, endpoint.Options{
+		StartTimeout: cfg.Endpoints.StartTimeout.Duration, Resync: o.Resync, Reservations: fl})
+	// Routes exist before the listener opens: after a restart, requests to
+	// an endpoint wait for its replicas instead of failing as unknown.
+	if err := ctrl.Prime(); err != nil {
+		_ = rt.Close(context.Background())
+		st.Close()
+		return nil, err
+	}
 
 	// Listen first: deployments publish their endpoint URL in status.
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -248,30 +258,10 @@ func (s *Server) Stop(ctx context.Context) {
 	})
 }
 
-// routerAdapter lets the controller drive the gateway through its own types.
-type routerAdapter struct{ gw *gateway.Gateway }
-
 var (
-	_ endpoint.Router      = routerAdapter{}
 	_ endpoint.Allocator   = (*capacity.Calendar)(nil)
 	_ prometheus.Collector = (*statusCollector)(nil)
 )
-
-func (r routerAdapter) SetRoute(rt endpoint.Route) {
-	gr := gateway.Route{Endpoint: rt.Endpoint, Unavailable: rt.Unavailable}
-	for _, v := range rt.Variants {
-		gv := gateway.VariantRoute{Name: v.Name, Weight: v.Weight, RoutingStrategy: v.RoutingStrategy}
-		for _, b := range v.Backends {
-			gv.Backends = append(gv.Backends, gateway.Backend{ID: b.ID, Addr: b.Addr})
-		}
-		gr.Variants = append(gr.Variants, gv)
-	}
-	r.gw.SetRoute(gr)
-}
-
-func (r routerAdapter) DeleteRoute(ep string) { r.gw.DeleteRoute(ep) }
-
-func (r routerAdapter) Drain(ctx context.Context, id string) error { return r.gw.Drain(ctx, id) }
 
 // clockHandler serves the dev-clock admin call: GET reads the server's time,
 // POST {"advance":"168h"} moves it forward. Without --dev-clock it answers 404

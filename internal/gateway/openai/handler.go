@@ -318,8 +318,12 @@ func toAPIError(err error, model string) *apiError {
 	case errors.As(err, &qf):
 		return &apiError{status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded", retryAfter: qf.RetryAfter,
 			msg: fmt.Sprintf("Too many requests queued for model `%s`; retry later.", model)}
+	case errors.As(err, &un) && un.Reason == gateway.UnavailableExpired:
+		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_unavailable",
+			msg: fmt.Sprintf("The capacity reservation of model `%s` has expired; update its endpoint to a new configuration.", model)}
 	case errors.As(err, &un):
-		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_unavailable", msg: un.Message}
+		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_unavailable",
+			msg: fmt.Sprintf("Model `%s` is unavailable: %s.", model, un.Reason)}
 	case errors.As(err, &ae) && ae.Overflow:
 		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_activating", retryAfter: time.Second,
 			msg: fmt.Sprintf("Model `%s` is scaling up from zero and %d requests are already waiting for it; retry later.", model, ae.MaxHeld)}

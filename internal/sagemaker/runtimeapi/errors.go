@@ -76,6 +76,10 @@ func (c errContext) logStreamArn() string {
 	return fmt.Sprintf("arn:aws:logs:%s:%s:log-group:%s", c.region, c.accountID, c.logGroup())
 }
 
+// expiredMessage is what every invocation of an endpoint whose capacity
+// reservation ended returns (as a ModelError), worded as SageMaker words it.
+const expiredMessage = "Endpoint capacity reservation has expired. Please update endpoint configuration."
+
 // toWire maps any error from this package or the gateway to the runtime's
 // wire error. It is the only place that decides codes and statuses.
 func toWire(err error, c errContext) wireError {
@@ -93,8 +97,12 @@ func toWire(err error, c errContext) wireError {
 		return wireError{http.StatusBadRequest, codeValidation,
 			wireBody{Message: fmt.Sprintf("Target variant %s is not a production variant of endpoint %s.", c.variant, c.endpoint)}}
 	case errors.As(err, &ue):
+		msg := "Endpoint " + c.endpoint + " is unavailable: " + ue.Reason + "."
+		if ue.Reason == gateway.UnavailableExpired {
+			msg = expiredMessage
+		}
 		return wireError{http.StatusFailedDependency, codeModel,
-			wireBody{Message: ue.Message, LogStreamArn: c.logStreamArn()}}
+			wireBody{Message: msg, LogStreamArn: c.logStreamArn()}}
 	case errors.As(err, &me):
 		kind := "client"
 		if me.status >= 500 {

@@ -101,7 +101,7 @@ func TestErrorsGolden(t *testing.T) {
 	h.route("empty", gateway.VariantRoute{Name: "AllTraffic", Weight: 1})
 	h.route("good", variant("AllTraffic", ok))
 	h.gw.SetRoute(gateway.Route{Endpoint: "expired", Variants: []gateway.VariantRoute{variant("AllTraffic", ok)},
-		Unavailable: "Endpoint capacity reservation has expired. Please update endpoint configuration."})
+		Unavailable: gateway.UnavailableExpired})
 	h.gw.SetRoute(gateway.Route{Endpoint: "cold", Activator: nopActivator{}, HoldTimeout: time.Millisecond,
 		Variants: []gateway.VariantRoute{{Name: "AllTraffic", Weight: 1}}})
 

@@ -39,7 +39,7 @@ func TestSDKClient(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.route("sdk-ep", variant("AllTraffic", eng))
 	h.gw.SetRoute(gateway.Route{Endpoint: "expired", Variants: []gateway.VariantRoute{variant("AllTraffic", eng)},
-		Unavailable: "Endpoint capacity reservation has expired. Please update endpoint configuration."})
+		Unavailable: gateway.UnavailableExpired})
 
 	client := sagemakerruntime.New(sagemakerruntime.Options{
 		Region:       testRegion,

@@ -1,0 +1,107 @@
+package serving
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/runtime/fake"
+)
+
+func newEngine(t *testing.T, opts ...fake.Option) (*Engine, *fake.Runtime, *gateway.Gateway) {
+	t.Helper()
+	rt := fake.New(opts...)
+	rt.SetDefaultAddr("127.0.0.1:1")
+	gw := gateway.New(gateway.Options{})
+	return New(Options{Runtime: rt, Router: gw, EngineArgs: []string{"--time-scale=0.01"}}), rt, gw
+}
+
+func TestEnsureStartsOnceWithKVEvents(t *testing.T) {
+	ctx := context.Background()
+	e, rt, _ := newEngine(t)
+	spec := runtime.ReplicaSpec{ID: "ep.v.gen1.0", Endpoint: "ep", Engine: "sim", Model: "m", Args: []string{"--x"}}
+	if started, err := e.Ensure(ctx, spec); err != nil || !started {
+		t.Fatalf("Ensure = %v, %v; want started", started, err)
+	}
+	if started, err := e.Ensure(ctx, spec); err != nil || started {
+		t.Fatalf("second Ensure = %v, %v; want no start", started, err)
+	}
+	starts := rt.Starts()
+	if len(starts) != 1 {
+		t.Fatalf("starts = %d, want 1", len(starts))
+	}
+	args := starts[0].Args
+	if args[0] != "--time-scale=0.01" || args[1] != "--x" || !strings.HasPrefix(args[2], "--kv-events=tcp://127.0.0.1:") {
+		t.Fatalf("args = %q", args)
+	}
+	bs := e.Backends([]string{"ep.v.gen1.0", "unknown"})
+	if len(bs) != 1 || "--kv-events="+bs[0].KVEventsEndpoint != args[2] {
+		t.Fatalf("backends = %+v, want the replica with its KV events endpoint %s", bs, args[2])
+	}
+}
+
+func TestHealthGate(t *testing.T) {
+	e, rt, _ := newEngine(t, fake.Manual())
+	ctx := context.Background()
+	if _, err := e.Ensure(ctx, runtime.ReplicaSpec{ID: "r1", Engine: "sim", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if e.Healthy("r1") || len(e.Backends([]string{"r1"})) != 0 {
+		t.Fatal("a starting replica passed the health gate")
+	}
+	if err := rt.SetState("r1", runtime.StateHealthy, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Healthy("r1") || len(e.Backends([]string{"r1"})) != 1 {
+		t.Fatal("a healthy replica did not pass the health gate")
+	}
+}
+
+func TestRetireStops(t *testing.T) {
+	e, rt, _ := newEngine(t)
+	ctx := context.Background()
+	for _, id := range []string{"a", "b"} {
+		if _, err := e.Ensure(ctx, runtime.ReplicaSpec{ID: id, Engine: "sim", Model: "m"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.RetireAll(ctx, []string{"a", "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.Running(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("running = %v, want [b]", got)
+	}
+}
+
+func TestSweepOrphansNeedsTwoSweeps(t *testing.T) {
+	e, rt, _ := newEngine(t)
+	ctx := context.Background()
+	for _, s := range []runtime.ReplicaSpec{{ID: "mine-listed"}, {ID: "mine-orphan"}, {ID: "theirs", Controller: "other"}} {
+		s.Engine, s.Model = "sim", "m"
+		if _, err := e.Ensure(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mine := func(s runtime.ReplicaSpec) bool { return s.Controller == "" }
+	known := func(id string) bool { return id == "mine-listed" }
+	if got := e.SweepOrphans(ctx, mine, known); len(got) != 0 {
+		t.Fatalf("first sweep stopped %v; an orphan must be seen twice", got)
+	}
+	if got := e.SweepOrphans(ctx, mine, known); !slices.Equal(got, []string{"mine-orphan"}) {
+		t.Fatalf("second sweep stopped %v, want [mine-orphan]", got)
+	}
+	if got := rt.Running(); !slices.Equal(got, []string{"mine-listed", "theirs"}) {
+		t.Fatalf("running = %v", got)
+	}
+	// Recorded between two sweeps: survives.
+	if _, err := e.Ensure(ctx, runtime.ReplicaSpec{ID: "late", Engine: "sim", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	e.SweepOrphans(ctx, mine, known)
+	if got := e.SweepOrphans(ctx, mine, func(id string) bool { return id == "mine-listed" || id == "late" }); len(got) != 0 {
+		t.Fatalf("a replica recorded between sweeps was stopped: %v", got)
+	}
+}
