@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/reconcile"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/store"
@@ -59,7 +60,7 @@ type Options struct {
 	Resync time.Duration
 	// Reservations, when set, holds reserved-only deployments until their
 	// plan starts and takes their instances back when it ends.
-	Reservations Reservations
+	Reservations placement.Plans
 }
 
 func (o *Options) defaults() {
@@ -80,7 +81,7 @@ func (o *Options) defaults() {
 // Controller drives endpoints to their recorded intent.
 type Controller struct {
 	store  *store.Store
-	fleet  Allocator
+	fleet  placement.Allocator
 	rt     runtime.Runtime
 	router Router
 	clock  clock.Clock
@@ -92,7 +93,7 @@ type Controller struct {
 
 // NewController returns a controller; call Run to start its loop, or
 // Reconcile to drive one endpoint synchronously.
-func NewController(s *store.Store, f Allocator, rt runtime.Runtime, r Router, c clock.Clock, log *slog.Logger, o Options) *Controller {
+func NewController(s *store.Store, f placement.Allocator, rt runtime.Runtime, r Router, c clock.Clock, log *slog.Logger, o Options) *Controller {
 	o.defaults()
 	if log == nil {
 		log = slog.Default()
@@ -177,7 +178,7 @@ func (c *Controller) save(ep *Endpoint, release bool) error {
 			return errConflict
 		}
 		if release {
-			var want map[string]int
+			var want placement.Want
 			if ep.Status != StatusFailed {
 				if want, err = instanceCounts(ep.Current, ep.Pending); err != nil {
 					return err
@@ -603,15 +604,15 @@ func (c *Controller) stopOrphans(ctx context.Context, name string, keep map[stri
 }
 
 // plan returns the plan of a reserved-only variant.
-func (c *Controller) plan(v *VariantState) (PlanInfo, bool) {
-	if v.Reservation == "" || c.opts.Reservations == nil {
-		return PlanInfo{}, false
+func (c *Controller) plan(v *VariantState) (placement.PlanInfo, bool) {
+	if v.Reservation.IsZero() || c.opts.Reservations == nil {
+		return placement.PlanInfo{}, false
 	}
 	return c.opts.Reservations.Plan(v.Reservation)
 }
 
 // planEnded returns a plan under dep that has ended, or nil.
-func (c *Controller) planEnded(dep *Deployment) *PlanInfo {
+func (c *Controller) planEnded(dep *Deployment) *placement.PlanInfo {
 	if dep == nil {
 		return nil
 	}

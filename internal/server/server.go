@@ -253,7 +253,6 @@ type routerAdapter struct{ gw *gateway.Gateway }
 
 var (
 	_ endpoint.Router      = routerAdapter{}
-	_ endpoint.Allocator   = (*capacity.Calendar)(nil)
 	_ prometheus.Collector = (*statusCollector)(nil)
 )
 
