@@ -6,24 +6,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
 // TestSetRefusesHugeCounts: a count past any fleet (MaxInt64, as two wrapped
 // variant counts would give) is a limit error and writes nothing, for
-// on-demand and plan keys alike.
+// on-demand and plan sources alike.
 func TestSetRefusesHugeCounts(t *testing.T) {
 	cal, _, st := newCal(t, fleet.Capacity{p5: {"a": 4}})
-	for _, want := range []map[string]int{
-		{p5: math.MaxInt},
-		{p5: endpoint.MaxInstancesPerEndpoint + 1},
-		{endpoint.PlanKeyPrefix + "plan": math.MaxInt},
+	plan := placement.OnPlan(placement.PlanRef{Key: "plan"})
+	for _, want := range []placement.Want{
+		{placement.OnDemand(p5): math.MaxInt},
+		{placement.OnDemand(p5): placement.MaxInstancesPerOwner + 1},
+		{plan: math.MaxInt},
 	} {
 		err := st.Update(func(tx *store.Tx) error { return cal.Set(tx, "ep", want) })
 		var le *fleet.LimitError
-		var pe *endpoint.PlanLimitError
+		var pe *placement.LimitError
 		if !errors.As(err, &le) && !errors.As(err, &pe) {
 			t.Fatalf("Set(%v) = %v, want a limit error", want, err)
 		}

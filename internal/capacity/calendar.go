@@ -13,8 +13,8 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
-	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -43,19 +43,26 @@ type Reserved struct {
 // Plan is a purchased training plan: Count instances of InstanceType per zone
 // for [Start, End). Plans are never modified after purchase.
 type Plan struct {
-	Key             string         `json:"key"` // lower-case name; ARNs lower-case it too
-	Name            string         `json:"name"`
-	OfferingID      string         `json:"offeringId"`
-	InstanceType    string         `json:"instanceType"`
-	Capacities      []Reserved     `json:"capacities"`
-	Start           time.Time      `json:"start"`
-	End             time.Time      `json:"end"`
-	DurationHours   int            `json:"durationHours"`
-	UpfrontFee      string         `json:"upfrontFee"`
-	CurrencyCode    string         `json:"currencyCode"`
-	TargetResources []string       `json:"targetResources"`
-	CreationTime    time.Time      `json:"creationTime"`
-	Tags            []endpoint.Tag `json:"tags,omitempty"`
+	Key             string     `json:"key"` // lower-case name; ARNs lower-case it too
+	Name            string     `json:"name"`
+	OfferingID      string     `json:"offeringId"`
+	InstanceType    string     `json:"instanceType"`
+	Capacities      []Reserved `json:"capacities"`
+	Start           time.Time  `json:"start"`
+	End             time.Time  `json:"end"`
+	DurationHours   int        `json:"durationHours"`
+	UpfrontFee      string     `json:"upfrontFee"`
+	CurrencyCode    string     `json:"currencyCode"`
+	TargetResources []string   `json:"targetResources"`
+	CreationTime    time.Time  `json:"creationTime"`
+	Tags            []Tag      `json:"tags,omitempty"`
+}
+
+// Tag is a key/value label of a plan, kept only to be echoed back. Its JSON
+// names are the stored format of plans.
+type Tag struct {
+	Key   string `json:"Key"`
+	Value string `json:"Value"`
 }
 
 // Total is the plan's instance count over all zones.
@@ -136,8 +143,9 @@ type Calendar struct {
 }
 
 var (
-	_ endpoint.Allocator    = (*Calendar)(nil)
-	_ endpoint.Reservations = (*Calendar)(nil)
+	_ placement.Allocator  = (*Calendar)(nil)
+	_ placement.Plans      = (*Calendar)(nil)
+	_ placement.NodeSource = (*Calendar)(nil)
 )
 
 // New returns the calendar of a fleet with capacity c, loading plans from st.
@@ -394,64 +402,57 @@ func (c *Calendar) total(typ string) int {
 	return n
 }
 
-// Set implements endpoint.Allocator: owner's holding becomes want. Plain keys
-// are instance types taken on-demand, placed zone by zone in name order where
-// no plan books the instances at any time from now on (an on-demand instance
-// has no end). Keys with endpoint.PlanKeyPrefix draw on that plan, up to what
-// other endpoints leave of it. Shortfalls are *fleet.LimitError or
-// *endpoint.PlanLimitError, and nothing is written.
-func (c *Calendar) Set(tx *store.Tx, owner string, want map[string]int) error {
+// Set implements placement.Allocator: owner's holding becomes want.
+// On-demand sources are placed zone by zone in name order where no plan books
+// the instances at any time from now on (an on-demand instance has no end).
+// Plan sources draw on their plan, up to what other owners leave of it.
+// Shortfalls are *fleet.LimitError or *placement.LimitError, and nothing is
+// written.
+func (c *Calendar) Set(tx *store.Tx, owner string, want placement.Want) error {
 	now := c.clock.Now()
 	hs, err := holdings(tx)
 	if err != nil {
 		return fmt.Errorf("capacity: read holdings: %w", err)
 	}
 	used := onDemand(hs, owner)
-	planUsed := map[string]int{}
-	for o, h := range hs {
-		if o == owner {
-			continue
-		}
-		for k, n := range h.Plans {
-			planUsed[k] = addHeld(planUsed[k], n)
-		}
-	}
+	planUsed := planHeld(hs, owner)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	h := Holding{Owner: owner, Instances: map[string]map[string]int{}, Plans: map[string]int{}, Since: now.UTC()}
-	keys := make([]string, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
+	srcs := make([]placement.Source, 0, len(want))
+	for src := range want {
+		srcs = append(srcs, src)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		n := want[k]
+	slices.SortFunc(srcs, func(a, b placement.Source) int { return cmp.Compare(a.String(), b.String()) })
+	for _, src := range srcs {
+		n := want[src]
 		if n <= 0 {
 			continue
 		}
-		if n > endpoint.MaxInstancesPerEndpoint {
+		ref, isPlan := src.Plan()
+		if n > placement.MaxInstancesPerOwner {
 			// No fleet or plan is this large; refusing here keeps every
 			// sum below bounded whatever a caller passes.
-			if pk, ok := strings.CutPrefix(k, endpoint.PlanKeyPrefix); ok {
-				return &endpoint.PlanLimitError{Plan: pk, Requested: n}
+			if isPlan {
+				return &placement.LimitError{Plan: ref, Name: ref.Key, Requested: n}
 			}
-			return &fleet.LimitError{InstanceType: k, Requested: n, Total: c.total(k)}
+			return &fleet.LimitError{InstanceType: src.InstanceType(), Requested: n, Total: c.total(src.InstanceType())}
 		}
-		if pk, ok := strings.CutPrefix(k, endpoint.PlanKeyPrefix); ok {
-			p, ok := c.plans[pk]
+		if isPlan {
+			p, ok := c.plans[ref.Key]
 			if !ok || !now.Before(p.End) {
-				return &endpoint.PlanLimitError{Plan: pk, Requested: n}
+				return &placement.LimitError{Plan: ref, Name: ref.Key, Requested: n}
 			}
-			if free := max(p.Total()-planUsed[pk], 0); n > free {
-				return &endpoint.PlanLimitError{Plan: p.Name, Requested: n, Available: free, Total: p.Total()}
+			if free := max(p.Total()-planUsed[ref.Key], 0); n > free {
+				return &placement.LimitError{Plan: ref, Name: p.Name, Requested: n, Available: free, Total: p.Total()}
 			}
-			h.Plans[pk] = n
+			h.Plans[ref.Key] = n
 			continue
 		}
+		k := src.InstanceType()
 		left, free, placed := n, 0, map[string]int{}
 		for _, z := range c.Zones(k) {
-			fz := c.capacity[k][z] - used[k][z] - peak(c.profileOf(k, z), now.UnixNano(), 1<<63-1)
-			fz = max(fz, 0)
+			fz := c.zoneFree(k, z, used, now)
 			free += fz
 			if take := min(fz, left); take > 0 {
 				placed[z] = take
@@ -470,6 +471,58 @@ func (c *Calendar) Set(tx *store.Tx, owner string, want map[string]int) error {
 		return tx.Delete(KindHoldings, owner)
 	}
 	return tx.Put(KindHoldings, owner, h)
+}
+
+// Free implements placement.Allocator: what Set would let owner hold of src
+// beyond its current holding.
+func (c *Calendar) Free(tx *store.Tx, owner string, src placement.Source) (int, error) {
+	now := c.clock.Now()
+	hs, err := holdings(tx)
+	if err != nil {
+		return 0, fmt.Errorf("capacity: read holdings: %w", err)
+	}
+	own := hs[owner]
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if ref, ok := src.Plan(); ok {
+		p, ok := c.plans[ref.Key]
+		if !ok || !now.Before(p.End) {
+			return 0, nil
+		}
+		free := min(max(p.Total()-planHeld(hs, owner)[ref.Key], 0), placement.MaxInstancesPerOwner)
+		return max(free-own.Plans[ref.Key], 0), nil
+	}
+	k := src.InstanceType()
+	used := onDemand(hs, owner)
+	free, held := 0, 0
+	for _, z := range c.Zones(k) {
+		free += c.zoneFree(k, z, used, now)
+	}
+	for _, n := range own.Instances[k] {
+		held = addHeld(held, n)
+	}
+	return max(min(free, placement.MaxInstancesPerOwner)-held, 0), nil
+}
+
+// zoneFree is how many on-demand instances of typ in zone are left beside
+// used (instances other owners hold) and every plan booking from now on; the
+// caller holds mu.
+func (c *Calendar) zoneFree(typ, zone string, used map[string]map[string]int, now time.Time) int {
+	return max(c.capacity[typ][zone]-used[typ][zone]-peak(c.profileOf(typ, zone), now.UnixNano(), 1<<63-1), 0)
+}
+
+// planHeld sums plan instances per plan key over hs, skipping except.
+func planHeld(hs map[string]Holding, except string) map[string]int {
+	out := map[string]int{}
+	for o, h := range hs {
+		if o == except {
+			continue
+		}
+		for k, n := range h.Plans {
+			out[k] = addHeld(out[k], n)
+		}
+	}
+	return out
 }
 
 // accrue books old's instance-hours from old.Since to now into the owner's
@@ -522,7 +575,7 @@ func (c *Calendar) accrue(tx *store.Tx, old Holding, now time.Time) error {
 			to = p.End
 		}
 		hours := float64(n) * to.Sub(from).Hours()
-		if err := add(old.Owner, endpoint.PlanKeyPrefix+k, hours, 0); err != nil {
+		if err := add(old.Owner, placement.OnPlan(placement.PlanRef{Key: k}).String(), hours, 0); err != nil {
 			return err
 		}
 		if err := add(planAccount(k), k, hours, 0); err != nil {
@@ -532,29 +585,61 @@ func (c *Calendar) accrue(tx *store.Tx, old Holding, now time.Time) error {
 	return nil
 }
 
-// Plan implements endpoint.Reservations.
-func (c *Calendar) Plan(key string) (endpoint.PlanInfo, bool) {
+// Plan implements placement.Plans.
+func (c *Calendar) Plan(ref placement.PlanRef) (placement.PlanInfo, bool) {
 	c.mu.RLock()
-	p, ok := c.plans[strings.ToLower(key)]
+	p, ok := c.plans[strings.ToLower(ref.Key)]
 	c.mu.RUnlock()
 	if !ok {
-		return endpoint.PlanInfo{}, false
+		return placement.PlanInfo{}, false
 	}
-	return endpoint.PlanInfo{Key: p.Key, Name: p.Name, InstanceType: p.InstanceType, Start: p.Start, End: p.End,
-		Total: p.Total(), TargetResources: p.TargetResources}, true
+	return placement.PlanInfo{Ref: placement.PlanRef{Key: p.Key}, Name: p.Name, InstanceType: p.InstanceType, Start: p.Start,
+		End: p.End, Total: p.Total(), TargetResources: p.TargetResources}, true
 }
 
-// InUse implements endpoint.Reservations: instances of plan key held by
-// owners other than except.
-func (c *Calendar) InUse(tx *store.Tx, key, except string) (int, error) {
+// InUse implements placement.Plans: instances of plan ref held by owners
+// other than except.
+func (c *Calendar) InUse(tx *store.Tx, ref placement.PlanRef, except string) (int, error) {
 	hs, err := holdings(tx)
 	n := 0
 	for o, h := range hs {
 		if o != except {
-			n = addHeld(n, h.Plans[key])
+			n = addHeld(n, h.Plans[ref.Key])
 		}
 	}
 	return n, err
+}
+
+// Nodes implements placement.NodeSource: while a hyperpod-cluster plan is
+// Active it provides one node per instance, named <plan key>-<i> in the
+// plan's zone order, each with its instance type's catalog resources.
+func (c *Calendar) Nodes(ref placement.PlanRef) ([]placement.NodeSpec, error) {
+	c.mu.RLock()
+	p, ok := c.plans[strings.ToLower(ref.Key)]
+	c.mu.RUnlock()
+	if !ok {
+		return nil, &Error{Kind: ErrPlanNotFound, Name: ref.Key, Message: fmt.Sprintf("Training plan %s does not exist.", ref.Key)}
+	}
+	if !slices.Contains(p.TargetResources, placement.TargetHyperPodCluster) {
+		return nil, &Error{Kind: ErrInvalid, Name: p.Name, Message: fmt.Sprintf(
+			"Training plan %s does not target %s (TargetResources %v).", p.Name, placement.TargetHyperPodCluster, p.TargetResources)}
+	}
+	if p.Status(c.clock.Now()) != StatusActive {
+		return nil, nil
+	}
+	it, err := c.cat.InstanceType(p.InstanceType)
+	if err != nil {
+		return nil, fmt.Errorf("capacity: plan %s: %w", p.Name, err)
+	}
+	res := placement.Resources{GPUs: it.GPUCount, MilliCPU: int64(it.VCPU) * 1000, MemoryBytes: int64(it.MemoryGiB) << 30}
+	out := make([]placement.NodeSpec, 0, p.Total())
+	for _, r := range p.Capacities {
+		for range r.Count {
+			out = append(out, placement.NodeSpec{Name: fmt.Sprintf("%s-%d", p.Key, len(out)), InstanceType: it.Name,
+				Zone: r.Zone, GPU: it.GPU, Capacity: res})
+		}
+	}
+	return out, nil
 }
 
 // Errors of plan operations; the wire layer maps each kind.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
-	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -168,22 +168,22 @@ func TestPlanLifecycleAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, ok := cal2.Plan("my-plan"); !ok || info.Total != 1 || !info.End.Equal(p.End) {
+	if info, ok := cal2.Plan(placement.PlanRef{Key: "my-plan"}); !ok || info.Total != 1 || !info.End.Equal(p.End) {
 		t.Fatalf("after reload: %+v %v", info, ok)
 	}
 }
 
 func TestOnDemandAndPlansShareTheFleet(t *testing.T) {
 	cal, clk, st := newCal(t, fleet.Capacity{p5: {"a": 2}})
-	set := func(owner string, want map[string]int) error {
+	set := func(owner string, want placement.Want) error {
 		return st.Update(func(tx *store.Tx) error { return cal.Set(tx, owner, want) })
 	}
 	// A plan next week for 1 instance leaves 1 for on-demand (held forever).
 	p := buy(t, cal, "plan", week(1))
-	if err := set("od", map[string]int{p5: 2}); !fleet.IsLimit(err) {
+	if err := set("od", placement.Want{placement.OnDemand(p5): 2}); !fleet.IsLimit(err) {
 		t.Fatalf("on-demand beyond plan-free capacity: %v", err)
 	}
-	if err := set("od", map[string]int{p5: 1}); err != nil {
+	if err := set("od", placement.Want{placement.OnDemand(p5): 1}); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing is left while the plan runs; once it ends its instance is free.
@@ -195,15 +195,15 @@ func TestOnDemandAndPlansShareTheFleet(t *testing.T) {
 		t.Fatalf("after the plan: %+v", offers)
 	}
 	// Reserved-only use draws on the plan, up to its size.
-	key := endpoint.PlanKeyPrefix + "plan"
-	var ple *endpoint.PlanLimitError
-	if err := set("ep1", map[string]int{key: 2}); !errors.As(err, &ple) || ple.Total != 1 || ple.Requested != 2 {
+	key := placement.OnPlan(placement.PlanRef{Key: "plan"})
+	var ple *placement.LimitError
+	if err := set("ep1", placement.Want{key: 2}); !errors.As(err, &ple) || ple.Total != 1 || ple.Requested != 2 {
 		t.Fatalf("over the plan: %v", err)
 	}
-	if err := set("ep1", map[string]int{key: 1}); err != nil {
+	if err := set("ep1", placement.Want{key: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := set("ep2", map[string]int{key: 1}); !errors.As(err, &ple) || ple.Available != 0 {
+	if err := set("ep2", placement.Want{key: 1}); !errors.As(err, &ple) || ple.Available != 0 {
 		t.Fatalf("second user of a full plan: %v", err)
 	}
 	clk.Set(p.Start.Add(10 * time.Hour))

@@ -5,10 +5,11 @@
 // held from now on with no end. Both are checked and written in the caller's
 // store transaction, so bookings never exceed the fleet at any instant.
 //
-// The Calendar implements endpoint.Allocator (the seam the endpoint service
-// and controller allocate through, replacing internal/fleet's flat pool) and
-// endpoint.Reservations (plan lookups for reserved-only variants). It also
-// answers SearchTrainingPlanOfferings and owns CreateTrainingPlan,
-// DescribeTrainingPlan and ListTrainingPlans' data; the wire shapes live in
-// internal/sagemaker.
+// The Calendar implements the placement seam: placement.Allocator (what the
+// endpoint service and controller allocate through, replacing internal/fleet's
+// flat pool), placement.Plans (plan lookups for reserved-only variants) and
+// placement.NodeSource (the nodes of hyperpod-cluster plans). It imports no
+// controller. It also answers SearchTrainingPlanOfferings and owns
+// CreateTrainingPlan, DescribeTrainingPlan and ListTrainingPlans' data; the
+// wire shapes live in internal/sagemaker.
 package capacity

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -240,7 +240,7 @@ func (c *Calendar) Search(q Query) ([]Offering, error) {
 // store transaction that first re-checks that every zone still has the
 // instances free for the whole window, so two buyers of the last capacity
 // get one plan and one ErrCapacityGone.
-func (c *Calendar) CreatePlan(name, offeringID string, tags []endpoint.Tag) (Plan, error) {
+func (c *Calendar) CreatePlan(name, offeringID string, tags []Tag) (Plan, error) {
 	now := c.clock.Now().UTC()
 	key := strings.ToLower(name)
 	var p Plan
@@ -312,7 +312,7 @@ type PlanView struct {
 // view computes p's counts in tx at now.
 func (c *Calendar) view(tx *store.Tx, p Plan, now time.Time) (PlanView, error) {
 	v := PlanView{Plan: p, Status: p.Status(now)}
-	n, err := c.InUse(tx, p.Key, "")
+	n, err := c.InUse(tx, placement.PlanRef{Key: p.Key}, "")
 	if err != nil {
 		return v, err
 	}
@@ -434,7 +434,7 @@ func (c *Calendar) EndpointUsage(owner string) (Usage, error) {
 				to = p.End
 			}
 			if hours := float64(n) * to.Sub(from).Hours(); hours > 0 {
-				u.InstanceHours[endpoint.PlanKeyPrefix+k] += hours
+				u.InstanceHours[placement.OnPlan(placement.PlanRef{Key: k}).String()] += hours
 			}
 		}
 		return nil

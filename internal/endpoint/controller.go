@@ -13,6 +13,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/reconcile"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/serving"
@@ -30,7 +31,7 @@ type Options struct {
 	Resync time.Duration
 	// Reservations, when set, holds reserved-only deployments until their
 	// plan starts and takes their instances back when it ends.
-	Reservations Reservations
+	Reservations placement.Plans
 	// Alarms, when set, are checked while an update whose policy names
 	// alarms runs; one firing rolls the update back.
 	Alarms Alarms
@@ -66,7 +67,7 @@ func (o *Options) defaults() {
 // the serving engine: it decides what runs, the engine runs it.
 type Controller struct {
 	store *store.Store
-	fleet Allocator
+	fleet placement.Allocator
 	eng   *serving.Engine
 	clock clock.Clock
 	log   *slog.Logger
@@ -82,7 +83,7 @@ var _ gateway.Activator = (*Controller)(nil)
 
 // NewController returns a controller; call Run to start its loop, or
 // Reconcile to drive one endpoint synchronously.
-func NewController(s *store.Store, f Allocator, eng *serving.Engine, c clock.Clock, log *slog.Logger, o Options) *Controller {
+func NewController(s *store.Store, f placement.Allocator, eng *serving.Engine, c clock.Clock, log *slog.Logger, o Options) *Controller {
 	o.defaults()
 	if log == nil {
 		log = slog.Default()
@@ -167,7 +168,7 @@ func (c *Controller) save(ep *Endpoint, release bool) error {
 			return errConflict
 		}
 		if release {
-			var want map[string]int
+			var want placement.Want
 			if ep.Status != StatusFailed {
 				if want, err = instanceCounts(ep.Current, ep.Pending); err != nil {
 					return err
@@ -874,15 +875,15 @@ func (c *Controller) stopOrphans(ctx context.Context, name string, keep map[stri
 }
 
 // plan returns the plan of a reserved-only variant.
-func (c *Controller) plan(v *VariantState) (PlanInfo, bool) {
-	if v.Reservation == "" || c.opts.Reservations == nil {
-		return PlanInfo{}, false
+func (c *Controller) plan(v *VariantState) (placement.PlanInfo, bool) {
+	if v.Reservation.IsZero() || c.opts.Reservations == nil {
+		return placement.PlanInfo{}, false
 	}
 	return c.opts.Reservations.Plan(v.Reservation)
 }
 
 // planEnded returns a plan under dep that has ended, or nil.
-func (c *Controller) planEnded(dep *Deployment) *PlanInfo {
+func (c *Controller) planEnded(dep *Deployment) *placement.PlanInfo {
 	if dep == nil {
 		return nil
 	}

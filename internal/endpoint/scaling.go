@@ -21,7 +21,7 @@ func (s *Service) VariantCapacity(ctx context.Context, name, variant string) (de
 		if v.Name != variant {
 			continue
 		}
-		if v.Reservation != "" && s.res != nil {
+		if !v.Reservation.IsZero() && s.res != nil {
 			if p, ok := s.res.Plan(v.Reservation); ok {
 				limit = p.Total
 			}

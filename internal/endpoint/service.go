@@ -13,27 +13,20 @@ import (
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
-
-// Allocator holds fleet instances for an owner. Set replaces the owner's
-// holding with want (instance type → count) inside tx; it fails, writing
-// nothing, with an error the wire layer maps to ResourceLimitExceeded when the
-// fleet lacks instances. Set with an empty want releases everything.
-type Allocator interface {
-	Set(tx *store.Tx, owner string, want map[string]int) error
-}
 
 // Service performs the control API's operations on stored resources. Each
 // method is one store transaction.
 type Service struct {
 	store   *store.Store
-	fleet   Allocator
+	fleet   placement.Allocator
 	catalog *catalog.Catalog
 	clock   clock.Clock
 	log     *slog.Logger
-	res     Reservations
+	res     placement.Plans
 	alarms  Alarms
 }
 
@@ -42,10 +35,10 @@ func (s *Service) SetAlarms(a Alarms) { s.alarms = a }
 
 // SetReservations enables capacity-reservations-only variants, checked
 // against r. Without it such variants are rejected.
-func (s *Service) SetReservations(r Reservations) { s.res = r }
+func (s *Service) SetReservations(r placement.Plans) { s.res = r }
 
 // NewService returns a Service.
-func NewService(s *store.Store, f Allocator, cat *catalog.Catalog, c clock.Clock, log *slog.Logger) *Service {
+func NewService(s *store.Store, f placement.Allocator, cat *catalog.Catalog, c clock.Clock, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -339,7 +332,7 @@ func (s *Service) UpdateEndpoint(_ context.Context, name, configName string, o U
 				return err
 			}
 			if err := s.fleet.Set(tx, name, want); err != nil {
-				var ple *PlanLimitError
+				var ple *placement.LimitError
 				if errors.As(err, &ple) && ep.Status != StatusFailed && sameButCounts(ep.Current, dep) {
 					// The same variants on the same plan with other counts or
 					// weights: the plan cannot hold old and new side by side, so
@@ -366,11 +359,11 @@ func (s *Service) UpdateEndpoint(_ context.Context, name, configName string, o U
 }
 
 func isLimit(err error) bool {
-	var ple *PlanLimitError
+	var ple *placement.LimitError
 	return errors.As(err, &ple) || fleet.IsLimit(err)
 }
 
-func sum(m map[string]int) int {
+func sum(m placement.Want) int {
 	n := 0
 	for _, v := range m {
 		n += v
@@ -386,7 +379,7 @@ func (s *Service) holdRolling(tx *store.Tx, ep *Endpoint, dep *Deployment, batch
 		for i := range dep.Variants {
 			v := &dep.Variants[i]
 			o := variantOf(ep.Current, v.Name)
-			if o == nil || o.Reservation != v.Reservation || (o.Reservation == "" && o.InstanceType != v.InstanceType) {
+			if o == nil || o.Reservation != v.Reservation || (o.Reservation.IsZero() && o.InstanceType != v.InstanceType) {
 				v.Hold = 0 // a new variant, or one that moves: it needs its own instances
 				continue
 			}
@@ -434,7 +427,7 @@ func sameButCounts(cur, dep *Deployment) bool {
 	}
 	for i, a := range cur.Variants {
 		b := dep.Variants[i]
-		if a.Reservation == "" || a.Name != b.Name || a.ModelName != b.ModelName || a.Model != b.Model ||
+		if a.Reservation.IsZero() || a.Name != b.Name || a.ModelName != b.ModelName || a.Model != b.Model ||
 			a.InstanceType != b.InstanceType || a.Reservation != b.Reservation || a.RoutingStrategy != b.RoutingStrategy {
 			return false
 		}
@@ -552,7 +545,7 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 			return nil, err
 		}
 		if crc := v.CapacityReservationConfig; crc != nil && crc.MlReservationArn != "" {
-			vs.Reservation, _ = PlanKeyFromArn(crc.MlReservationArn)
+			vs.Reservation, _ = PlanRefFromArn(crc.MlReservationArn)
 			vs.ReservationArn = crc.MlReservationArn
 		}
 		if it, err := s.catalog.InstanceType(v.InstanceType); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/serving"
+	"github.com/capstan-dev/capstan/internal/placement"
 )
 
 // Store buckets.
@@ -32,6 +33,11 @@ const (
 	// variant at its cap on both sides of a blue/green update.
 	MaxInstancesPerEndpoint = 2 * MaxVariants * MaxInstancesPerVariant
 )
+
+// An Allocator refuses more than placement.MaxInstancesPerOwner of a source
+// outright, so an endpoint's bound must not exceed it (this fails to compile
+// if it does).
+var _ [placement.MaxInstancesPerOwner - MaxInstancesPerEndpoint]struct{}
 
 // AddInstances is a+b for instance counts, refusing negative terms and sums
 // over MaxInstancesPerEndpoint (checked before adding, so it cannot wrap).
@@ -230,10 +236,11 @@ type VariantState struct {
 	// ChangeStart is when a weight/capacity change of this variant began.
 	ChangeStart time.Time `json:"changeStart,omitempty"`
 
-	// Reservation is the key of the training plan a capacity-reservations-only
-	// variant runs on ("" for on-demand); ReservationArn is the ARN as given.
-	Reservation    string `json:"reservation,omitempty"`
-	ReservationArn string `json:"reservationArn,omitempty"`
+	// Reservation is the training plan a capacity-reservations-only variant
+	// runs on (zero for on-demand), stored as the plan key string;
+	// ReservationArn is the ARN as given.
+	Reservation    placement.PlanRef `json:"reservation,omitzero"`
+	ReservationArn string            `json:"reservationArn,omitempty"`
 	// Waiting says why replicas are not started yet (the plan has not begun).
 	Waiting string `json:"waiting,omitempty"`
 
@@ -256,13 +263,13 @@ type Desired struct {
 	InstanceCount *int
 }
 
-// instanceCounts sums instances per type over the given deployments, with
+// instanceCounts sums instances per source over the given deployments, with
 // checked addition: a count outside [0, MaxInstancesPerVariant] or a sum over
 // MaxInstancesPerEndpoint is an error, never a wrapped int (a negative sum
 // would pass every fleet check). A variant with a Hold (a rolling update)
 // counts its Hold once for itself and the other side's variant of its name.
-func instanceCounts(deps ...*Deployment) (map[string]int, error) {
-	out := map[string]int{}
+func instanceCounts(deps ...*Deployment) (placement.Want, error) {
+	out := placement.Want{}
 	held := map[string]bool{}
 	for _, d := range deps {
 		if d == nil {
@@ -289,13 +296,13 @@ func instanceCounts(deps ...*Deployment) (map[string]int, error) {
 			if err := checkCount(v.Name, n); err != nil {
 				return nil, err
 			}
-			key := v.InstanceType
-			if v.Reservation != "" {
+			key := placement.OnDemand(v.InstanceType)
+			if !v.Reservation.IsZero() {
 				// Reserved-only variants draw on their plan, never on-demand.
 				if n == 0 {
 					continue
 				}
-				key = PlanKeyPrefix + v.Reservation
+				key = placement.OnPlan(v.Reservation)
 			}
 			sum, err := AddInstances(out[key], n)
 			if err != nil {

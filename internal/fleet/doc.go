@@ -4,6 +4,7 @@
 // caller's store transaction, so an endpoint change and the instances it takes
 // commit together or not at all. It does not start anything; it only counts.
 //
-// Issue 3 turns this into a calendar with reservations; callers depend on the
-// small Allocator interface declared by their own package, not on this type.
+// internal/capacity is the calendar with reservations that serves; this flat
+// pool remains a placement.Allocator for tests. Callers depend on that
+// interface, not on this type.
 package fleet

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -87,13 +88,81 @@ func (f *Fleet) Total(typ string) int {
 	return n
 }
 
-// Set replaces owner's allocation with want (type → count), placing instances
-// zone by zone in name order. It fails with *LimitError, writing nothing, when
-// a type lacks free instances. An empty want releases everything.
-func (f *Fleet) Set(tx *store.Tx, owner string, want map[string]int) error {
-	used := map[string]map[string]int{} // held by others
+var _ placement.Allocator = (*Fleet)(nil)
+
+// Set implements placement.Allocator: owner's allocation becomes want,
+// placing instances zone by zone in name order. It fails with *LimitError,
+// writing nothing, when a type lacks free instances, and with
+// *placement.LimitError for a training plan (a flat fleet has none). An
+// empty want releases everything.
+func (f *Fleet) Set(tx *store.Tx, owner string, want placement.Want) error {
+	used, err := f.used(tx, owner)
+	if err != nil {
+		return err
+	}
+	alloc := Allocation{Owner: owner, Instances: map[string]map[string]int{}}
+	srcs := make([]placement.Source, 0, len(want))
+	for src := range want {
+		srcs = append(srcs, src)
+	}
+	sort.Slice(srcs, func(i, j int) bool { return srcs[i].String() < srcs[j].String() })
+	for _, src := range srcs {
+		n := want[src]
+		if n <= 0 {
+			continue
+		}
+		if ref, ok := src.Plan(); ok {
+			return &placement.LimitError{Plan: ref, Name: ref.Key, Requested: n}
+		}
+		t := src.InstanceType()
+		free, left := 0, n
+		placed := map[string]int{}
+		for _, z := range f.zones(t) {
+			fz := max(f.capacity[t][z]-used[t][z], 0)
+			free += fz
+			take := min(fz, left)
+			if take > 0 {
+				placed[z] = take
+				left -= take
+			}
+		}
+		if left > 0 {
+			return &LimitError{InstanceType: t, Requested: n, Available: free, Total: f.Total(t)}
+		}
+		alloc.Instances[t] = placed
+	}
+	if len(alloc.Instances) == 0 {
+		return tx.Delete(Kind, owner)
+	}
+	return tx.Put(Kind, owner, alloc)
+}
+
+// Free implements placement.Allocator: the instances of src's type nobody
+// holds, which Set would add to owner's (0 for a training plan).
+func (f *Fleet) Free(tx *store.Tx, owner string, src placement.Source) (int, error) {
+	if _, ok := src.Plan(); ok {
+		return 0, nil
+	}
+	used, err := f.used(tx, owner)
+	if err != nil {
+		return 0, err
+	}
+	var own Allocation
+	if _, err := tx.Get(Kind, owner, &own); err != nil {
+		return 0, fmt.Errorf("fleet: read allocation: %w", err)
+	}
+	t, free := src.InstanceType(), 0
+	for _, z := range f.zones(t) {
+		free += max(f.capacity[t][z]-used[t][z], 0) - own.Instances[t][z]
+	}
+	return max(free, 0), nil
+}
+
+// used sums what owners other than except hold, per type and zone.
+func (f *Fleet) used(tx *store.Tx, except string) (map[string]map[string]int, error) {
+	used := map[string]map[string]int{}
 	err := tx.Each(Kind, func(name string, _ []byte) error {
-		if name == owner {
+		if name == except {
 			return nil
 		}
 		var a Allocation
@@ -111,47 +180,19 @@ func (f *Fleet) Set(tx *store.Tx, owner string, want map[string]int) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("fleet: read allocations: %w", err)
+		return nil, fmt.Errorf("fleet: read allocations: %w", err)
 	}
-	alloc := Allocation{Owner: owner, Instances: map[string]map[string]int{}}
-	types := make([]string, 0, len(want))
-	for t := range want {
-		types = append(types, t)
+	return used, nil
+}
+
+// zones lists typ's zones in name order.
+func (f *Fleet) zones(typ string) []string {
+	zones := make([]string, 0, len(f.capacity[typ]))
+	for z := range f.capacity[typ] {
+		zones = append(zones, z)
 	}
-	sort.Strings(types)
-	for _, t := range types {
-		n := want[t]
-		if n <= 0 {
-			continue
-		}
-		zones := make([]string, 0, len(f.capacity[t]))
-		for z := range f.capacity[t] {
-			zones = append(zones, z)
-		}
-		sort.Strings(zones)
-		free, left := 0, n
-		placed := map[string]int{}
-		for _, z := range zones {
-			fz := f.capacity[t][z] - used[t][z]
-			if fz < 0 {
-				fz = 0
-			}
-			free += fz
-			take := min(fz, left)
-			if take > 0 {
-				placed[z] = take
-				left -= take
-			}
-		}
-		if left > 0 {
-			return &LimitError{InstanceType: t, Requested: n, Available: free, Total: f.Total(t)}
-		}
-		alloc.Instances[t] = placed
-	}
-	if len(alloc.Instances) == 0 {
-		return tx.Delete(Kind, owner)
-	}
-	return tx.Put(Kind, owner, alloc)
+	sort.Strings(zones)
+	return zones
 }
 
 // Usage returns instance type → instances held by anyone.

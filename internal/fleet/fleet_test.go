@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -33,7 +34,7 @@ func TestSetAllocatesAcrossZonesAndEnforcesLimit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.Update(func(tx *store.Tx) error {
-				return f.Set(tx, tc.owner, map[string]int{"ml.g5.xlarge": tc.want})
+				return f.Set(tx, tc.owner, placement.Want{placement.OnDemand("ml.g5.xlarge"): tc.want})
 			})
 			if tc.wantErr != (err != nil) {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
@@ -46,6 +47,20 @@ func TestSetAllocatesAcrossZonesAndEnforcesLimit(t *testing.T) {
 			}
 		})
 	}
+	for owner, want := range map[string]int{"ep1": 0, "ep4": 0} {
+		var free int
+		_ = s.View(func(tx *store.Tx) error {
+			free, err = f.Free(tx, owner, placement.OnDemand("ml.g5.xlarge"))
+			return err
+		})
+		if err != nil || free != want {
+			t.Fatalf("Free(%s) = %d, %v; want %d", owner, free, err, want)
+		}
+	}
+	plan := placement.OnPlan(placement.PlanRef{Key: "p"})
+	if err := s.Update(func(tx *store.Tx) error { return f.Set(tx, "ep4", placement.Want{plan: 1}) }); err == nil {
+		t.Fatal("a flat fleet granted a training plan")
+	}
 	var usage map[string]int
 	_ = s.View(func(tx *store.Tx) error { usage, err = f.Usage(tx); return err })
 	if usage["ml.g5.xlarge"] != 3 {
@@ -57,6 +72,14 @@ func TestSetAllocatesAcrossZonesAndEnforcesLimit(t *testing.T) {
 	_ = s.View(func(tx *store.Tx) error { usage, err = f.Usage(tx); return err })
 	if usage["ml.g5.xlarge"] != 2 {
 		t.Fatalf("after release usage = %v", usage)
+	}
+	var free int
+	_ = s.View(func(tx *store.Tx) error {
+		free, err = f.Free(tx, "ep3", placement.OnDemand("ml.g5.xlarge"))
+		return err
+	})
+	if free != 1 {
+		t.Fatalf("Free(ep3) after a release = %d, want 1", free)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/placement"
 )
 
 // Wire error codes.
@@ -58,14 +59,14 @@ func (a *API) toWire(err error) *wireError {
 			"The account-level service limit '%s for endpoint usage' is %d Instances, with current utilization of %d Instances and a request delta of %d Instances. Please use AWS Service Quotas to request an increase for this quota. If AWS Service Quotas is not available, contact AWS support to request an increase for this quota.",
 			le.InstanceType, le.Total, le.Total-le.Available, le.Requested)
 	}
-	var pe *endpoint.PlanLimitError
+	var pe *placement.LimitError
 	if errors.As(err, &pe) {
 		if pe.Total == 0 {
-			return newWireError(http.StatusBadRequest, CodeValidation, "Training plan %s does not exist or has expired.", pe.Plan)
+			return newWireError(http.StatusBadRequest, CodeValidation, "Training plan %s does not exist or has expired.", pe.Name)
 		}
 		return newWireError(http.StatusBadRequest, CodeValidation,
 			"Training plan %s has %d instances (%d available to this endpoint); %d were requested. Request at most %d, or reserve more capacity.",
-			pe.Plan, pe.Total, pe.Available, pe.Requested, pe.Available)
+			pe.Name, pe.Total, pe.Available, pe.Requested, pe.Available)
 	}
 	if e, ok := capacity.AsError(err); ok {
 		switch e.Kind {

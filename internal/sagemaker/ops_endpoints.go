@@ -62,13 +62,13 @@ type reservationSummary struct {
 
 // reservation fills s's reservation counts for reserved-only variant v.
 func (a *API) reservation(s *variantSummary, v endpoint.VariantState, used int) {
-	if v.Reservation == "" {
+	if v.Reservation.IsZero() {
 		return
 	}
 	r := &reservationSummary{CapacityReservationPreference: endpoint.PreferenceReservedOnly, MlReservationArn: v.ReservationArn,
 		UsedByCurrentEndpoint: used}
 	if a.opts.Capacity != nil {
-		if pv, err := a.opts.Capacity.GetPlan(v.Reservation); err == nil {
+		if pv, err := a.opts.Capacity.GetPlan(v.Reservation.Key); err == nil {
 			r.TotalInstanceCount, r.AvailableInstanceCount = pv.Total(), pv.Available
 		}
 	}

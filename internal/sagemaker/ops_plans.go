@@ -187,7 +187,11 @@ func (a *API) createTrainingPlan(_ context.Context, body []byte) (any, error) {
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
-	p, err := cal.CreatePlan(*in.TrainingPlanName, *in.TrainingPlanOfferingId, in.Tags)
+	var tags []capacity.Tag
+	for _, t := range in.Tags {
+		tags = append(tags, capacity.Tag(t))
+	}
+	p, err := cal.CreatePlan(*in.TrainingPlanName, *in.TrainingPlanOfferingId, tags)
 	if err != nil {
 		return nil, err
 	}

@@ -259,7 +259,6 @@ func (s *Server) Stop(ctx context.Context) {
 }
 
 var (
-	_ endpoint.Allocator   = (*capacity.Calendar)(nil)
 	_ prometheus.Collector = (*statusCollector)(nil)
 )
 
