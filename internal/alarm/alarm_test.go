@@ -83,7 +83,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestNewEvaluatorValidates(t *testing.T) {
-	_, err := NewEvaluator(newGateway(t).reg, []Alarm{{Name: "x", Metric: "m", Comparison: "Above"}})
+	_, err := NewEvaluator(newGateway(t, testBuckets).reg, []Alarm{{Name: "x", Metric: "m", Comparison: "Above"}})
 	if err == nil || !strings.Contains(err.Error(), "alarms[0].comparison") {
 		t.Fatalf("NewEvaluator = %v; want the validation error", err)
 	}

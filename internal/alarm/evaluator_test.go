@@ -13,7 +13,8 @@ import (
 )
 
 // gateway registers collectors named and labelled as internal/gateway's
-// (metrics.go), on a real registry.
+// (metrics.go), on a real registry; the latency histogram has the given
+// buckets.
 type gateway struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
@@ -21,13 +22,13 @@ type gateway struct {
 	inFlight *prometheus.GaugeVec
 }
 
-func newGateway(t *testing.T) *gateway {
+func newGateway(t *testing.T, buckets []float64) *gateway {
 	t.Helper()
 	g := &gateway{reg: prometheus.NewRegistry()}
 	g.requests = g.newRequests()
 	g.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "capstan", Subsystem: "gateway", Name: "request_duration_seconds",
-		Buckets: []float64{0.1, 0.2, 0.4, 0.8},
+		Buckets: buckets,
 	}, []string{"endpoint", "variant"})
 	g.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "capstan", Subsystem: "gateway", Name: "in_flight_requests",
@@ -59,6 +60,9 @@ func (g *gateway) observe(endpoint, variant string, seconds float64, n int) {
 		g.latency.WithLabelValues(endpoint, variant).Observe(seconds)
 	}
 }
+
+// testBuckets make quantiles easy to work out by hand.
+var testBuckets = []float64{0.1, 0.2, 0.4, 0.8}
 
 const (
 	requests = "capstan_gateway_requests_total"
@@ -289,7 +293,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGateway(t)
+			g := newGateway(t, testBuckets)
 			if tc.before != nil {
 				tc.before(g)
 			}
@@ -343,7 +347,7 @@ func TestArmErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGateway(t)
+			g := newGateway(t, testBuckets)
 			// Every family has a series, so Arm knows each metric's type.
 			g.count("x", "v1", "200", 1)
 			g.observe("x", "v1", 0.1, 1)
@@ -361,7 +365,7 @@ func TestArmErrors(t *testing.T) {
 }
 
 func TestArmUnknownAlarms(t *testing.T) {
-	g := newGateway(t)
+	g := newGateway(t, testBuckets)
 	ev, err := NewEvaluator(g.reg, []Alarm{errorsAlarm(GreaterThanThreshold, 5)})
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +387,7 @@ func TestArmUnknownAlarms(t *testing.T) {
 }
 
 func TestGatherFailure(t *testing.T) {
-	g := newGateway(t)
+	g := newGateway(t, testBuckets)
 	broken := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return nil, errors.New("collector broke") })
 	partial := prometheus.Gatherers{g.reg, broken}
 	alarms := []Alarm{errorsAlarm(GreaterThanThreshold, 1)}
