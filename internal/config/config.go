@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/capstan-dev/capstan/internal/alarm"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/fleet"
 )
@@ -52,6 +53,9 @@ type Config struct {
 	Cluster Cluster `json:"cluster,omitempty"`
 	// ModelSources says where manifests' models are fetched from.
 	ModelSources ModelSources `json:"modelSources,omitempty"`
+	// Alarms are named thresholds on capstan's metrics that a deployment's
+	// automatic rollback references by name (docs/alarms.md).
+	Alarms []alarm.Alarm `json:"alarms,omitempty"`
 }
 
 // Cluster is the embedded server's default cluster.
@@ -336,6 +340,9 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 	}
 	if (c.ModelSources.S3.AccessKeyID == "") != (c.ModelSources.S3.SecretAccessKey == "") {
 		errs = append(errs, fmt.Errorf("modelSources.s3: accessKeyId and secretAccessKey go together"))
+	}
+	if err := alarm.Validate(c.Alarms); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

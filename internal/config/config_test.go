@@ -54,6 +54,11 @@ func TestParseDefaultValidate(t *testing.T) {
 		{"tiny body budget", "limits: {maxInflightBodyBytes: 1000}\n", "limits.maxInflightBodyBytes"},
 		{"negative rate", "limits: {rateLimit: {requestsPerSecond: -1}}\n", "limits.rateLimit.requestsPerSecond"},
 		{"negative burst", "limits: {rateLimit: {burst: -1}}\n", "limits.rateLimit.burst"},
+		{"alarms", "alarms:\n- {name: high-errors, metric: capstan_gateway_requests_total, labels: {status: 5xx}, comparison: GreaterThanThreshold, threshold: 5}\n- {name: slow, metric: capstan_gateway_request_duration_seconds, statistic: p99, comparison: GreaterThanThreshold, threshold: 2.5}\n", ""},
+		{"unknown alarm field", "alarms: [{name: a, metric: m, comparison: GreaterThanThreshold, treshold: 1}]\n", "treshold"},
+		{"alarm without comparison", "alarms: [{name: a, metric: m}]\n", "alarms[0].comparison: is required"},
+		{"repeated alarm name", "alarms: [{name: a, metric: m, comparison: LessThanThreshold}, {name: a, metric: m, comparison: LessThanThreshold}]\n", "alarms[1].name"},
+		{"bad alarm statistic", "alarms: [{name: a, metric: m, statistic: p95, comparison: LessThanThreshold}]\n", "alarms[0].statistic"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
