@@ -50,6 +50,21 @@ type armed struct {
 	base map[string]*dto.Metric // series key → sample when armed
 }
 
+// Known returns an *UnknownAlarmError listing the names that are not
+// configured, or nil: an update naming them is refused before it starts.
+func (e *Evaluator) Known(names []string) error {
+	var unknown []string
+	for _, n := range names {
+		if _, ok := e.alarms[n]; !ok && !slices.Contains(unknown, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return &UnknownAlarmError{Names: unknown}
+	}
+	return nil
+}
+
 // Arm snapshots the named alarms' series carrying endpoint=endpoint, so
 // that Check measures growth from now. Names are deduplicated; any that
 // are not configured give an *UnknownAlarmError listing them all. A

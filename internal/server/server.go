@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/capstan-dev/capstan/internal/alarm"
 	"github.com/capstan-dev/capstan/internal/appautoscaling"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
@@ -110,8 +111,15 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// One serving engine runs the replicas of both doors.
 	eng := serving.New(serving.Options{Runtime: rt, Router: gw, Logger: log, EngineArgs: args,
 		DrainTimeout: cfg.Endpoints.DrainTimeout.Duration})
+	alarms, err := alarm.NewEvaluator(reg, cfg.Alarms)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		st.Close()
+		return nil, err
+	}
+	svc.SetAlarms(alarmsAdapter{alarms})
 	ctrl := endpoint.NewController(st, fl, eng, clk, log, endpoint.Options{
-		StartTimeout: cfg.Endpoints.StartTimeout.Duration, Resync: o.Resync, Reservations: fl})
+		StartTimeout: cfg.Endpoints.StartTimeout.Duration, Resync: o.Resync, Reservations: fl, Alarms: alarmsAdapter{alarms}})
 	// Routes exist before the listener opens: after a restart, requests to
 	// an endpoint wait for its replicas instead of failing as unknown.
 	if err := ctrl.Prime(); err != nil {
@@ -260,7 +268,17 @@ func (s *Server) Stop(ctx context.Context) {
 
 var (
 	_ prometheus.Collector = (*statusCollector)(nil)
+	_ endpoint.Alarms      = alarmsAdapter{}
 )
+
+// alarmsAdapter lets endpoint updates arm capstan's alarms (docs/alarms.md).
+type alarmsAdapter struct{ ev *alarm.Evaluator }
+
+func (a alarmsAdapter) Known(names []string) error { return a.ev.Known(names) }
+
+func (a alarmsAdapter) Arm(ep string, names []string) (endpoint.AlarmWatch, error) {
+	return a.ev.Arm(context.Background(), ep, names)
+}
 
 // clockHandler serves the dev-clock admin call: GET reads the server's time,
 // POST {"advance":"168h"} moves it forward. Without --dev-clock it answers 404
