@@ -1,18 +1,16 @@
 package sagemaker
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/awsjson/awsjsontest"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/endpoint"
@@ -39,16 +37,7 @@ func newAPI(t *testing.T) (*httptest.Server, *clock.Fake) {
 
 func call(t *testing.T, url, op, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/", strings.NewReader(body))
-	req.Header.Set("X-Amz-Target", "SageMaker."+op)
-	req.Header.Set("Content-Type", contentType)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, raw
+	return awsjsontest.Call(t, url, "SageMaker."+op, body)
 }
 
 // TestWireGolden pins the JSON of each operation's response (and of errors)
@@ -88,24 +77,7 @@ func TestWireGolden(t *testing.T) {
 					t.Fatalf("header %q vs body %q", hdr.Get("X-Amzn-ErrorType"), e["__type"])
 				}
 			}
-			var pretty bytes.Buffer
-			if err := json.Indent(&pretty, raw, "", "  "); err != nil {
-				t.Fatalf("not JSON: %s", raw)
-			}
-			path := filepath.Join("testdata", s.name+".json")
-			if *update {
-				if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if !bytes.Equal(pretty.Bytes(), want) {
-				t.Fatalf("%s differs:\ngot:\n%s\nwant:\n%s", path, pretty.Bytes(), want)
-			}
+			awsjsontest.Golden(t, s.name, raw, *update)
 		})
 	}
 }

@@ -1,19 +1,18 @@
 package sagemaker
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"net/http"
+	"context"
 	"sort"
 	"strings"
+
+	"github.com/capstan-dev/capstan/internal/awsjson"
 )
 
 // listInput is the common shape of the List* operations.
 type listInput struct {
-	SortBy                 string `json:"SortBy"`
-	SortOrder              string `json:"SortOrder"`
-	NextToken              string `json:"NextToken"`
-	MaxResults             *int   `json:"MaxResults"`
+	SortBy    string `json:"SortBy"`
+	SortOrder string `json:"SortOrder"`
+	awsjson.Paging
 	NameContains           string `json:"NameContains"`
 	CreationTimeBefore     *Epoch `json:"CreationTimeBefore"`
 	CreationTimeAfter      *Epoch `json:"CreationTimeAfter"`
@@ -28,8 +27,7 @@ func (in *listInput) validate(sortKeys ...string) error {
 	var ve validationError
 	ve.enum(in.SortBy, "sortBy", sortKeys...)
 	ve.enum(in.SortOrder, "sortOrder", "Ascending", "Descending")
-	ve.minInt(in.MaxResults, 1, "maxResults")
-	ve.maxInt(in.MaxResults, 100, "maxResults")
+	in.CheckMaxResults(&ve.Violations, 100)
 	ve.maxLen(in.NextToken, 8192, "nextToken")
 	if in.NameContains != "" {
 		ve.maxLen(in.NameContains, 63, "nameContains")
@@ -41,8 +39,49 @@ func (in *listInput) validate(sortKeys ...string) error {
 	return ve.Err()
 }
 
-type pageToken struct {
-	Offset int `json:"o"`
+// summary is what the List* operations filter, sort and page on.
+type summary struct {
+	Name         string
+	Arn          string
+	CreationTime Epoch
+	Modified     Epoch
+	Status       string
+}
+
+// listPage is a List* operation up to its output: decode and check the
+// request, then list the resources and filter, sort and page their
+// summaries.
+func listPage[T any](ctx context.Context, body []byte, list func(context.Context) ([]T, error), sum func(T) summary, sortKeys ...string) ([]summary, string, error) {
+	var in listInput
+	if err := decode(body, &in); err != nil {
+		return nil, "", err
+	}
+	if err := in.validate(sortKeys...); err != nil {
+		return nil, "", err
+	}
+	rs, err := list(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	items := make([]summary, len(rs))
+	for i, r := range rs {
+		items[i] = sum(r)
+	}
+	return in.apply(items)
+}
+
+// listOutput is a List* output: the page's wire summaries under member, and
+// NextToken unless the page is the last.
+func listOutput[W any](member string, page []summary, next string, wire func(summary) W) map[string]any {
+	ws := make([]W, len(page))
+	for i, s := range page {
+		ws[i] = wire(s)
+	}
+	out := map[string]any{member: ws}
+	if next != "" {
+		out["NextToken"] = next
+	}
+	return out
 }
 
 // apply filters, sorts and pages items. The default order is CreationTime,
@@ -92,27 +131,9 @@ func (in *listInput) apply(items []summary) ([]summary, string, error) {
 	} else {
 		sort.SliceStable(kept, func(i, j int) bool { return less(j, i) })
 	}
-	off := 0
-	if in.NextToken != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(in.NextToken)
-		var t pageToken
-		if err == nil {
-			err = json.Unmarshal(raw, &t)
-		}
-		if err != nil || t.Offset < 0 || t.Offset > len(kept) {
-			return nil, "", newWireError(http.StatusBadRequest, CodeValidation, "Invalid pagination token because \"%s\" is not a token this server issued.", in.NextToken)
-		}
-		off = t.Offset
+	start, end, next, ok := in.Page(len(kept), 10)
+	if !ok {
+		return nil, "", awsjson.Validationf("Invalid pagination token because \"%s\" is not a token this server issued.", in.NextToken)
 	}
-	limit := 10
-	if in.MaxResults != nil {
-		limit = *in.MaxResults
-	}
-	end := min(off+limit, len(kept))
-	next := ""
-	if end < len(kept) {
-		raw, _ := json.Marshal(pageToken{Offset: end})
-		next = base64.RawURLEncoding.EncodeToString(raw)
-	}
-	return kept[off:end], next, nil
+	return kept[start:end], next, nil
 }

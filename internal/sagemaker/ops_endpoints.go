@@ -228,7 +228,7 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 	}
 	var ve validationError
 	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
-	if ve.required(in.DesiredWeightsAndCapacities != nil, "desiredWeightsAndCapacities") {
+	if ve.Required(in.DesiredWeightsAndCapacities != nil, "desiredWeightsAndCapacities") {
 		ve.listLen(len(in.DesiredWeightsAndCapacities), 1, endpoint.MaxVariants, "desiredWeightsAndCapacities")
 	}
 	if len(in.DesiredWeightsAndCapacities) > endpoint.MaxVariants {
@@ -239,8 +239,7 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 		p := fmt.Sprintf("desiredWeightsAndCapacities.%d.member", i+1)
 		ve.name(d.VariantName, p+".variantName", patResourceName, patResourceNameText)
 		ve.minFloat(d.DesiredWeight, 0, p+".desiredWeight")
-		ve.minInt(d.DesiredInstanceCount, 0, p+".desiredInstanceCount")
-		ve.maxInt(d.DesiredInstanceCount, endpoint.MaxInstancesPerVariant, p+".desiredInstanceCount")
+		ve.IntRange(d.DesiredInstanceCount, 0, endpoint.MaxInstancesPerVariant, p+".desiredInstanceCount")
 		if d.ServerlessUpdateConfig != nil {
 			ve.Add("ServerlessUpdateConfig", p+".serverlessUpdateConfig", "Serverless inference is not supported by capstan")
 		}
@@ -272,23 +271,10 @@ func (a *API) deleteEndpoint(ctx context.Context, body []byte) (any, error) {
 }
 
 func (a *API) listEndpoints(ctx context.Context, body []byte) (any, error) {
-	var in listInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	if err := in.validate("Name", "CreationTime", "Status"); err != nil {
-		return nil, err
-	}
-	eps, err := a.svc.ListEndpoints(ctx)
-	if err != nil {
-		return nil, err
-	}
-	items := make([]summary, len(eps))
-	for i, ep := range eps {
-		items[i] = summary{Name: ep.Name, Arn: a.arn(endpoint.ResEndpoint, ep.Name), CreationTime: Epoch{Time: ep.CreationTime},
+	page, next, err := listPage(ctx, body, a.svc.ListEndpoints, func(ep endpoint.Endpoint) summary {
+		return summary{Name: ep.Name, Arn: a.arn(endpoint.ResEndpoint, ep.Name), CreationTime: Epoch{Time: ep.CreationTime},
 			Modified: Epoch{Time: ep.LastModifiedTime}, Status: ep.Status}
-	}
-	page, next, err := in.apply(items)
+	}, "Name", "CreationTime", "Status")
 	if err != nil {
 		return nil, err
 	}
@@ -299,12 +285,7 @@ func (a *API) listEndpoints(ctx context.Context, body []byte) (any, error) {
 		LastModifiedTime Epoch  `json:"LastModifiedTime"`
 		EndpointStatus   string `json:"EndpointStatus"`
 	}
-	out := struct {
-		Endpoints []epSummary `json:"Endpoints"`
-		NextToken string      `json:"NextToken,omitempty"`
-	}{Endpoints: []epSummary{}, NextToken: next}
-	for _, s := range page {
-		out.Endpoints = append(out.Endpoints, epSummary{s.Name, s.Arn, s.CreationTime, s.Modified, s.Status})
-	}
-	return out, nil
+	return listOutput("Endpoints", page, next, func(s summary) epSummary {
+		return epSummary{s.Name, s.Arn, s.CreationTime, s.Modified, s.Status}
+	}), nil
 }

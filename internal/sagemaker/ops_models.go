@@ -147,31 +147,10 @@ func (a *API) deleteModel(ctx context.Context, body []byte) (any, error) {
 	return nil, a.svc.DeleteModel(ctx, *in.ModelName)
 }
 
-type summary struct {
-	Name         string
-	Arn          string
-	CreationTime Epoch
-	Modified     Epoch
-	Status       string
-}
-
 func (a *API) listModels(ctx context.Context, body []byte) (any, error) {
-	var in listInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	if err := in.validate("Name", "CreationTime"); err != nil {
-		return nil, err
-	}
-	ms, err := a.svc.ListModels(ctx)
-	if err != nil {
-		return nil, err
-	}
-	items := make([]summary, len(ms))
-	for i, m := range ms {
-		items[i] = summary{Name: m.Name, Arn: a.arn(endpoint.ResModel, m.Name), CreationTime: Epoch{Time: m.CreationTime}}
-	}
-	page, next, err := in.apply(items)
+	page, next, err := listPage(ctx, body, a.svc.ListModels, func(m endpoint.Model) summary {
+		return summary{Name: m.Name, Arn: a.arn(endpoint.ResModel, m.Name), CreationTime: Epoch{Time: m.CreationTime}}
+	}, "Name", "CreationTime")
 	if err != nil {
 		return nil, err
 	}
@@ -180,12 +159,5 @@ func (a *API) listModels(ctx context.Context, body []byte) (any, error) {
 		ModelArn     string `json:"ModelArn"`
 		CreationTime Epoch  `json:"CreationTime"`
 	}
-	out := struct {
-		Models    []modelSummary `json:"Models"`
-		NextToken string         `json:"NextToken,omitempty"`
-	}{Models: []modelSummary{}, NextToken: next}
-	for _, s := range page {
-		out.Models = append(out.Models, modelSummary{s.Name, s.Arn, s.CreationTime})
-	}
-	return out, nil
+	return listOutput("Models", page, next, func(s summary) modelSummary { return modelSummary{s.Name, s.Arn, s.CreationTime} }), nil
 }

@@ -1,16 +1,15 @@
 package sagemaker
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/awsjson/awsjsontest"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
@@ -39,28 +38,6 @@ func newPlansAPI(t *testing.T) (*httptest.Server, *clock.Fake) {
 	return srv, clk
 }
 
-func golden(t *testing.T, name string, raw []byte) {
-	t.Helper()
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, raw, "", "  "); err != nil {
-		t.Fatalf("not JSON: %s", raw)
-	}
-	path := filepath.Join("testdata", name+".json")
-	if *update {
-		if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if !bytes.Equal(pretty.Bytes(), want) {
-		t.Fatalf("%s differs:\ngot:\n%s\nwant:\n%s", path, pretty.Bytes(), want)
-	}
-}
-
 // TestTrainingPlanWireGolden pins the training-plan operations' JSON.
 func TestTrainingPlanWireGolden(t *testing.T) {
 	srv, clk := newPlansAPI(t)
@@ -71,7 +48,7 @@ func TestTrainingPlanWireGolden(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("search: %s", raw)
 	}
-	golden(t, "search_training_plan_offerings", raw)
+	awsjsontest.Golden(t, "search_training_plan_offerings", raw, *update)
 	var offers struct {
 		TrainingPlanOfferings []struct{ TrainingPlanOfferingId string }
 	}
@@ -107,7 +84,7 @@ func TestTrainingPlanWireGolden(t *testing.T) {
 					t.Fatalf("header %q vs body %q", hdr.Get("X-Amzn-ErrorType"), e["__type"])
 				}
 			}
-			golden(t, s.name, raw)
+			awsjsontest.Golden(t, s.name, raw, *update)
 		})
 	}
 }
