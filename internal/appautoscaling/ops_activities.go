@@ -5,26 +5,26 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
 type describeActivitiesInput struct {
-	ServiceNamespace           *string `json:"ServiceNamespace"`
-	ResourceId                 *string `json:"ResourceId"`
-	ScalableDimension          *string `json:"ScalableDimension"`
-	MaxResults                 *int    `json:"MaxResults"`
-	NextToken                  *string `json:"NextToken"`
-	IncludeNotScaledActivities *bool   `json:"IncludeNotScaledActivities"`
+	ServiceNamespace  *string `json:"ServiceNamespace"`
+	ResourceId        *string `json:"ResourceId"`
+	ScalableDimension *string `json:"ScalableDimension"`
+	awsjson.Paging
+	IncludeNotScaledActivities *bool `json:"IncludeNotScaledActivities"`
 }
 
 type describeActivitiesOutput struct {
 	ScalingActivities []ScalingActivity `json:"ScalingActivities"`
-	NextToken         *string           `json:"NextToken,omitempty"`
+	NextToken         string            `json:"NextToken,omitempty"`
 }
 
 func (a *API) describeScalingActivities(_ context.Context, body []byte) (any, error) {
 	var in describeActivitiesInput
-	if err := decode(body, &in); err != nil {
+	if err := awsjson.Decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationErrors
@@ -56,7 +56,7 @@ func (a *API) describeScalingActivities(_ context.Context, body []byte) (any, er
 	}
 	// Keys sort oldest first within a target; the API lists newest first.
 	sortActivitiesNewestFirst(kept)
-	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 50, 50)
+	start, end, next, err := page(&in.Paging, len(kept), 50)
 	if err != nil {
 		return nil, err
 	}
