@@ -10,9 +10,7 @@ import (
 )
 
 type describeActivitiesInput struct {
-	ServiceNamespace  *string `json:"ServiceNamespace"`
-	ResourceId        *string `json:"ResourceId"`
-	ScalableDimension *string `json:"ScalableDimension"`
+	targetRef
 	awsjson.Paging
 	IncludeNotScaledActivities *bool `json:"IncludeNotScaledActivities"`
 }
@@ -28,8 +26,7 @@ func (a *API) describeScalingActivities(_ context.Context, body []byte) (any, er
 		return nil, err
 	}
 	var ve validationErrors
-	ref := targetRef{in.ServiceNamespace, in.ResourceId, in.ScalableDimension}
-	ref.check(&ve, false)
+	in.check(&ve, false)
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}

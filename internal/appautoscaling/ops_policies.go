@@ -175,10 +175,8 @@ func (a *API) checkTargetTracking(c *TargetTrackingConfig) error {
 }
 
 type describePoliciesInput struct {
-	ServiceNamespace  *string  `json:"ServiceNamespace"`
-	PolicyNames       []string `json:"PolicyNames"`
-	ResourceId        *string  `json:"ResourceId"`
-	ScalableDimension *string  `json:"ScalableDimension"`
+	targetRef
+	PolicyNames []string `json:"PolicyNames"`
 	awsjson.Paging
 }
 
@@ -206,8 +204,7 @@ func (a *API) describeScalingPolicies(_ context.Context, body []byte) (any, erro
 		return nil, err
 	}
 	var ve validationErrors
-	ref := targetRef{in.ServiceNamespace, in.ResourceId, in.ScalableDimension}
-	ref.check(&ve, false)
+	in.check(&ve, false)
 	if len(in.PolicyNames) > 50 {
 		ve.Add(fmt.Sprintf("[%d items]", len(in.PolicyNames)), "policyNames", "Member must have length less than or equal to 50")
 	}

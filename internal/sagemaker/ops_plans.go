@@ -55,10 +55,20 @@ type reservedCapacityOffering struct {
 	InstanceType         string `json:"InstanceType"`
 	InstanceCount        int    `json:"InstanceCount"`
 	AvailabilityZone     string `json:"AvailabilityZone,omitempty"`
-	DurationHours        int    `json:"DurationHours"`
-	DurationMinutes      int    `json:"DurationMinutes"`
-	StartTime            *Epoch `json:"StartTime,omitempty"`
-	EndTime              *Epoch `json:"EndTime,omitempty"`
+	planSpan
+}
+
+// planSpan is how long a reservation lasts and when, as offerings, plans and
+// their reserved capacities all word it.
+type planSpan struct {
+	DurationHours   int    `json:"DurationHours"`
+	DurationMinutes int    `json:"DurationMinutes"`
+	StartTime       *Epoch `json:"StartTime,omitempty"`
+	EndTime         *Epoch `json:"EndTime,omitempty"`
+}
+
+func spanOf(hours int, start, end time.Time) planSpan {
+	return planSpan{DurationHours: hours, StartTime: awsjson.EpochOf(start), EndTime: awsjson.EpochOf(end)}
 }
 
 type trainingPlanOffering struct {
@@ -148,7 +158,7 @@ func (a *API) searchTrainingPlanOfferings(_ context.Context, body []byte) (any, 
 		for _, r := range o.Capacities {
 			w.ReservedCapacityOfferings = append(w.ReservedCapacityOfferings, reservedCapacityOffering{
 				InstanceType: o.InstanceType, InstanceCount: r.Count, AvailabilityZone: r.Zone,
-				DurationHours: o.DurationHours, StartTime: awsjson.EpochOf(o.Start), EndTime: awsjson.EpochOf(o.End)})
+				planSpan: spanOf(o.DurationHours, o.Start, o.End)})
 		}
 		out.TrainingPlanOfferings = append(out.TrainingPlanOfferings, w)
 	}
@@ -209,22 +219,16 @@ type reservedCapacitySummary struct {
 	TotalInstanceCount  int    `json:"TotalInstanceCount"`
 	Status              string `json:"Status"`
 	AvailabilityZone    string `json:"AvailabilityZone,omitempty"`
-	DurationHours       int    `json:"DurationHours"`
-	DurationMinutes     int    `json:"DurationMinutes"`
-	StartTime           *Epoch `json:"StartTime,omitempty"`
-	EndTime             *Epoch `json:"EndTime,omitempty"`
+	planSpan
 }
 
 // planOutput is DescribeTrainingPlan's output and ListTrainingPlans' summary.
 type planOutput struct {
-	TrainingPlanArn           string                    `json:"TrainingPlanArn"`
-	TrainingPlanName          string                    `json:"TrainingPlanName"`
-	Status                    string                    `json:"Status"`
-	StatusMessage             string                    `json:"StatusMessage,omitempty"`
-	DurationHours             int                       `json:"DurationHours"`
-	DurationMinutes           int                       `json:"DurationMinutes"`
-	StartTime                 *Epoch                    `json:"StartTime,omitempty"`
-	EndTime                   *Epoch                    `json:"EndTime,omitempty"`
+	TrainingPlanArn  string `json:"TrainingPlanArn"`
+	TrainingPlanName string `json:"TrainingPlanName"`
+	Status           string `json:"Status"`
+	StatusMessage    string `json:"StatusMessage,omitempty"`
+	planSpan
 	UpfrontFee                string                    `json:"UpfrontFee"`
 	CurrencyCode              string                    `json:"CurrencyCode"`
 	TotalInstanceCount        int                       `json:"TotalInstanceCount"`
@@ -239,7 +243,7 @@ type planOutput struct {
 
 func (a *API) planOut(v capacity.PlanView) planOutput {
 	o := planOutput{TrainingPlanArn: a.planArn(v.Name), TrainingPlanName: v.Name, Status: v.Status,
-		DurationHours: v.DurationHours, StartTime: awsjson.EpochOf(v.Start), EndTime: awsjson.EpochOf(v.End), UpfrontFee: v.UpfrontFee,
+		planSpan: spanOf(v.DurationHours, v.Start, v.End), UpfrontFee: v.UpfrontFee,
 		CurrencyCode: v.CurrencyCode, TotalInstanceCount: v.Total(), AvailableInstanceCount: v.Available,
 		InUseInstanceCount: v.InUse, TargetResources: v.TargetResources, UsedInstanceHours: v.Usage.InstanceHours[v.Key]}
 	switch v.Status {
@@ -252,7 +256,7 @@ func (a *API) planOut(v capacity.PlanView) planOutput {
 		o.ReservedCapacitySummaries = append(o.ReservedCapacitySummaries, reservedCapacitySummary{
 			ReservedCapacityArn: fmt.Sprintf("arn:aws:sagemaker:%s:%s:reserved-capacity/%s-%d", a.opts.Region, a.opts.AccountID, v.Key, i+1),
 			InstanceType:        v.InstanceType, TotalInstanceCount: r.Count, Status: v.Status, AvailabilityZone: r.Zone,
-			DurationHours: v.DurationHours, StartTime: awsjson.EpochOf(v.Start), EndTime: awsjson.EpochOf(v.End)})
+			planSpan: spanOf(v.DurationHours, v.Start, v.End)})
 	}
 	return o
 }
