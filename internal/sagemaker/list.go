@@ -2,6 +2,7 @@ package sagemaker
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 	"strings"
 
@@ -39,8 +40,13 @@ func (in *listInput) validate(sortKeys ...string) error {
 	return ve.Err()
 }
 
-// summary is what the List* operations filter, sort and page on.
+// summary is a model, endpoint configuration or endpoint as a List*
+// operation filters, sorts and answers with it: SageMaker's ModelSummary,
+// EndpointConfigSummary and EndpointSummary, the same record with the kind in
+// its member names ("ModelName", "EndpointConfigArn"). Only endpoints have a
+// status (and LastModifiedTime).
 type summary struct {
+	Kind         string // "Model", "EndpointConfig" or "Endpoint"
 	Name         string
 	Arn          string
 	CreationTime Epoch
@@ -48,40 +54,55 @@ type summary struct {
 	Status       string
 }
 
-// listPage is a List* operation up to its output: decode and check the
-// request, then list the resources and filter, sort and page their
-// summaries.
-func listPage[T any](ctx context.Context, body []byte, list func(context.Context) ([]T, error), sum func(T) summary, sortKeys ...string) ([]summary, string, error) {
+// MarshalJSON writes the members in SageMaker's order.
+func (s summary) MarshalJSON() ([]byte, error) {
+	members := []any{s.Kind + "Name", s.Name, s.Kind + "Arn", s.Arn, "CreationTime", s.CreationTime}
+	if s.Kind == "Endpoint" {
+		members = append(members, "LastModifiedTime", s.Modified, "EndpointStatus", s.Status)
+	}
+	b := []byte{'{'}
+	for i := 0; i < len(members); i += 2 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(members[i])
+		v, err := json.Marshal(members[i+1])
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// list is a List* operation: decode and check the request, read the
+// resources, filter, sort and page their summaries, and answer with the page
+// under member (and NextToken unless it is the last).
+func list[T any](ctx context.Context, body []byte, member string, read func(context.Context) ([]T, error), sum func(T) summary, sortKeys ...string) (any, error) {
 	var in listInput
 	if err := decode(body, &in); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := in.validate(sortKeys...); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	rs, err := list(ctx)
+	rs, err := read(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	items := make([]summary, len(rs))
 	for i, r := range rs {
 		items[i] = sum(r)
 	}
-	return in.apply(items)
-}
-
-// listOutput is a List* output: the page's wire summaries under member, and
-// NextToken unless the page is the last.
-func listOutput[W any](member string, page []summary, next string, wire func(summary) W) map[string]any {
-	ws := make([]W, len(page))
-	for i, s := range page {
-		ws[i] = wire(s)
+	page, next, err := in.apply(items)
+	if err != nil {
+		return nil, err
 	}
-	out := map[string]any{member: ws}
+	out := map[string]any{member: append([]summary{}, page...)}
 	if next != "" {
 		out["NextToken"] = next
 	}
-	return out
+	return out, nil
 }
 
 // apply filters, sorts and pages items. The default order is CreationTime,

@@ -115,16 +115,11 @@ type variantOut struct {
 }
 
 func (a *API) describeEndpointConfig(ctx context.Context, body []byte) (any, error) {
-	var in nameInput
-	if err := decode(body, &in); err != nil {
+	name, err := configName.of(body)
+	if err != nil {
 		return nil, err
 	}
-	var ve validationError
-	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
-	if err := ve.Err(); err != nil {
-		return nil, err
-	}
-	c, err := a.svc.GetEndpointConfig(ctx, *in.EndpointConfigName)
+	c, err := a.svc.GetEndpointConfig(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -146,30 +141,8 @@ func (a *API) describeEndpointConfig(ctx context.Context, body []byte) (any, err
 		c.AsyncInferenceConfig, c.KmsKeyId, c.ExecutionRoleArn, c.EnableNetworkIsolation}, nil
 }
 
-func (a *API) deleteEndpointConfig(ctx context.Context, body []byte) (any, error) {
-	var in nameInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	var ve validationError
-	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
-	if err := ve.Err(); err != nil {
-		return nil, err
-	}
-	return nil, a.svc.DeleteEndpointConfig(ctx, *in.EndpointConfigName)
-}
-
 func (a *API) listEndpointConfigs(ctx context.Context, body []byte) (any, error) {
-	page, next, err := listPage(ctx, body, a.svc.ListEndpointConfigs, func(c endpoint.EndpointConfig) summary {
-		return summary{Name: c.Name, Arn: a.arn(endpoint.ResConfig, c.Name), CreationTime: Epoch{Time: c.CreationTime}}
+	return list(ctx, body, "EndpointConfigs", a.svc.ListEndpointConfigs, func(c endpoint.EndpointConfig) summary {
+		return summary{Kind: "EndpointConfig", Name: c.Name, Arn: a.arn(endpoint.ResConfig, c.Name), CreationTime: Epoch{Time: c.CreationTime}}
 	}, "Name", "CreationTime")
-	if err != nil {
-		return nil, err
-	}
-	type cfgSummary struct {
-		EndpointConfigName string `json:"EndpointConfigName"`
-		EndpointConfigArn  string `json:"EndpointConfigArn"`
-		CreationTime       Epoch  `json:"CreationTime"`
-	}
-	return listOutput("EndpointConfigs", page, next, func(s summary) cfgSummary { return cfgSummary{s.Name, s.Arn, s.CreationTime} }), nil
 }

@@ -257,35 +257,9 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 	return map[string]string{"EndpointArn": a.arn(endpoint.ResEndpoint, ep.Name)}, nil
 }
 
-func (a *API) deleteEndpoint(ctx context.Context, body []byte) (any, error) {
-	var in nameInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	var ve validationError
-	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
-	if err := ve.Err(); err != nil {
-		return nil, err
-	}
-	return nil, a.svc.DeleteEndpoint(ctx, *in.EndpointName)
-}
-
 func (a *API) listEndpoints(ctx context.Context, body []byte) (any, error) {
-	page, next, err := listPage(ctx, body, a.svc.ListEndpoints, func(ep endpoint.Endpoint) summary {
-		return summary{Name: ep.Name, Arn: a.arn(endpoint.ResEndpoint, ep.Name), CreationTime: Epoch{Time: ep.CreationTime},
+	return list(ctx, body, "Endpoints", a.svc.ListEndpoints, func(ep endpoint.Endpoint) summary {
+		return summary{Kind: "Endpoint", Name: ep.Name, Arn: a.arn(endpoint.ResEndpoint, ep.Name), CreationTime: Epoch{Time: ep.CreationTime},
 			Modified: Epoch{Time: ep.LastModifiedTime}, Status: ep.Status}
 	}, "Name", "CreationTime", "Status")
-	if err != nil {
-		return nil, err
-	}
-	type epSummary struct {
-		EndpointName     string `json:"EndpointName"`
-		EndpointArn      string `json:"EndpointArn"`
-		CreationTime     Epoch  `json:"CreationTime"`
-		LastModifiedTime Epoch  `json:"LastModifiedTime"`
-		EndpointStatus   string `json:"EndpointStatus"`
-	}
-	return listOutput("Endpoints", page, next, func(s summary) epSummary {
-		return epSummary{s.Name, s.Arn, s.CreationTime, s.Modified, s.Status}
-	}), nil
 }
