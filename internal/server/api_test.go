@@ -24,6 +24,7 @@ import (
 	smrtypes "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/capstan-dev/capstan/internal/awsjson/awsjsontest"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/runtime"
@@ -374,21 +375,14 @@ func TestRawProtocol(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodPost, h.url+"/", strings.NewReader(tc.body))
-			req.Header.Set("X-Amz-Target", tc.target)
-			req.Header.Set("Content-Type", "application/x-amz-json-1.1")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			status, hdr, raw := awsjsontest.Call(t, h.url, tc.target, tc.body)
 			var body map[string]any
-			_ = json.NewDecoder(resp.Body).Decode(&body)
-			if resp.StatusCode != tc.status || resp.Header.Get("x-amzn-RequestId") == "" {
-				t.Fatalf("status %d (request id %q), body %v", resp.StatusCode, resp.Header.Get("x-amzn-RequestId"), body)
+			_ = json.Unmarshal(raw, &body)
+			if status != tc.status || hdr.Get("x-amzn-RequestId") == "" {
+				t.Fatalf("status %d (request id %q), body %v", status, hdr.Get("x-amzn-RequestId"), body)
 			}
-			if tc.code != "" && (body["__type"] != tc.code || resp.Header.Get("X-Amzn-ErrorType") != tc.code || body["message"] == "") {
-				t.Fatalf("body %v header %q, want %s", body, resp.Header.Get("X-Amzn-ErrorType"), tc.code)
+			if tc.code != "" && (body["__type"] != tc.code || hdr.Get("X-Amzn-ErrorType") != tc.code || body["message"] == "") {
+				t.Fatalf("body %v header %q, want %s", body, hdr.Get("X-Amzn-ErrorType"), tc.code)
 			}
 		})
 	}
