@@ -9,15 +9,18 @@ import (
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
-type describeActivitiesInput struct {
-	targetRef
-	awsjson.Paging
-	IncludeNotScaledActivities *bool `json:"IncludeNotScaledActivities"`
-}
-
 type describeActivitiesOutput struct {
 	ScalingActivities []ScalingActivity `json:"ScalingActivities"`
 	NextToken         string            `json:"NextToken,omitempty"`
+}
+
+type describeActivitiesInput struct {
+	ServiceNamespace           *string `json:"ServiceNamespace"`
+	ResourceId                 *string `json:"ResourceId"`
+	ScalableDimension          *string `json:"ScalableDimension"`
+	MaxResults                 *int    `json:"MaxResults"`
+	NextToken                  *string `json:"NextToken"`
+	IncludeNotScaledActivities *bool   `json:"IncludeNotScaledActivities"`
 }
 
 func (a *API) describeScalingActivities(_ context.Context, body []byte) (any, error) {
@@ -26,7 +29,8 @@ func (a *API) describeScalingActivities(_ context.Context, body []byte) (any, er
 		return nil, err
 	}
 	var ve validationErrors
-	in.check(&ve, false)
+	ref := targetRef{in.ServiceNamespace, in.ResourceId, in.ScalableDimension}
+	ref.check(&ve, false)
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
@@ -53,7 +57,7 @@ func (a *API) describeScalingActivities(_ context.Context, body []byte) (any, er
 	}
 	// Keys sort oldest first within a target; the API lists newest first.
 	sortActivitiesNewestFirst(kept)
-	start, end, next, err := page(&in.Paging, len(kept), 50)
+	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 50)
 	if err != nil {
 		return nil, err
 	}

@@ -175,9 +175,12 @@ func (a *API) checkTargetTracking(c *TargetTrackingConfig) error {
 }
 
 type describePoliciesInput struct {
-	targetRef
-	PolicyNames []string `json:"PolicyNames"`
-	awsjson.Paging
+	ServiceNamespace  *string  `json:"ServiceNamespace"`
+	PolicyNames       []string `json:"PolicyNames"`
+	ResourceId        *string  `json:"ResourceId"`
+	ScalableDimension *string  `json:"ScalableDimension"`
+	MaxResults        *int     `json:"MaxResults"`
+	NextToken         *string  `json:"NextToken"`
 }
 
 // ScalingPolicy is the wire shape of a policy.
@@ -204,7 +207,8 @@ func (a *API) describeScalingPolicies(_ context.Context, body []byte) (any, erro
 		return nil, err
 	}
 	var ve validationErrors
-	in.check(&ve, false)
+	ref := targetRef{in.ServiceNamespace, in.ResourceId, in.ScalableDimension}
+	ref.check(&ve, false)
 	if len(in.PolicyNames) > 50 {
 		ve.Add(fmt.Sprintf("[%d items]", len(in.PolicyNames)), "policyNames", "Member must have length less than or equal to 50")
 	}
@@ -243,7 +247,7 @@ func (a *API) describeScalingPolicies(_ context.Context, body []byte) (any, erro
 		}
 		return kept[i].key() < kept[j].key()
 	})
-	start, end, next, err := page(&in.Paging, len(kept), 10)
+	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 10)
 	if err != nil {
 		return nil, err
 	}

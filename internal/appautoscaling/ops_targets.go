@@ -142,7 +142,8 @@ type describeTargetsInput struct {
 	ServiceNamespace  *string  `json:"ServiceNamespace"`
 	ResourceIds       []string `json:"ResourceIds"`
 	ScalableDimension *string  `json:"ScalableDimension"`
-	awsjson.Paging
+	MaxResults        *int     `json:"MaxResults"`
+	NextToken         *string  `json:"NextToken"`
 }
 
 // ScalableTarget is the wire shape of a registered target.
@@ -219,7 +220,7 @@ func (a *API) describeScalableTargets(_ context.Context, body []byte) (any, erro
 		}
 		return kept[i].Key.String() < kept[j].Key.String()
 	})
-	start, end, next, err := page(&in.Paging, len(kept), 50)
+	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 50)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,11 @@ func (r *targetRef) resolve() (targetKey, string, string, error) {
 
 // page cuts n items into one page: MaxResults in [1, hi] (hi when absent)
 // and a NextToken this server issued.
-func page(p *awsjson.Paging, n, hi int) (start, end int, next string, err error) {
+func page(n int, maxResults *int, token *string, hi int) (start, end int, next string, err error) {
+	p := awsjson.Paging{MaxResults: maxResults}
+	if token != nil {
+		p.NextToken = *token
+	}
 	var ve awsjson.Violations
 	p.CheckMaxResults(&ve, hi)
 	if err := ve.Err(); err != nil {

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 )
 
-// Paging is the NextToken and MaxResults members of a list operation. A
-// NextToken is opaque to clients: base64 of the offset where the next page
-// starts, so a listing needs no server-side cursor.
+// Paging is a list request's NextToken and MaxResults. A NextToken is
+// opaque to clients: base64 of the offset where the next page starts, so a
+// listing needs no server-side cursor. (Requests decode the members into
+// their own fields: a decoding error names the field's struct path.)
 type Paging struct {
-	NextToken  string `json:"NextToken"`
-	MaxResults *int   `json:"MaxResults"`
+	NextToken  string
+	MaxResults *int
 }
 
 type pageToken struct {
@@ -18,7 +19,7 @@ type pageToken struct {
 }
 
 // CheckMaxResults records a MaxResults outside [1, hi].
-func (p *Paging) CheckMaxResults(ve *Violations, hi int) {
+func (p Paging) CheckMaxResults(ve *Violations, hi int) {
 	ve.IntRange(p.MaxResults, 1, hi, "maxResults")
 }
 
@@ -26,7 +27,7 @@ func (p *Paging) CheckMaxResults(ve *Violations, hi int) {
 // empty), at most MaxResults long (def when absent). next is the token of
 // the page after it, "" on the last. ok is false when NextToken is not one
 // Page issued for at most n items.
-func (p *Paging) Page(n, def int) (start, end int, next string, ok bool) {
+func (p Paging) Page(n, def int) (start, end int, next string, ok bool) {
 	start, ok = ParseToken(p.NextToken)
 	if !ok || start > n {
 		return 0, 0, "", false

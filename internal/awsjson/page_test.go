@@ -51,7 +51,7 @@ func TestPageRefusesForeignTokens(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, _, _, ok := (&Paging{NextToken: tt.token}).Page(tt.n, 10); ok {
+			if _, _, _, ok := (Paging{NextToken: tt.token}).Page(tt.n, 10); ok {
 				t.Fatalf("Page accepted %q for %d items", tt.token, tt.n)
 			}
 		})
@@ -75,7 +75,7 @@ func TestCheckMaxResults(t *testing.T) {
 		{51, "1 validation error detected: Value '51' at 'maxResults' failed to satisfy constraint: Member must have value less than or equal to 50"},
 	} {
 		var ve Violations
-		(&Paging{MaxResults: &tt.v}).CheckMaxResults(&ve, 50)
+		Paging{MaxResults: &tt.v}.CheckMaxResults(&ve, 50)
 		got := ""
 		if err := ve.Err(); err != nil {
 			got = err.Error()

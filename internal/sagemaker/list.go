@@ -11,9 +11,10 @@ import (
 
 // listInput is the common shape of the List* operations.
 type listInput struct {
-	SortBy    string `json:"SortBy"`
-	SortOrder string `json:"SortOrder"`
-	awsjson.Paging
+	SortBy                 string `json:"SortBy"`
+	SortOrder              string `json:"SortOrder"`
+	NextToken              string `json:"NextToken"`
+	MaxResults             *int   `json:"MaxResults"`
 	NameContains           string `json:"NameContains"`
 	CreationTimeBefore     *Epoch `json:"CreationTimeBefore"`
 	CreationTimeAfter      *Epoch `json:"CreationTimeAfter"`
@@ -22,13 +23,17 @@ type listInput struct {
 	StatusEquals           string `json:"StatusEquals"`
 }
 
+func (in *listInput) paging() awsjson.Paging {
+	return awsjson.Paging{NextToken: in.NextToken, MaxResults: in.MaxResults}
+}
+
 var endpointStatuses = []string{"OutOfService", "Creating", "Updating", "SystemUpdating", "RollingBack", "InService", "Deleting", "Failed", "UpdateRollbackFailed"}
 
 func (in *listInput) validate(sortKeys ...string) error {
 	var ve validationError
 	ve.enum(in.SortBy, "sortBy", sortKeys...)
 	ve.enum(in.SortOrder, "sortOrder", "Ascending", "Descending")
-	in.CheckMaxResults(&ve.Violations, 100)
+	in.paging().CheckMaxResults(&ve.Violations, 100)
 	ve.maxLen(in.NextToken, 8192, "nextToken")
 	if in.NameContains != "" {
 		ve.maxLen(in.NameContains, 63, "nameContains")
@@ -152,7 +157,7 @@ func (in *listInput) apply(items []summary) ([]summary, string, error) {
 	} else {
 		sort.SliceStable(kept, func(i, j int) bool { return less(j, i) })
 	}
-	start, end, next, ok := in.Page(len(kept), 10)
+	start, end, next, ok := in.paging().Page(len(kept), 10)
 	if !ok {
 		return nil, "", awsjson.Validationf("Invalid pagination token because \"%s\" is not a token this server issued.", in.NextToken)
 	}

@@ -295,7 +295,8 @@ func (a *API) listTrainingPlans(_ context.Context, body []byte) (any, error) {
 		return nil, err
 	}
 	var in struct {
-		awsjson.Paging
+		NextToken       string       `json:"NextToken"`
+		MaxResults      *int         `json:"MaxResults"`
 		StartTimeAfter  *Epoch       `json:"StartTimeAfter"`
 		StartTimeBefore *Epoch       `json:"StartTimeBefore"`
 		SortBy          string       `json:"SortBy"`
@@ -307,7 +308,8 @@ func (a *API) listTrainingPlans(_ context.Context, body []byte) (any, error) {
 	}
 	var ve validationError
 	ve.maxLen(in.NextToken, 8192, "nextToken")
-	in.CheckMaxResults(&ve.Violations, 100)
+	pg := awsjson.Paging{NextToken: in.NextToken, MaxResults: in.MaxResults}
+	pg.CheckMaxResults(&ve.Violations, 100)
 	ve.enum(in.SortBy, "sortBy", "TrainingPlanName", "StartTime", "Status")
 	ve.enum(in.SortOrder, "sortOrder", "Ascending", "Descending")
 	if in.Filters != nil {
@@ -364,7 +366,7 @@ func (a *API) listTrainingPlans(_ context.Context, body []byte) (any, error) {
 		}
 		return less(i, j)
 	})
-	start, end, next, ok := in.Page(len(kept), 10)
+	start, end, next, ok := pg.Page(len(kept), 10)
 	if !ok {
 		return nil, errToken
 	}
