@@ -105,35 +105,43 @@ func TestPagination(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var req map[string]any
-			_ = json.Unmarshal([]byte(tc.req), &req)
-			for i, page := range tc.want {
-				b, _ := json.Marshal(req)
-				st, _, raw := call(t, srv.URL, "ListEndpoints", string(b))
-				if st != 200 {
-					t.Fatalf("page %d: %s", i, raw)
-				}
-				var out struct {
-					Endpoints []struct{ EndpointName string }
-					NextToken string
-				}
-				_ = json.Unmarshal(raw, &out)
-				var got []string
-				for _, e := range out.Endpoints {
-					got = append(got, e.EndpointName)
-				}
-				if strings.Join(got, ",") != strings.Join(page, ",") {
-					t.Fatalf("page %d = %v, want %v", i, got, page)
-				}
-				if (out.NextToken != "") != (i < len(tc.want)-1) {
-					t.Fatalf("page %d NextToken %q", i, out.NextToken)
-				}
-				req["NextToken"] = out.NextToken
-			}
+			checkPages(t, srv.URL, "ListEndpoints", tc.req, "Endpoints", "EndpointName", tc.want)
 		})
 	}
 	if st, _, raw := call(t, srv.URL, "ListEndpoints", `{"NextToken":"garbage"}`); st != 400 || !strings.Contains(string(raw), "ValidationException") {
 		t.Fatalf("bad token: %d %s", st, raw)
+	}
+}
+
+// checkPages lists op from req, following NextToken, and checks each page's
+// names (the nameKey of each item under member) against want, and that only
+// the last page has no NextToken.
+func checkPages(t *testing.T, url, op, req, member, nameKey string, want [][]string) {
+	t.Helper()
+	var in map[string]any
+	_ = json.Unmarshal([]byte(req), &in)
+	for i, page := range want {
+		b, _ := json.Marshal(in)
+		st, _, raw := call(t, url, op, string(b))
+		if st != 200 {
+			t.Fatalf("page %d: %s", i, raw)
+		}
+		var out map[string]any
+		_ = json.Unmarshal(raw, &out)
+		var got []string
+		items, _ := out[member].([]any)
+		for _, item := range items {
+			name, _ := item.(map[string]any)[nameKey].(string)
+			got = append(got, name)
+		}
+		if strings.Join(got, ",") != strings.Join(page, ",") {
+			t.Fatalf("page %d = %v, want %v", i, got, page)
+		}
+		next, _ := out["NextToken"].(string)
+		if (next != "") != (i < len(want)-1) {
+			t.Fatalf("page %d NextToken %q", i, next)
+		}
+		in["NextToken"] = next
 	}
 }
 

@@ -162,31 +162,7 @@ func TestListTrainingPlansPagination(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var req map[string]any
-			_ = json.Unmarshal([]byte(tc.req), &req)
-			for i, page := range tc.want {
-				b, _ := json.Marshal(req)
-				st, _, raw := call(t, srv.URL, "ListTrainingPlans", string(b))
-				if st != 200 {
-					t.Fatalf("page %d: %s", i, raw)
-				}
-				var out struct {
-					TrainingPlanSummaries []struct{ TrainingPlanName string }
-					NextToken             string
-				}
-				_ = json.Unmarshal(raw, &out)
-				var got []string
-				for _, p := range out.TrainingPlanSummaries {
-					got = append(got, p.TrainingPlanName)
-				}
-				if strings.Join(got, ",") != strings.Join(page, ",") {
-					t.Fatalf("page %d = %v, want %v", i, got, page)
-				}
-				if (out.NextToken != "") != (i < len(tc.want)-1) {
-					t.Fatalf("page %d NextToken %q", i, out.NextToken)
-				}
-				req["NextToken"] = out.NextToken
-			}
+			checkPages(t, srv.URL, "ListTrainingPlans", tc.req, "TrainingPlanSummaries", "TrainingPlanName", tc.want)
 		})
 	}
 }
