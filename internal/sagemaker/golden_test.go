@@ -66,20 +66,27 @@ func TestWireGolden(t *testing.T) {
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			clk.Step(time.Second)
-			status, hdr, raw := call(t, srv.URL, s.op, s.body)
-			if status != s.status {
-				t.Fatalf("status %d, want %d: %s", status, s.status, raw)
-			}
-			if status != 200 {
-				var e map[string]string
-				_ = json.Unmarshal(raw, &e)
-				if hdr.Get("X-Amzn-ErrorType") != e["__type"] {
-					t.Fatalf("header %q vs body %q", hdr.Get("X-Amzn-ErrorType"), e["__type"])
-				}
-			}
-			awsjsontest.Golden(t, s.name, raw, *update)
+			goldenCall(t, srv.URL, s.op, s.body, s.status, s.name)
 		})
 	}
+}
+
+// goldenCall sends body as op, expects status (an error's __type also in
+// X-Amzn-ErrorType) and compares the body with testdata/<name>.json.
+func goldenCall(t *testing.T, url, op, body string, status int, name string) {
+	t.Helper()
+	st, hdr, raw := call(t, url, op, body)
+	if st != status {
+		t.Fatalf("status %d, want %d: %s", st, status, raw)
+	}
+	if st != 200 {
+		var e map[string]string
+		_ = json.Unmarshal(raw, &e)
+		if hdr.Get("X-Amzn-ErrorType") != e["__type"] {
+			t.Fatalf("header %q vs body %q", hdr.Get("X-Amzn-ErrorType"), e["__type"])
+		}
+	}
+	awsjsontest.Golden(t, name, raw, *update)
 }
 
 func TestPagination(t *testing.T) {

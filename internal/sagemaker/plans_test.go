@@ -73,18 +73,7 @@ func TestTrainingPlanWireGolden(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			status, hdr, raw := call(t, srv.URL, s.op, s.body)
-			if status != s.status {
-				t.Fatalf("status %d, want %d: %s", status, s.status, raw)
-			}
-			if status != 200 {
-				var e map[string]string
-				_ = json.Unmarshal(raw, &e)
-				if hdr.Get("X-Amzn-ErrorType") != e["__type"] {
-					t.Fatalf("header %q vs body %q", hdr.Get("X-Amzn-ErrorType"), e["__type"])
-				}
-			}
-			awsjsontest.Golden(t, s.name, raw, *update)
+			goldenCall(t, srv.URL, s.op, s.body, s.status, s.name)
 		})
 	}
 }
