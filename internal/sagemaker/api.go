@@ -75,7 +75,6 @@ func NewAPI(svc *endpoint.Service, o Options) *API {
 		"DescribeTrainingPlan":               a.describeTrainingPlan,
 		"ListTrainingPlans":                  a.listTrainingPlans,
 	}
-
 	a.h = &awsjson.Handler{Prefix: "SageMaker.", Name: "control API", Ops: a.ops, MaxBodyBytes: o.MaxBodyBytes,
 		ToWire: a.toWire, TooLargeCode: CodeTooLarge, InternalCode: CodeInternal,
 		MessageMember: "message", EscapeHTML: true, Log: o.Logger}

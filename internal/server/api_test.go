@@ -104,6 +104,17 @@ func (h *harness) setup(t testing.TB, model, cfgName string, count int32) {
 	}
 }
 
+// serving creates model m1, config c1 (one ml.g5.xlarge) and endpoint name,
+// and waits until the endpoint is InService.
+func (h *harness) serving(t *testing.T, name string) {
+	t.Helper()
+	h.setup(t, "m1", "c1", 1)
+	if _, err := h.sm.CreateEndpoint(context.Background(), &sm.CreateEndpointInput{EndpointName: aws.String(name), EndpointConfigName: aws.String("c1")}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(t, name, smtypes.EndpointStatusInService)
+}
+
 func (h *harness) waitStatus(t *testing.T, name string, want smtypes.EndpointStatus) *sm.DescribeEndpointOutput {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -239,11 +250,7 @@ func apiCode(err error) (string, string) {
 func TestControlAPIErrors(t *testing.T) {
 	h := startHarness(t, config.Config{Fleet: map[string]map[string]int{"ml.g5.xlarge": {"us-east-1a": 2}}})
 	ctx := context.Background()
-	h.setup(t, "m1", "c1", 1)
-	if _, err := h.sm.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String("c1")}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitStatus(t, "ep", smtypes.EndpointStatusInService)
+	h.serving(t, "ep")
 	arn := func(kind, name string) string { return "arn:aws:sagemaker:us-east-1:000000000000:" + kind + "/" + name }
 	tests := []struct {
 		name string

@@ -59,11 +59,7 @@ func rawCall(t *testing.T, url, op, body string) (int, map[string]any) {
 func TestCountLimitsAtTheAPI(t *testing.T) {
 	h := startHarness(t, config.Config{Fleet: map[string]map[string]int{"ml.g5.xlarge": {"us-east-1a": 2}}})
 	ctx := context.Background()
-	h.setup(t, "m1", "c1", 1)
-	if _, err := h.sm.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String("c1")}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitStatus(t, "ep", smtypes.EndpointStatusInService)
+	h.serving(t, "ep")
 
 	variant := func(name string, n int32) smtypes.ProductionVariant {
 		return smtypes.ProductionVariant{VariantName: aws.String(name), ModelName: aws.String("m1"),
