@@ -47,7 +47,8 @@ type Handler struct {
 	// EscapeHTML escapes <, > and & in bodies (\u003c…), as the SageMaker
 	// API always has; Application Auto Scaling does not, as AWS does not.
 	EscapeHTML bool
-	Log        *slog.Logger
+	// Log gets internal errors (Error) and refusals (Debug); required.
+	Log *slog.Logger
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -66,6 +67,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, op, Errorf(http.StatusBadRequest, CodeUnknownOperation, "Operation %q is not supported.", target))
 		return
 	}
+	// sigv4.ReadBody returns the body the signature check already read, or
+	// reads it within MaxBodyBytes.
 	body, err := sigv4.ReadBody(w, r, h.MaxBodyBytes)
 	if err != nil {
 		h.writeError(w, op, err)

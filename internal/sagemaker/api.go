@@ -31,7 +31,6 @@ type Options struct {
 type API struct {
 	svc  *endpoint.Service
 	opts Options
-	ops  map[string]awsjson.Op
 	h    *awsjson.Handler
 }
 
@@ -55,7 +54,7 @@ func NewAPI(svc *endpoint.Service, o Options) *API {
 		o.Logger = slog.Default()
 	}
 	a := &API{svc: svc, opts: o}
-	a.ops = map[string]awsjson.Op{
+	ops := map[string]awsjson.Op{
 		"CreateModel":                        a.createModel,
 		"DescribeModel":                      a.describeModel,
 		"DeleteModel":                        deleteOp(modelName, svc.DeleteModel),
@@ -75,7 +74,7 @@ func NewAPI(svc *endpoint.Service, o Options) *API {
 		"DescribeTrainingPlan":               a.describeTrainingPlan,
 		"ListTrainingPlans":                  a.listTrainingPlans,
 	}
-	a.h = &awsjson.Handler{Prefix: "SageMaker.", Name: "control API", Ops: a.ops, MaxBodyBytes: o.MaxBodyBytes,
+	a.h = &awsjson.Handler{Prefix: "SageMaker.", Name: "control API", Ops: ops, MaxBodyBytes: o.MaxBodyBytes,
 		ToWire: a.toWire, TooLargeCode: CodeTooLarge, InternalCode: CodeInternal,
 		MessageMember: "message", EscapeHTML: true, Log: o.Logger}
 	return a

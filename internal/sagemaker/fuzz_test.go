@@ -68,8 +68,8 @@ func newFuzzEnv(t *testing.T) *fuzzEnv {
 // opNames are the operations the API serves, in order, and one it does not.
 func opNames() []string {
 	api := NewAPI(nil, Options{})
-	ops := make([]string, 0, len(api.ops)+1)
-	for op := range api.ops {
+	ops := make([]string, 0, len(api.h.Ops)+1)
+	for op := range api.h.Ops {
 		ops = append(ops, op)
 	}
 	slices.Sort(ops)
