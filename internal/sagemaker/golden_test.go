@@ -57,6 +57,7 @@ func TestWireGolden(t *testing.T) {
 		{"describe_endpoint_creating", "DescribeEndpoint", `{"EndpointName":"Ep-1"}`, 200},
 		{"list_endpoints", "ListEndpoints", `{"MaxResults":5,"SortBy":"Name","SortOrder":"Ascending"}`, 200},
 		{"list_models", "ListModels", `{}`, 200},
+		{"list_endpoint_configs", "ListEndpointConfigs", `{"SortBy":"Name"}`, 200},
 		{"error_not_found", "DescribeEndpoint", `{"EndpointName":"Missing"}`, 400},
 		{"error_in_progress", "UpdateEndpoint", `{"EndpointName":"Ep-1","EndpointConfigName":"cfg"}`, 400},
 		{"error_validation", "CreateEndpointConfig", `{"EndpointConfigName":"x_y","ProductionVariants":[{"VariantName":"v","ModelName":"My-Model","InstanceType":"ml.nope","InitialInstanceCount":0,"InitialVariantWeight":-1}]}`, 400},
