@@ -1,12 +1,7 @@
 package appautoscaling
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -17,16 +12,12 @@ import (
 	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
 	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/clock"
-	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
-const (
-	contentType = "application/x-amz-json-1.1"
-	// TargetPrefix is the X-Amz-Target prefix of every operation; the server
-	// dispatches requests carrying it to this package's handler.
-	TargetPrefix = "AnyScaleFrontendService."
-)
+// TargetPrefix is the X-Amz-Target prefix of every operation; the server
+// dispatches requests carrying it to this package's handler.
+const TargetPrefix = "AnyScaleFrontendService."
 
 // Server-side limits.
 const (
@@ -148,7 +139,7 @@ func (o *Options) defaults() {
 		o.NewReader = func(ep string) Reader { return triggers.NewCloudWatchReader(src, clk, ep) }
 	}
 	if o.NewID == nil {
-		o.NewID = newUUID
+		o.NewID = awsjson.UUID
 	}
 }
 
@@ -160,7 +151,7 @@ type API struct {
 	log  *slog.Logger
 	clk  clock.Clock
 	ctl  *Controller
-	ops  map[string]func(ctx context.Context, body []byte) (any, error)
+	h    *awsjson.Handler
 }
 
 var (
@@ -173,7 +164,7 @@ func NewAPI(st *store.Store, v Variants, o Options) *API {
 	o.defaults()
 	a := &API{st: st, v: v, opts: o, log: o.Logger, clk: o.Clock}
 	a.ctl = newController(st, v, o)
-	a.ops = map[string]func(context.Context, []byte) (any, error){
+	ops := map[string]awsjson.Op{
 		"RegisterScalableTarget":    a.registerScalableTarget,
 		"DescribeScalableTargets":   a.describeScalableTargets,
 		"DeregisterScalableTarget":  a.deregisterScalableTarget,
@@ -182,6 +173,9 @@ func NewAPI(st *store.Store, v Variants, o Options) *API {
 		"DeleteScalingPolicy":       a.deleteScalingPolicy,
 		"DescribeScalingActivities": a.describeScalingActivities,
 	}
+	a.h = &awsjson.Handler{Prefix: TargetPrefix, Name: "Application Auto Scaling API", Ops: ops, MaxBodyBytes: o.MaxBodyBytes,
+		ToWire: a.toWire, TooLargeCode: CodeRequestTooLarge, InternalCode: CodeInternal,
+		MessageMember: "Message", Log: o.Logger}
 	return a
 }
 
@@ -193,62 +187,7 @@ func (a *API) Run(ctx context.Context) { a.ctl.Run(ctx) }
 func (a *API) Controller() *Controller { return a.ctl }
 
 // ServeHTTP dispatches on X-Amz-Target.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("x-amzn-RequestId", newUUID())
-	target := r.Header.Get("X-Amz-Target")
-	op, ok := strings.CutPrefix(target, TargetPrefix)
-	if r.Method != http.MethodPost {
-		a.writeError(w, op, newAPIError(http.StatusMethodNotAllowed, CodeUnknownOperation, "The Application Auto Scaling API accepts only POST /."))
-		return
-	}
-	fn := a.ops[op]
-	if !ok || fn == nil {
-		a.writeError(w, op, newAPIError(http.StatusBadRequest, CodeUnknownOperation, "Operation %q is not supported.", target))
-		return
-	}
-	body, err := sigv4.ReadBody(w, r, a.opts.MaxBodyBytes)
-	if err != nil {
-		a.writeError(w, op, err)
-		return
-	}
-	out, err := fn(r.Context(), body)
-	if err != nil {
-		a.writeError(w, op, err)
-		return
-	}
-	w.Header().Set("Content-Type", contentType)
-	if out == nil {
-		out = struct{}{}
-	}
-	writeJSON(w, out)
-}
-
-// writeJSON encodes v without HTML escaping (AWS does not escape <, >, &).
-func writeJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-// decode parses a JSON body; an empty body is {}. Unknown members are
-// ignored, as AWS services ignore members newer than they know.
-func decode(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		body = []byte("{}")
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return newAPIError(http.StatusBadRequest, CodeSerialization, "Could not parse the request body: %v", err)
-	}
-	return nil
-}
-
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.h.ServeHTTP(w, r) }
 
 // targetARNSuffix makes the 36-character hex id of a scalable target ARN
 // (AWS's ids have that shape) from a UUID.

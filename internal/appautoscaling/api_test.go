@@ -1,14 +1,10 @@
 package appautoscaling
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	aas "github.com/aws/aws-sdk-go-v2/service/applicationautoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/applicationautoscaling/types"
+
+	"github.com/capstan-dev/capstan/internal/awsjson/awsjsontest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -278,38 +276,7 @@ func TestPagination(t *testing.T) {
 // call posts a raw request.
 func call(t *testing.T, url, op, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/", strings.NewReader(body))
-	req.Header.Set("X-Amz-Target", TargetPrefix+op)
-	req.Header.Set("Content-Type", contentType)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, raw
-}
-
-func checkGolden(t *testing.T, name string, raw []byte) {
-	t.Helper()
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, raw, "", "  "); err != nil {
-		t.Fatalf("not JSON: %s", raw)
-	}
-	path := filepath.Join("testdata", name+".json")
-	if *update {
-		if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if !bytes.Equal(pretty.Bytes(), want) {
-		t.Fatalf("%s differs:\ngot:\n%s\nwant:\n%s", path, pretty.Bytes(), want)
-	}
+	return awsjsontest.Call(t, url, TargetPrefix+op, body)
 }
 
 const (
@@ -381,7 +348,7 @@ func TestValidationGolden(t *testing.T) {
 					t.Fatalf("code %q / header %q, want %s: %s", body["__type"], hdr.Get("X-Amzn-ErrorType"), s.code, raw)
 				}
 			}
-			checkGolden(t, s.name, raw)
+			awsjsontest.Golden(t, s.name, raw, *update)
 		})
 	}
 }

@@ -5,8 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/store"
 )
+
+type describeActivitiesOutput struct {
+	ScalingActivities []ScalingActivity `json:"ScalingActivities"`
+	NextToken         string            `json:"NextToken,omitempty"`
+}
 
 type describeActivitiesInput struct {
 	ServiceNamespace           *string `json:"ServiceNamespace"`
@@ -17,14 +23,9 @@ type describeActivitiesInput struct {
 	IncludeNotScaledActivities *bool   `json:"IncludeNotScaledActivities"`
 }
 
-type describeActivitiesOutput struct {
-	ScalingActivities []ScalingActivity `json:"ScalingActivities"`
-	NextToken         *string           `json:"NextToken,omitempty"`
-}
-
 func (a *API) describeScalingActivities(_ context.Context, body []byte) (any, error) {
 	var in describeActivitiesInput
-	if err := decode(body, &in); err != nil {
+	if err := awsjson.Decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationErrors
@@ -56,7 +57,7 @@ func (a *API) describeScalingActivities(_ context.Context, body []byte) (any, er
 	}
 	// Keys sort oldest first within a target; the API lists newest first.
 	sortActivitiesNewestFirst(kept)
-	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 50, 50)
+	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 50)
 	if err != nil {
 		return nil, err
 	}

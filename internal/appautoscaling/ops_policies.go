@@ -37,12 +37,12 @@ const (
 
 func (a *API) putScalingPolicy(_ context.Context, body []byte) (any, error) {
 	var in putPolicyInput
-	if err := decode(body, &in); err != nil {
+	if err := awsjson.Decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationErrors
-	if ve.required(in.PolicyName != nil, "policyName") {
-		ve.length(*in.PolicyName, 1, 256, "policyName")
+	if ve.Required(in.PolicyName != nil, "policyName") {
+		ve.Length(*in.PolicyName, 1, 256, "policyName")
 		if *in.PolicyName != "" && !patPrintable.MatchString(*in.PolicyName) {
 			ve.Add(*in.PolicyName, "policyName", `Member must satisfy regular expression pattern: \p{Print}+`)
 		}
@@ -50,11 +50,11 @@ func (a *API) putScalingPolicy(_ context.Context, body []byte) (any, error) {
 	in.check(&ve, true)
 	ve.enum(in.PolicyType, "policyType", policyTypes)
 	if c := in.TargetTrackingScalingPolicyConfiguration; c != nil {
-		ve.required(c.TargetValue != nil, "targetTrackingScalingPolicyConfiguration.targetValue")
-		ve.intRange(c.ScaleOutCooldown, 0, math.MaxInt32, "targetTrackingScalingPolicyConfiguration.scaleOutCooldown")
-		ve.intRange(c.ScaleInCooldown, 0, math.MaxInt32, "targetTrackingScalingPolicyConfiguration.scaleInCooldown")
+		ve.Required(c.TargetValue != nil, "targetTrackingScalingPolicyConfiguration.targetValue")
+		ve.IntRange(c.ScaleOutCooldown, 0, math.MaxInt32, "targetTrackingScalingPolicyConfiguration.scaleOutCooldown")
+		ve.IntRange(c.ScaleInCooldown, 0, math.MaxInt32, "targetTrackingScalingPolicyConfiguration.scaleInCooldown")
 		if p := c.PredefinedMetricSpecification; p != nil {
-			ve.required(p.PredefinedMetricType != "", "targetTrackingScalingPolicyConfiguration.predefinedMetricSpecification.predefinedMetricType")
+			ve.Required(p.PredefinedMetricType != "", "targetTrackingScalingPolicyConfiguration.predefinedMetricSpecification.predefinedMetricType")
 		}
 		if m := c.CustomizedMetricSpecification; m != nil {
 			ve.enum(m.Statistic, "targetTrackingScalingPolicyConfiguration.customizedMetricSpecification.statistic", statistics)
@@ -72,7 +72,7 @@ func (a *API) putScalingPolicy(_ context.Context, body []byte) (any, error) {
 		typ = *in.PolicyType
 	}
 	if typ != PolicyTargetTracking {
-		return nil, validationf("%s policies are not supported by capstan: use PolicyType %s with a TargetTrackingScalingPolicyConfiguration.", typ, PolicyTargetTracking)
+		return nil, awsjson.Validationf("%s policies are not supported by capstan: use PolicyType %s with a TargetTrackingScalingPolicyConfiguration.", typ, PolicyTargetTracking)
 	}
 	cfg := in.TargetTrackingScalingPolicyConfiguration
 	if err := a.checkTargetTracking(cfg); err != nil {
@@ -102,7 +102,7 @@ func (a *API) putScalingPolicy(_ context.Context, body []byte) (any, error) {
 				}
 			}
 			if n >= a.opts.MaxPoliciesPerTarget {
-				return newAPIError(http.StatusBadRequest, CodeLimitExceeded,
+				return awsjson.Errorf(http.StatusBadRequest, CodeLimitExceeded,
 					"You have reached the maximum number of scaling policies (%d) for scalable target %s.", a.opts.MaxPoliciesPerTarget, k.ResourceID)
 			}
 			id := a.opts.NewID()
@@ -131,43 +131,43 @@ func (a *API) putScalingPolicy(_ context.Context, body []byte) (any, error) {
 // configuration, past the model's constraints.
 func (a *API) checkTargetTracking(c *TargetTrackingConfig) error {
 	if c == nil {
-		return validationf("TargetTrackingScalingPolicyConfiguration is required for a policy of type %s.", PolicyTargetTracking)
+		return awsjson.Validationf("TargetTrackingScalingPolicyConfiguration is required for a policy of type %s.", PolicyTargetTracking)
 	}
 	if v := *c.TargetValue; !(v >= minTargetValue && v <= maxTargetValue) {
-		return validationf("TargetValue must be between %g and %g (got %v).", minTargetValue, maxTargetValue, v)
+		return awsjson.Validationf("TargetValue must be between %g and %g (got %v).", minTargetValue, maxTargetValue, v)
 	}
 	for _, cd := range []struct {
 		name string
 		v    *int
 	}{{"ScaleOutCooldown", c.ScaleOutCooldown}, {"ScaleInCooldown", c.ScaleInCooldown}} {
 		if cd.v != nil && *cd.v > maxCooldown {
-			return validationf("%s must be at most %d seconds (got %d).", cd.name, maxCooldown, *cd.v)
+			return awsjson.Validationf("%s must be at most %d seconds (got %d).", cd.name, maxCooldown, *cd.v)
 		}
 	}
 	pre, cus := c.PredefinedMetricSpecification, c.CustomizedMetricSpecification
 	switch {
 	case pre == nil && cus == nil:
-		return validationf("Either PredefinedMetricSpecification or CustomizedMetricSpecification must be specified.")
+		return awsjson.Validationf("Either PredefinedMetricSpecification or CustomizedMetricSpecification must be specified.")
 	case pre != nil && cus != nil:
-		return validationf("Only one of PredefinedMetricSpecification or CustomizedMetricSpecification may be specified.")
+		return awsjson.Validationf("Only one of PredefinedMetricSpecification or CustomizedMetricSpecification may be specified.")
 	case pre != nil:
 		if pre.PredefinedMetricType != PredefinedInvocationsPerInstance {
-			return validationf("PredefinedMetricType %s is not supported for scalable dimension %s in capstan: use %s or a CustomizedMetricSpecification.",
+			return awsjson.Validationf("PredefinedMetricType %s is not supported for scalable dimension %s in capstan: use %s or a CustomizedMetricSpecification.",
 				pre.PredefinedMetricType, DimensionVariant, PredefinedInvocationsPerInstance)
 		}
 	default:
 		if len(cus.Metrics) > 0 {
-			return validationf("CustomizedMetricSpecification.Metrics (metric math) is not supported by capstan: give MetricName, Namespace, Dimensions and Statistic.")
+			return awsjson.Validationf("CustomizedMetricSpecification.Metrics (metric math) is not supported by capstan: give MetricName, Namespace, Dimensions and Statistic.")
 		}
 		if cus.MetricName == nil || *cus.MetricName == "" || cus.Namespace == nil || *cus.Namespace == "" || cus.Statistic == nil {
-			return validationf("CustomizedMetricSpecification requires MetricName, Namespace and Statistic.")
+			return awsjson.Validationf("CustomizedMetricSpecification requires MetricName, Namespace and Statistic.")
 		}
 		if !oneOf(*cus.Namespace, metricNamespaces) {
-			return validationf("Metric namespace %s is not available in capstan: use one of %s.", *cus.Namespace, enumText(metricNamespaces))
+			return awsjson.Validationf("Metric namespace %s is not available in capstan: use one of %s.", *cus.Namespace, enumText(metricNamespaces))
 		}
 		for _, d := range cus.Dimensions {
 			if d.Name != "EndpointName" && d.Name != "VariantName" {
-				return validationf("Metric dimension %s is not available in capstan: use EndpointName and VariantName.", d.Name)
+				return awsjson.Validationf("Metric dimension %s is not available in capstan: use EndpointName and VariantName.", d.Name)
 			}
 		}
 	}
@@ -198,12 +198,12 @@ type ScalingPolicy struct {
 
 type describePoliciesOutput struct {
 	ScalingPolicies []ScalingPolicy `json:"ScalingPolicies"`
-	NextToken       *string         `json:"NextToken,omitempty"`
+	NextToken       string          `json:"NextToken,omitempty"`
 }
 
 func (a *API) describeScalingPolicies(_ context.Context, body []byte) (any, error) {
 	var in describePoliciesInput
-	if err := decode(body, &in); err != nil {
+	if err := awsjson.Decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationErrors
@@ -213,7 +213,7 @@ func (a *API) describeScalingPolicies(_ context.Context, body []byte) (any, erro
 		ve.Add(fmt.Sprintf("[%d items]", len(in.PolicyNames)), "policyNames", "Member must have length less than or equal to 50")
 	}
 	for i, n := range in.PolicyNames {
-		ve.length(n, 1, 1600, fmt.Sprintf("policyNames.%d.member", i+1))
+		ve.Length(n, 1, 1600, fmt.Sprintf("policyNames.%d.member", i+1))
 	}
 	if err := ve.Err(); err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func (a *API) describeScalingPolicies(_ context.Context, body []byte) (any, erro
 		}
 		return kept[i].key() < kept[j].key()
 	})
-	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 10, 10)
+	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 10)
 	if err != nil {
 		return nil, err
 	}
@@ -270,12 +270,12 @@ type deletePolicyInput struct {
 
 func (a *API) deleteScalingPolicy(_ context.Context, body []byte) (any, error) {
 	var in deletePolicyInput
-	if err := decode(body, &in); err != nil {
+	if err := awsjson.Decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationErrors
-	if ve.required(in.PolicyName != nil, "policyName") {
-		ve.length(*in.PolicyName, 1, 256, "policyName")
+	if ve.Required(in.PolicyName != nil, "policyName") {
+		ve.Length(*in.PolicyName, 1, 256, "policyName")
 	}
 	in.check(&ve, true)
 	if err := ve.Err(); err != nil {
@@ -285,7 +285,7 @@ func (a *API) deleteScalingPolicy(_ context.Context, body []byte) (any, error) {
 	p := policyRecord{Target: k, Name: *in.PolicyName}
 	err := a.st.Update(func(tx *store.Tx) error {
 		if !tx.Exists(bucketPolicies, p.key()) {
-			return newAPIError(http.StatusBadRequest, CodeObjectNotFound,
+			return awsjson.Errorf(http.StatusBadRequest, CodeObjectNotFound,
 				"No scaling policy found for service namespace: %s, resource ID: %s, scalable dimension: %s, policy name: %s",
 				k.Namespace, k.ResourceID, k.Dimension, p.Name)
 		}

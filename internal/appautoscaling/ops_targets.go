@@ -28,15 +28,15 @@ const maxCapacityValue = 1 << 30
 
 func (a *API) registerScalableTarget(ctx context.Context, body []byte) (any, error) {
 	var in registerInput
-	if err := decode(body, &in); err != nil {
+	if err := awsjson.Decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationErrors
 	in.check(&ve, true)
-	ve.intRange(in.MinCapacity, 0, maxCapacityValue, "minCapacity")
-	ve.intRange(in.MaxCapacity, 0, maxCapacityValue, "maxCapacity")
+	ve.IntRange(in.MinCapacity, 0, maxCapacityValue, "minCapacity")
+	ve.IntRange(in.MaxCapacity, 0, maxCapacityValue, "maxCapacity")
 	if in.RoleARN != nil {
-		ve.length(*in.RoleARN, 1, 1600, "roleARN")
+		ve.Length(*in.RoleARN, 1, 1600, "roleARN")
 	}
 	if len(in.Tags) > 200 {
 		ve.Add(fmt.Sprintf("[%d entries]", len(in.Tags)), "tags", "Member must have length less than or equal to 200")
@@ -49,7 +49,7 @@ func (a *API) registerScalableTarget(ctx context.Context, body []byte) (any, err
 		return nil, err
 	}
 	if in.MinCapacity != nil && *in.MinCapacity < 1 {
-		return nil, validationf("MinCapacity must be at least 1 for scalable dimension %s.", DimensionVariant)
+		return nil, awsjson.Validationf("MinCapacity must be at least 1 for scalable dimension %s.", DimensionVariant)
 	}
 	// A variant holds at most endpoint.MaxInstancesPerVariant instances, so a
 	// larger bound could only make every scale-out fail.
@@ -58,7 +58,7 @@ func (a *API) registerScalableTarget(ctx context.Context, body []byte) (any, err
 		v    *int
 	}{{"MinCapacity", in.MinCapacity}, {"MaxCapacity", in.MaxCapacity}} {
 		if c.v != nil && *c.v > endpoint.MaxInstancesPerVariant {
-			return nil, validationf("%s must be at most %d for scalable dimension %s (capstan's limit on a variant's instances); got %d.",
+			return nil, awsjson.Validationf("%s must be at most %d for scalable dimension %s (capstan's limit on a variant's instances); got %d.",
 				c.name, endpoint.MaxInstancesPerVariant, DimensionVariant, *c.v)
 		}
 	}
@@ -79,14 +79,14 @@ func (a *API) registerScalableTarget(ctx context.Context, body []byte) (any, err
 		}
 		if !found {
 			if in.MinCapacity == nil || in.MaxCapacity == nil {
-				return validationf("MinCapacity and MaxCapacity are required when registering a new scalable target.")
+				return awsjson.Validationf("MinCapacity and MaxCapacity are required when registering a new scalable target.")
 			}
 			n := 0
 			if err := tx.Each(bucketTargets, func(string, []byte) error { n++; return nil }); err != nil {
 				return err
 			}
 			if n >= a.opts.MaxTargets {
-				return newAPIError(http.StatusBadRequest, CodeLimitExceeded,
+				return awsjson.Errorf(http.StatusBadRequest, CodeLimitExceeded,
 					"You have reached the maximum number of scalable targets (%d) for service namespace %s.", a.opts.MaxTargets, k.Namespace)
 			}
 			t = targetRecord{Key: k, Endpoint: ep, Variant: variant, Created: now,
@@ -99,7 +99,7 @@ func (a *API) registerScalableTarget(ctx context.Context, body []byte) (any, err
 			t.Max = *in.MaxCapacity
 		}
 		if t.Min > t.Max {
-			return validationf("Minimum capacity cannot be greater than maximum capacity")
+			return awsjson.Validationf("Minimum capacity cannot be greater than maximum capacity")
 		}
 		if limit > 0 && t.Max > limit {
 			return &reservationError{Endpoint: ep, Variant: variant, Max: t.Max, Limit: limit}
@@ -161,7 +161,7 @@ type ScalableTarget struct {
 
 type describeTargetsOutput struct {
 	ScalableTargets []ScalableTarget `json:"ScalableTargets"`
-	NextToken       *string          `json:"NextToken,omitempty"`
+	NextToken       string           `json:"NextToken,omitempty"`
 }
 
 func (t *targetRecord) wire() ScalableTarget {
@@ -176,18 +176,18 @@ func (t *targetRecord) wire() ScalableTarget {
 
 func (a *API) describeScalableTargets(_ context.Context, body []byte) (any, error) {
 	var in describeTargetsInput
-	if err := decode(body, &in); err != nil {
+	if err := awsjson.Decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationErrors
-	ve.required(in.ServiceNamespace != nil, "serviceNamespace")
+	ve.Required(in.ServiceNamespace != nil, "serviceNamespace")
 	ve.enum(in.ServiceNamespace, "serviceNamespace", serviceNamespaces)
 	ve.enum(in.ScalableDimension, "scalableDimension", scalableDimensions)
 	if len(in.ResourceIds) > 50 {
 		ve.Add(fmt.Sprintf("[%d items]", len(in.ResourceIds)), "resourceIds", "Member must have length less than or equal to 50")
 	}
 	for i, id := range in.ResourceIds {
-		ve.length(id, 1, 1600, fmt.Sprintf("resourceIds.%d.member", i+1))
+		ve.Length(id, 1, 1600, fmt.Sprintf("resourceIds.%d.member", i+1))
 	}
 	if err := ve.Err(); err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func (a *API) describeScalableTargets(_ context.Context, body []byte) (any, erro
 		}
 		return kept[i].Key.String() < kept[j].Key.String()
 	})
-	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 50, 50)
+	start, end, next, err := page(len(kept), in.MaxResults, in.NextToken, 50)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +233,7 @@ func (a *API) describeScalableTargets(_ context.Context, body []byte) (any, erro
 
 func (a *API) deregisterScalableTarget(_ context.Context, body []byte) (any, error) {
 	var in targetRef
-	if err := decode(body, &in); err != nil {
+	if err := awsjson.Decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationErrors

@@ -1,10 +1,14 @@
-// Package awsjson holds what capstan's AWS JSON 1.1 APIs (SageMaker and
-// Application Auto Scaling) word identically, so that the CLI and SDK users
-// see the same messages from both.
+// Package awsjson holds the mechanics capstan's AWS JSON 1.1 APIs (SageMaker
+// and Application Auto Scaling) share: dispatch by X-Amz-Target and the error
+// envelope (Handler), request decoding, NextToken pagination (Paging) and
+// AWS's validation messages (Violations), so that the CLI and SDK users see
+// the same behaviour from both. Each API keeps its own operations and the
+// mapping of its domain errors to its wire codes.
 package awsjson
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -32,6 +36,52 @@ func (e *Violations) Err() error {
 		return nil
 	}
 	return e
+}
+
+// Required records a missing member and says whether it is present.
+func (e *Violations) Required(present bool, path string) bool {
+	if !present {
+		e.Add(nil, path, NotNull)
+	}
+	return present
+}
+
+// Length records a string shorter than lo or longer than hi bytes.
+func (e *Violations) Length(v string, lo, hi int, path string) {
+	if len(v) < lo {
+		e.Add(v, path, fmt.Sprintf("Member must have length greater than or equal to %d", lo))
+	} else if len(v) > hi {
+		e.Add(v, path, fmt.Sprintf("Member must have length less than or equal to %d", hi))
+	}
+}
+
+// ListLength records a list of n items shorter than lo or longer than hi.
+func (e *Violations) ListLength(n, lo, hi int, path string) {
+	if n < lo {
+		e.Add(fmt.Sprintf("[%d items]", n), path, fmt.Sprintf("Member must have length greater than or equal to %d", lo))
+	} else if n > hi {
+		e.Add(fmt.Sprintf("[%d items]", n), path, fmt.Sprintf("Member must have length less than or equal to %d", hi))
+	}
+}
+
+// IntRange records a present v outside [lo, hi].
+func (e *Violations) IntRange(v *int, lo, hi int, path string) {
+	if v == nil {
+		return
+	}
+	if *v < lo {
+		e.Add(*v, path, fmt.Sprintf("Member must have value greater than or equal to %d", lo))
+	} else if *v > hi {
+		e.Add(*v, path, fmt.Sprintf("Member must have value less than or equal to %d", hi))
+	}
+}
+
+// Enum records a v that is none of allowed (the empty string included:
+// callers skip members that are absent).
+func (e *Violations) Enum(v, path string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		e.Add(v, path, "Member must satisfy enum value set: ["+strings.Join(allowed, ", ")+"]")
+	}
 }
 
 func (e *Violations) Error() string {

@@ -1,10 +1,6 @@
 package sagemaker
 
 import (
-	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,10 +10,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/endpoint"
-	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 )
-
-const contentType = "application/x-amz-json-1.1"
 
 // DefaultMaxBodyBytes bounds a control API request body.
 const DefaultMaxBodyBytes = 1 << 20
@@ -38,8 +31,7 @@ type Options struct {
 type API struct {
 	svc  *endpoint.Service
 	opts Options
-	log  *slog.Logger
-	ops  map[string]func(ctx context.Context, body []byte) (any, error)
+	h    *awsjson.Handler
 }
 
 var _ http.Handler = (*API)(nil)
@@ -61,79 +53,35 @@ func NewAPI(svc *endpoint.Service, o Options) *API {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	a := &API{svc: svc, opts: o, log: o.Logger}
-	a.ops = map[string]func(context.Context, []byte) (any, error){
+	a := &API{svc: svc, opts: o}
+	ops := map[string]awsjson.Op{
 		"CreateModel":                        a.createModel,
 		"DescribeModel":                      a.describeModel,
-		"DeleteModel":                        a.deleteModel,
+		"DeleteModel":                        deleteOp(modelName, svc.DeleteModel),
 		"ListModels":                         a.listModels,
 		"CreateEndpointConfig":               a.createEndpointConfig,
 		"DescribeEndpointConfig":             a.describeEndpointConfig,
-		"DeleteEndpointConfig":               a.deleteEndpointConfig,
+		"DeleteEndpointConfig":               deleteOp(configName, svc.DeleteEndpointConfig),
 		"ListEndpointConfigs":                a.listEndpointConfigs,
 		"CreateEndpoint":                     a.createEndpoint,
 		"DescribeEndpoint":                   a.describeEndpoint,
 		"UpdateEndpoint":                     a.updateEndpoint,
 		"UpdateEndpointWeightsAndCapacities": a.updateWeights,
-		"DeleteEndpoint":                     a.deleteEndpoint,
+		"DeleteEndpoint":                     deleteOp(endpointName, svc.DeleteEndpoint),
 		"ListEndpoints":                      a.listEndpoints,
 		"SearchTrainingPlanOfferings":        a.searchTrainingPlanOfferings,
 		"CreateTrainingPlan":                 a.createTrainingPlan,
 		"DescribeTrainingPlan":               a.describeTrainingPlan,
 		"ListTrainingPlans":                  a.listTrainingPlans,
 	}
+	a.h = &awsjson.Handler{Prefix: "SageMaker.", Name: "control API", Ops: ops, MaxBodyBytes: o.MaxBodyBytes,
+		ToWire: a.toWire, TooLargeCode: CodeTooLarge, InternalCode: CodeInternal,
+		MessageMember: "message", EscapeHTML: true, Log: o.Logger}
 	return a
 }
 
 // ServeHTTP dispatches on X-Amz-Target.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("x-amzn-RequestId", requestID())
-	target := r.Header.Get("X-Amz-Target")
-	op, ok := strings.CutPrefix(target, "SageMaker.")
-	if r.Method != http.MethodPost {
-		a.writeError(w, r, op, newWireError(http.StatusMethodNotAllowed, CodeUnknownOperation, "The control API accepts only POST /."))
-		return
-	}
-	fn := a.ops[op]
-	if !ok || fn == nil {
-		a.writeError(w, r, op, newWireError(http.StatusBadRequest, CodeUnknownOperation, "Operation %q is not supported.", target))
-		return
-	}
-	body, err := sigv4.ReadBody(w, r, a.opts.MaxBodyBytes)
-	if err != nil {
-		a.writeError(w, r, op, err)
-		return
-	}
-	out, err := fn(r.Context(), body)
-	if err != nil {
-		a.writeError(w, r, op, err)
-		return
-	}
-	w.Header().Set("Content-Type", contentType)
-	if out == nil {
-		out = struct{}{}
-	}
-	_ = json.NewEncoder(w).Encode(out)
-}
-
-func requestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
-
-// decode parses a JSON body strictly as to types; an empty body is {}.
-func decode(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		body = []byte("{}")
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return newWireError(http.StatusBadRequest, CodeSerialization, "Could not parse the request body: %v", err)
-	}
-	return nil
-}
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.h.ServeHTTP(w, r) }
 
 // arn builds a resource ARN; SageMaker lower-cases the name.
 func (a *API) arn(resource, name string) string {
@@ -143,3 +91,7 @@ func (a *API) arn(resource, name string) string {
 
 // Epoch is the AWS JSON timestamp, shared with the other AWS API.
 type Epoch = awsjson.Epoch
+
+// decode is awsjson.Decode: an empty body is {}, a mistyped one a
+// SerializationException.
+func decode(body []byte, v any) error { return awsjson.Decode(body, v) }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
@@ -63,8 +64,8 @@ func newFuzzEnv(t *testing.T) *fuzzEnv {
 // opNames are the operations the API serves, in order, and one it does not.
 func opNames() []string {
 	api := NewAPI(nil, Options{})
-	ops := make([]string, 0, len(api.ops)+1)
-	for op := range api.ops {
+	ops := make([]string, 0, len(api.h.Ops)+1)
+	for op := range api.h.Ops {
 		ops = append(ops, op)
 	}
 	slices.Sort(ops)
@@ -79,14 +80,14 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func (e *fuzzEnv) call(t *testing.T, op string, body []byte) int {
 	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 	req.Header.Set("X-Amz-Target", "SageMaker."+op)
-	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Content-Type", awsjson.ContentType)
 	rec := httptest.NewRecorder()
 	e.api.ServeHTTP(rec, req)
 	var out map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 		t.Fatalf("%s %s: response is not a JSON object: %q", op, body, rec.Body.Bytes())
 	}
-	if rec.Header().Get("Content-Type") != contentType {
+	if rec.Header().Get("Content-Type") != awsjson.ContentType {
 		t.Fatalf("%s: Content-Type %q", op, rec.Header().Get("Content-Type"))
 	}
 	switch {

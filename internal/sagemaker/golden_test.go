@@ -1,18 +1,16 @@
 package sagemaker
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/awsjson/awsjsontest"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/endpoint"
@@ -39,16 +37,7 @@ func newAPI(t *testing.T) (*httptest.Server, *clock.Fake) {
 
 func call(t *testing.T, url, op, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/", strings.NewReader(body))
-	req.Header.Set("X-Amz-Target", "SageMaker."+op)
-	req.Header.Set("Content-Type", contentType)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, raw
+	return awsjsontest.Call(t, url, "SageMaker."+op, body)
 }
 
 // TestWireGolden pins the JSON of each operation's response (and of errors)
@@ -68,6 +57,7 @@ func TestWireGolden(t *testing.T) {
 		{"describe_endpoint_creating", "DescribeEndpoint", `{"EndpointName":"Ep-1"}`, 200},
 		{"list_endpoints", "ListEndpoints", `{"MaxResults":5,"SortBy":"Name","SortOrder":"Ascending"}`, 200},
 		{"list_models", "ListModels", `{}`, 200},
+		{"list_endpoint_configs", "ListEndpointConfigs", `{"SortBy":"Name"}`, 200},
 		{"error_not_found", "DescribeEndpoint", `{"EndpointName":"Missing"}`, 400},
 		{"error_in_progress", "UpdateEndpoint", `{"EndpointName":"Ep-1","EndpointConfigName":"cfg"}`, 400},
 		{"error_validation", "CreateEndpointConfig", `{"EndpointConfigName":"x_y","ProductionVariants":[{"VariantName":"v","ModelName":"My-Model","InstanceType":"ml.nope","InitialInstanceCount":0,"InitialVariantWeight":-1}]}`, 400},
@@ -77,37 +67,27 @@ func TestWireGolden(t *testing.T) {
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			clk.Step(time.Second)
-			status, hdr, raw := call(t, srv.URL, s.op, s.body)
-			if status != s.status {
-				t.Fatalf("status %d, want %d: %s", status, s.status, raw)
-			}
-			if status != 200 {
-				var e map[string]string
-				_ = json.Unmarshal(raw, &e)
-				if hdr.Get("X-Amzn-ErrorType") != e["__type"] {
-					t.Fatalf("header %q vs body %q", hdr.Get("X-Amzn-ErrorType"), e["__type"])
-				}
-			}
-			var pretty bytes.Buffer
-			if err := json.Indent(&pretty, raw, "", "  "); err != nil {
-				t.Fatalf("not JSON: %s", raw)
-			}
-			path := filepath.Join("testdata", s.name+".json")
-			if *update {
-				if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if !bytes.Equal(pretty.Bytes(), want) {
-				t.Fatalf("%s differs:\ngot:\n%s\nwant:\n%s", path, pretty.Bytes(), want)
-			}
+			goldenCall(t, srv.URL, s.op, s.body, s.status, s.name)
 		})
 	}
+}
+
+// goldenCall sends body as op, expects status (an error's __type also in
+// X-Amzn-ErrorType) and compares the body with testdata/<name>.json.
+func goldenCall(t *testing.T, url, op, body string, status int, name string) {
+	t.Helper()
+	st, hdr, raw := call(t, url, op, body)
+	if st != status {
+		t.Fatalf("status %d, want %d: %s", st, status, raw)
+	}
+	if st != 200 {
+		var e map[string]string
+		_ = json.Unmarshal(raw, &e)
+		if hdr.Get("X-Amzn-ErrorType") != e["__type"] {
+			t.Fatalf("header %q vs body %q", hdr.Get("X-Amzn-ErrorType"), e["__type"])
+		}
+	}
+	awsjsontest.Golden(t, name, raw, *update)
 }
 
 func TestPagination(t *testing.T) {
@@ -133,35 +113,43 @@ func TestPagination(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var req map[string]any
-			_ = json.Unmarshal([]byte(tc.req), &req)
-			for i, page := range tc.want {
-				b, _ := json.Marshal(req)
-				st, _, raw := call(t, srv.URL, "ListEndpoints", string(b))
-				if st != 200 {
-					t.Fatalf("page %d: %s", i, raw)
-				}
-				var out struct {
-					Endpoints []struct{ EndpointName string }
-					NextToken string
-				}
-				_ = json.Unmarshal(raw, &out)
-				var got []string
-				for _, e := range out.Endpoints {
-					got = append(got, e.EndpointName)
-				}
-				if strings.Join(got, ",") != strings.Join(page, ",") {
-					t.Fatalf("page %d = %v, want %v", i, got, page)
-				}
-				if (out.NextToken != "") != (i < len(tc.want)-1) {
-					t.Fatalf("page %d NextToken %q", i, out.NextToken)
-				}
-				req["NextToken"] = out.NextToken
-			}
+			checkPages(t, srv.URL, "ListEndpoints", tc.req, "Endpoints", "EndpointName", tc.want)
 		})
 	}
 	if st, _, raw := call(t, srv.URL, "ListEndpoints", `{"NextToken":"garbage"}`); st != 400 || !strings.Contains(string(raw), "ValidationException") {
 		t.Fatalf("bad token: %d %s", st, raw)
+	}
+}
+
+// checkPages lists op from req, following NextToken, and checks each page's
+// names (the nameKey of each item under member) against want, and that only
+// the last page has no NextToken.
+func checkPages(t *testing.T, url, op, req, member, nameKey string, want [][]string) {
+	t.Helper()
+	var in map[string]any
+	_ = json.Unmarshal([]byte(req), &in)
+	for i, page := range want {
+		b, _ := json.Marshal(in)
+		st, _, raw := call(t, url, op, string(b))
+		if st != 200 {
+			t.Fatalf("page %d: %s", i, raw)
+		}
+		var out map[string]any
+		_ = json.Unmarshal(raw, &out)
+		var got []string
+		items, _ := out[member].([]any)
+		for _, item := range items {
+			name, _ := item.(map[string]any)[nameKey].(string)
+			got = append(got, name)
+		}
+		if strings.Join(got, ",") != strings.Join(page, ",") {
+			t.Fatalf("page %d = %v, want %v", i, got, page)
+		}
+		next, _ := out["NextToken"].(string)
+		if (next != "") != (i < len(want)-1) {
+			t.Fatalf("page %d NextToken %q", i, next)
+		}
+		in["NextToken"] = next
 	}
 }
 

@@ -1,11 +1,12 @@
 package sagemaker
 
 import (
-	"encoding/base64"
+	"context"
 	"encoding/json"
-	"net/http"
 	"sort"
 	"strings"
+
+	"github.com/capstan-dev/capstan/internal/awsjson"
 )
 
 // listInput is the common shape of the List* operations.
@@ -22,14 +23,17 @@ type listInput struct {
 	StatusEquals           string `json:"StatusEquals"`
 }
 
+func (in *listInput) paging() awsjson.Paging {
+	return awsjson.Paging{NextToken: in.NextToken, MaxResults: in.MaxResults}
+}
+
 var endpointStatuses = []string{"OutOfService", "Creating", "Updating", "SystemUpdating", "RollingBack", "InService", "Deleting", "Failed", "UpdateRollbackFailed"}
 
 func (in *listInput) validate(sortKeys ...string) error {
 	var ve validationError
 	ve.enum(in.SortBy, "sortBy", sortKeys...)
 	ve.enum(in.SortOrder, "sortOrder", "Ascending", "Descending")
-	ve.minInt(in.MaxResults, 1, "maxResults")
-	ve.maxInt(in.MaxResults, 100, "maxResults")
+	in.paging().CheckMaxResults(&ve.Violations, 100)
 	ve.maxLen(in.NextToken, 8192, "nextToken")
 	if in.NameContains != "" {
 		ve.maxLen(in.NameContains, 63, "nameContains")
@@ -41,8 +45,69 @@ func (in *listInput) validate(sortKeys ...string) error {
 	return ve.Err()
 }
 
-type pageToken struct {
-	Offset int `json:"o"`
+// summary is a model, endpoint configuration or endpoint as a List*
+// operation filters, sorts and answers with it: SageMaker's ModelSummary,
+// EndpointConfigSummary and EndpointSummary, the same record with the kind in
+// its member names ("ModelName", "EndpointConfigArn"). Only endpoints have a
+// status (and LastModifiedTime).
+type summary struct {
+	Kind         string // "Model", "EndpointConfig" or "Endpoint"
+	Name         string
+	Arn          string
+	CreationTime Epoch
+	Modified     Epoch
+	Status       string
+}
+
+// MarshalJSON writes the members in SageMaker's order.
+func (s summary) MarshalJSON() ([]byte, error) {
+	members := []any{s.Kind + "Name", s.Name, s.Kind + "Arn", s.Arn, "CreationTime", s.CreationTime}
+	if s.Kind == "Endpoint" {
+		members = append(members, "LastModifiedTime", s.Modified, "EndpointStatus", s.Status)
+	}
+	b := []byte{'{'}
+	for i := 0; i < len(members); i += 2 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(members[i])
+		v, err := json.Marshal(members[i+1])
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// list is a List* operation: decode and check the request, read the
+// resources, filter, sort and page their summaries, and answer with the page
+// under member (and NextToken unless it is the last).
+func list[T any](ctx context.Context, body []byte, member string, read func(context.Context) ([]T, error), sum func(T) summary, sortKeys ...string) (any, error) {
+	var in listInput
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := in.validate(sortKeys...); err != nil {
+		return nil, err
+	}
+	rs, err := read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]summary, len(rs))
+	for i, r := range rs {
+		items[i] = sum(r)
+	}
+	page, next, err := in.apply(items)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{member: append([]summary{}, page...)}
+	if next != "" {
+		out["NextToken"] = next
+	}
+	return out, nil
 }
 
 // apply filters, sorts and pages items. The default order is CreationTime,
@@ -92,27 +157,9 @@ func (in *listInput) apply(items []summary) ([]summary, string, error) {
 	} else {
 		sort.SliceStable(kept, func(i, j int) bool { return less(j, i) })
 	}
-	off := 0
-	if in.NextToken != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(in.NextToken)
-		var t pageToken
-		if err == nil {
-			err = json.Unmarshal(raw, &t)
-		}
-		if err != nil || t.Offset < 0 || t.Offset > len(kept) {
-			return nil, "", newWireError(http.StatusBadRequest, CodeValidation, "Invalid pagination token because \"%s\" is not a token this server issued.", in.NextToken)
-		}
-		off = t.Offset
+	start, end, next, ok := in.paging().Page(len(kept), 10)
+	if !ok {
+		return nil, "", awsjson.Validationf("Invalid pagination token because \"%s\" is not a token this server issued.", in.NextToken)
 	}
-	limit := 10
-	if in.MaxResults != nil {
-		limit = *in.MaxResults
-	}
-	end := min(off+limit, len(kept))
-	next := ""
-	if end < len(kept) {
-		raw, _ := json.Marshal(pageToken{Offset: end})
-		next = base64.RawURLEncoding.EncodeToString(raw)
-	}
-	return kept[off:end], next, nil
+	return kept[start:end], next, nil
 }

@@ -37,27 +37,24 @@ func (a *API) validateVariant(ve *validationError, v *endpoint.Variant, count *i
 		ve.Add("ServerlessConfig", p+".serverlessConfig", "Serverless inference is not supported by capstan; use InstanceType and InitialInstanceCount")
 		return
 	}
-	if ve.required(v.InstanceType != "", p+".instanceType") {
+	if ve.Required(v.InstanceType != "", p+".instanceType") {
 		if _, err := a.opts.Catalog.InstanceType(v.InstanceType); err != nil {
 			ve.Add(v.InstanceType, p+".instanceType", "Member must satisfy enum value set: ["+strings.Join(a.opts.Catalog.InstanceTypeNames(), ", ")+"]")
 		}
 	}
-	if ve.required(count != nil, p+".initialInstanceCount") {
-		ve.minInt(count, 1, p+".initialInstanceCount")
-		ve.maxInt(count, endpoint.MaxInstancesPerVariant, p+".initialInstanceCount")
+	if ve.Required(count != nil, p+".initialInstanceCount") {
+		ve.IntRange(count, 1, endpoint.MaxInstancesPerVariant, p+".initialInstanceCount")
 	}
 	ve.minFloat(v.InitialVariantWeight, 0, p+".initialVariantWeight")
 	if v.RoutingConfig != nil {
 		ve.enum(v.RoutingConfig.RoutingStrategy, p+".routingConfig.routingStrategy", "LEAST_OUTSTANDING_REQUESTS", "RANDOM")
 	}
-	ve.minInt(v.VolumeSizeInGB, 1, p+".volumeSizeInGB")
-	ve.maxInt(v.VolumeSizeInGB, 512, p+".volumeSizeInGB")
+	ve.IntRange(v.VolumeSizeInGB, 1, 512, p+".volumeSizeInGB")
 	for _, t := range []struct {
 		v    *int
 		name string
 	}{{v.ModelDataDownloadTimeoutInSeconds, "modelDataDownloadTimeoutInSeconds"}, {v.ContainerStartupHealthCheckTimeoutInSeconds, "containerStartupHealthCheckTimeoutInSeconds"}} {
-		ve.minInt(t.v, 60, p+"."+t.name)
-		ve.maxInt(t.v, 3600, p+"."+t.name)
+		ve.IntRange(t.v, 60, 3600, p+"."+t.name)
 	}
 	if c := v.CapacityReservationConfig; c != nil {
 		ve.enum(c.CapacityReservationPreference, p+".capacityReservationConfig.capacityReservationPreference", "capacity-reservations-only")
@@ -75,7 +72,7 @@ func (a *API) createEndpointConfig(ctx context.Context, body []byte) (any, error
 	}
 	var ve validationError
 	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
-	if ve.required(in.ProductionVariants != nil, "productionVariants") {
+	if ve.Required(in.ProductionVariants != nil, "productionVariants") {
 		ve.listLen(len(in.ProductionVariants), 1, endpoint.MaxVariants, "productionVariants")
 	}
 	if len(in.ProductionVariants) > endpoint.MaxVariants {
@@ -118,16 +115,11 @@ type variantOut struct {
 }
 
 func (a *API) describeEndpointConfig(ctx context.Context, body []byte) (any, error) {
-	var in nameInput
-	if err := decode(body, &in); err != nil {
+	name, err := configName.of(body)
+	if err != nil {
 		return nil, err
 	}
-	var ve validationError
-	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
-	if err := ve.Err(); err != nil {
-		return nil, err
-	}
-	c, err := a.svc.GetEndpointConfig(ctx, *in.EndpointConfigName)
+	c, err := a.svc.GetEndpointConfig(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -149,50 +141,8 @@ func (a *API) describeEndpointConfig(ctx context.Context, body []byte) (any, err
 		c.AsyncInferenceConfig, c.KmsKeyId, c.ExecutionRoleArn, c.EnableNetworkIsolation}, nil
 }
 
-func (a *API) deleteEndpointConfig(ctx context.Context, body []byte) (any, error) {
-	var in nameInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	var ve validationError
-	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
-	if err := ve.Err(); err != nil {
-		return nil, err
-	}
-	return nil, a.svc.DeleteEndpointConfig(ctx, *in.EndpointConfigName)
-}
-
 func (a *API) listEndpointConfigs(ctx context.Context, body []byte) (any, error) {
-	var in listInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	if err := in.validate("Name", "CreationTime"); err != nil {
-		return nil, err
-	}
-	cs, err := a.svc.ListEndpointConfigs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	items := make([]summary, len(cs))
-	for i, c := range cs {
-		items[i] = summary{Name: c.Name, Arn: a.arn(endpoint.ResConfig, c.Name), CreationTime: Epoch{Time: c.CreationTime}}
-	}
-	page, next, err := in.apply(items)
-	if err != nil {
-		return nil, err
-	}
-	type cfgSummary struct {
-		EndpointConfigName string `json:"EndpointConfigName"`
-		EndpointConfigArn  string `json:"EndpointConfigArn"`
-		CreationTime       Epoch  `json:"CreationTime"`
-	}
-	out := struct {
-		EndpointConfigs []cfgSummary `json:"EndpointConfigs"`
-		NextToken       string       `json:"NextToken,omitempty"`
-	}{EndpointConfigs: []cfgSummary{}, NextToken: next}
-	for _, s := range page {
-		out.EndpointConfigs = append(out.EndpointConfigs, cfgSummary{s.Name, s.Arn, s.CreationTime})
-	}
-	return out, nil
+	return list(ctx, body, "EndpointConfigs", a.svc.ListEndpointConfigs, func(c endpoint.EndpointConfig) summary {
+		return summary{Kind: "EndpointConfig", Name: c.Name, Arn: a.arn(endpoint.ResConfig, c.Name), CreationTime: Epoch{Time: c.CreationTime}}
+	}, "Name", "CreationTime")
 }

@@ -228,7 +228,7 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 	}
 	var ve validationError
 	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
-	if ve.required(in.DesiredWeightsAndCapacities != nil, "desiredWeightsAndCapacities") {
+	if ve.Required(in.DesiredWeightsAndCapacities != nil, "desiredWeightsAndCapacities") {
 		ve.listLen(len(in.DesiredWeightsAndCapacities), 1, endpoint.MaxVariants, "desiredWeightsAndCapacities")
 	}
 	if len(in.DesiredWeightsAndCapacities) > endpoint.MaxVariants {
@@ -239,8 +239,7 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 		p := fmt.Sprintf("desiredWeightsAndCapacities.%d.member", i+1)
 		ve.name(d.VariantName, p+".variantName", patResourceName, patResourceNameText)
 		ve.minFloat(d.DesiredWeight, 0, p+".desiredWeight")
-		ve.minInt(d.DesiredInstanceCount, 0, p+".desiredInstanceCount")
-		ve.maxInt(d.DesiredInstanceCount, endpoint.MaxInstancesPerVariant, p+".desiredInstanceCount")
+		ve.IntRange(d.DesiredInstanceCount, 0, endpoint.MaxInstancesPerVariant, p+".desiredInstanceCount")
 		if d.ServerlessUpdateConfig != nil {
 			ve.Add("ServerlessUpdateConfig", p+".serverlessUpdateConfig", "Serverless inference is not supported by capstan")
 		}
@@ -258,53 +257,9 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 	return map[string]string{"EndpointArn": a.arn(endpoint.ResEndpoint, ep.Name)}, nil
 }
 
-func (a *API) deleteEndpoint(ctx context.Context, body []byte) (any, error) {
-	var in nameInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	var ve validationError
-	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
-	if err := ve.Err(); err != nil {
-		return nil, err
-	}
-	return nil, a.svc.DeleteEndpoint(ctx, *in.EndpointName)
-}
-
 func (a *API) listEndpoints(ctx context.Context, body []byte) (any, error) {
-	var in listInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	if err := in.validate("Name", "CreationTime", "Status"); err != nil {
-		return nil, err
-	}
-	eps, err := a.svc.ListEndpoints(ctx)
-	if err != nil {
-		return nil, err
-	}
-	items := make([]summary, len(eps))
-	for i, ep := range eps {
-		items[i] = summary{Name: ep.Name, Arn: a.arn(endpoint.ResEndpoint, ep.Name), CreationTime: Epoch{Time: ep.CreationTime},
+	return list(ctx, body, "Endpoints", a.svc.ListEndpoints, func(ep endpoint.Endpoint) summary {
+		return summary{Kind: "Endpoint", Name: ep.Name, Arn: a.arn(endpoint.ResEndpoint, ep.Name), CreationTime: Epoch{Time: ep.CreationTime},
 			Modified: Epoch{Time: ep.LastModifiedTime}, Status: ep.Status}
-	}
-	page, next, err := in.apply(items)
-	if err != nil {
-		return nil, err
-	}
-	type epSummary struct {
-		EndpointName     string `json:"EndpointName"`
-		EndpointArn      string `json:"EndpointArn"`
-		CreationTime     Epoch  `json:"CreationTime"`
-		LastModifiedTime Epoch  `json:"LastModifiedTime"`
-		EndpointStatus   string `json:"EndpointStatus"`
-	}
-	out := struct {
-		Endpoints []epSummary `json:"Endpoints"`
-		NextToken string      `json:"NextToken,omitempty"`
-	}{Endpoints: []epSummary{}, NextToken: next}
-	for _, s := range page {
-		out.Endpoints = append(out.Endpoints, epSummary{s.Name, s.Arn, s.CreationTime, s.Modified, s.Status})
-	}
-	return out, nil
+	}, "Name", "CreationTime", "Status")
 }

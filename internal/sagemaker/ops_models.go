@@ -18,6 +18,48 @@ type nameInput struct {
 	EndpointName       *string `json:"EndpointName"`
 }
 
+// named is how requests name one kind of resource: the member, its wire path
+// and its pattern.
+type named struct {
+	member  func(*nameInput) *string
+	path    string
+	pat     *regexp.Regexp
+	patText string
+}
+
+var (
+	modelName    = named{func(in *nameInput) *string { return in.ModelName }, "modelName", patModelName, patModelNameText}
+	configName   = named{func(in *nameInput) *string { return in.EndpointConfigName }, "endpointConfigName", patResourceName, patResourceNameText}
+	endpointName = named{func(in *nameInput) *string { return in.EndpointName }, "endpointName", patResourceName, patResourceNameText}
+)
+
+// of decodes a request that names one resource and checks the name.
+func (n named) of(body []byte) (string, error) {
+	var in nameInput
+	if err := decode(body, &in); err != nil {
+		return "", err
+	}
+	v := n.member(&in)
+	var ve validationError
+	ve.name(v, n.path, n.pat, n.patText)
+	if err := ve.Err(); err != nil {
+		return "", err
+	}
+	return *v, nil
+}
+
+// deleteOp is a Delete* operation: del deletes the resource the request
+// names; the output is {}.
+func deleteOp(n named, del func(context.Context, string) error) awsjson.Op {
+	return func(ctx context.Context, body []byte) (any, error) {
+		name, err := n.of(body)
+		if err != nil {
+			return nil, err
+		}
+		return nil, del(ctx, name)
+	}
+}
+
 func (e *validationError) tags(tags []endpoint.Tag) {
 	e.listLen(len(tags), 0, 50, "tags")
 	for i, t := range tags {
@@ -116,16 +158,11 @@ type describeModelOutput struct {
 }
 
 func (a *API) describeModel(ctx context.Context, body []byte) (any, error) {
-	var in nameInput
-	if err := decode(body, &in); err != nil {
+	name, err := modelName.of(body)
+	if err != nil {
 		return nil, err
 	}
-	var ve validationError
-	ve.name(in.ModelName, "modelName", patModelName, patModelNameText)
-	if err := ve.Err(); err != nil {
-		return nil, err
-	}
-	m, err := a.svc.GetModel(ctx, *in.ModelName)
+	m, err := a.svc.GetModel(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -134,58 +171,8 @@ func (a *API) describeModel(ctx context.Context, body []byte) (any, error) {
 		EnableNetworkIsolation: m.EnableNetworkIsolation, InferenceExecutionConfig: m.InferenceExecutionConfig, VpcConfig: m.VpcConfig}, nil
 }
 
-func (a *API) deleteModel(ctx context.Context, body []byte) (any, error) {
-	var in nameInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	var ve validationError
-	ve.name(in.ModelName, "modelName", patModelName, patModelNameText)
-	if err := ve.Err(); err != nil {
-		return nil, err
-	}
-	return nil, a.svc.DeleteModel(ctx, *in.ModelName)
-}
-
-type summary struct {
-	Name         string
-	Arn          string
-	CreationTime Epoch
-	Modified     Epoch
-	Status       string
-}
-
 func (a *API) listModels(ctx context.Context, body []byte) (any, error) {
-	var in listInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	if err := in.validate("Name", "CreationTime"); err != nil {
-		return nil, err
-	}
-	ms, err := a.svc.ListModels(ctx)
-	if err != nil {
-		return nil, err
-	}
-	items := make([]summary, len(ms))
-	for i, m := range ms {
-		items[i] = summary{Name: m.Name, Arn: a.arn(endpoint.ResModel, m.Name), CreationTime: Epoch{Time: m.CreationTime}}
-	}
-	page, next, err := in.apply(items)
-	if err != nil {
-		return nil, err
-	}
-	type modelSummary struct {
-		ModelName    string `json:"ModelName"`
-		ModelArn     string `json:"ModelArn"`
-		CreationTime Epoch  `json:"CreationTime"`
-	}
-	out := struct {
-		Models    []modelSummary `json:"Models"`
-		NextToken string         `json:"NextToken,omitempty"`
-	}{Models: []modelSummary{}, NextToken: next}
-	for _, s := range page {
-		out.Models = append(out.Models, modelSummary{s.Name, s.Arn, s.CreationTime})
-	}
-	return out, nil
+	return list(ctx, body, "Models", a.svc.ListModels, func(m endpoint.Model) summary {
+		return summary{Kind: "Model", Name: m.Name, Arn: a.arn(endpoint.ResModel, m.Name), CreationTime: Epoch{Time: m.CreationTime}}
+	}, "Name", "CreationTime")
 }

@@ -2,8 +2,6 @@ package sagemaker
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -35,7 +33,7 @@ func (a *API) planArn(name string) string {
 
 func (a *API) plans() (*capacity.Calendar, error) {
 	if a.opts.Capacity == nil {
-		return nil, newWireError(http.StatusBadRequest, CodeUnknownOperation, "Training plans are not enabled on this server.")
+		return nil, awsjson.Errorf(http.StatusBadRequest, CodeUnknownOperation, "Training plans are not enabled on this server.")
 	}
 	return a.opts.Capacity, nil
 }
@@ -57,10 +55,20 @@ type reservedCapacityOffering struct {
 	InstanceType         string `json:"InstanceType"`
 	InstanceCount        int    `json:"InstanceCount"`
 	AvailabilityZone     string `json:"AvailabilityZone,omitempty"`
-	DurationHours        int    `json:"DurationHours"`
-	DurationMinutes      int    `json:"DurationMinutes"`
-	StartTime            *Epoch `json:"StartTime,omitempty"`
-	EndTime              *Epoch `json:"EndTime,omitempty"`
+	planSpan
+}
+
+// planSpan is how long a reservation lasts and when, as offerings, plans and
+// their reserved capacities all word it.
+type planSpan struct {
+	DurationHours   int    `json:"DurationHours"`
+	DurationMinutes int    `json:"DurationMinutes"`
+	StartTime       *Epoch `json:"StartTime,omitempty"`
+	EndTime         *Epoch `json:"EndTime,omitempty"`
+}
+
+func spanOf(hours int, start, end time.Time) planSpan {
+	return planSpan{DurationHours: hours, StartTime: awsjson.EpochOf(start), EndTime: awsjson.EpochOf(end)}
 }
 
 type trainingPlanOffering struct {
@@ -86,8 +94,7 @@ func (a *API) searchTrainingPlanOfferings(_ context.Context, body []byte) (any, 
 	}
 	var ve validationError
 	ve.enum(in.InstanceType, "instanceType", reservableTypes...)
-	ve.minInt(in.InstanceCount, 0, "instanceCount")
-	ve.maxInt(in.InstanceCount, 256, "instanceCount")
+	ve.IntRange(in.InstanceCount, 0, 256, "instanceCount")
 	if in.DurationHours != nil && (*in.DurationHours < 1 || *in.DurationHours > 87600) {
 		c := "Member must have value greater than or equal to 1"
 		if *in.DurationHours > 87600 {
@@ -113,17 +120,17 @@ func (a *API) searchTrainingPlanOfferings(_ context.Context, body []byte) (any, 
 	// What the service needs beyond the model's (all optional) members.
 	switch {
 	case in.InstanceType == "":
-		return nil, newWireError(http.StatusBadRequest, CodeValidation, "InstanceType is required: capstan searches offerings of one instance type (one of %s).", strings.Join(reservableTypes, ", "))
+		return nil, awsjson.Validationf("InstanceType is required: capstan searches offerings of one instance type (one of %s).", strings.Join(reservableTypes, ", "))
 	case in.InstanceCount == nil || *in.InstanceCount < 1:
-		return nil, newWireError(http.StatusBadRequest, CodeValidation, "InstanceCount must be at least 1.")
+		return nil, awsjson.Validationf("InstanceCount must be at least 1.")
 	case in.DurationHours == nil:
-		return nil, newWireError(http.StatusBadRequest, CodeValidation, "DurationHours is required.")
+		return nil, awsjson.Validationf("DurationHours is required.")
 	case in.StartTimeAfter != nil && in.EndTimeBefore != nil && !in.StartTimeAfter.Before(in.EndTimeBefore.Time):
-		return nil, newWireError(http.StatusBadRequest, CodeValidation, "StartTimeAfter (%s) must be before EndTimeBefore (%s).",
+		return nil, awsjson.Validationf("StartTimeAfter (%s) must be before EndTimeBefore (%s).",
 			in.StartTimeAfter.UTC().Format(time.RFC3339), in.EndTimeBefore.UTC().Format(time.RFC3339))
 	}
 	if _, err := a.opts.Catalog.InstanceType(in.InstanceType); err != nil {
-		return nil, newWireError(http.StatusBadRequest, CodeValidation, "Instance type %s is not in the catalog.", in.InstanceType)
+		return nil, awsjson.Validationf("Instance type %s is not in the catalog.", in.InstanceType)
 	}
 	targets := in.TargetResources
 	if len(targets) == 0 {
@@ -151,7 +158,7 @@ func (a *API) searchTrainingPlanOfferings(_ context.Context, body []byte) (any, 
 		for _, r := range o.Capacities {
 			w.ReservedCapacityOfferings = append(w.ReservedCapacityOfferings, reservedCapacityOffering{
 				InstanceType: o.InstanceType, InstanceCount: r.Count, AvailabilityZone: r.Zone,
-				DurationHours: o.DurationHours, StartTime: awsjson.EpochOf(o.Start), EndTime: awsjson.EpochOf(o.End)})
+				planSpan: spanOf(o.DurationHours, o.Start, o.End)})
 		}
 		out.TrainingPlanOfferings = append(out.TrainingPlanOfferings, w)
 	}
@@ -174,7 +181,7 @@ func (a *API) createTrainingPlan(_ context.Context, body []byte) (any, error) {
 	}
 	var ve validationError
 	ve.planName(in.TrainingPlanName, "trainingPlanName")
-	if ve.required(in.TrainingPlanOfferingId != nil, "trainingPlanOfferingId") {
+	if ve.Required(in.TrainingPlanOfferingId != nil, "trainingPlanOfferingId") {
 		id := *in.TrainingPlanOfferingId
 		switch {
 		case len(id) < 1 || len(id) > 256:
@@ -199,7 +206,7 @@ func (a *API) createTrainingPlan(_ context.Context, body []byte) (any, error) {
 }
 
 func (e *validationError) planName(v *string, path string) {
-	if !e.required(v != nil, path) {
+	if !e.Required(v != nil, path) {
 		return
 	}
 	switch {
@@ -216,22 +223,16 @@ type reservedCapacitySummary struct {
 	TotalInstanceCount  int    `json:"TotalInstanceCount"`
 	Status              string `json:"Status"`
 	AvailabilityZone    string `json:"AvailabilityZone,omitempty"`
-	DurationHours       int    `json:"DurationHours"`
-	DurationMinutes     int    `json:"DurationMinutes"`
-	StartTime           *Epoch `json:"StartTime,omitempty"`
-	EndTime             *Epoch `json:"EndTime,omitempty"`
+	planSpan
 }
 
 // planOutput is DescribeTrainingPlan's output and ListTrainingPlans' summary.
 type planOutput struct {
-	TrainingPlanArn           string                    `json:"TrainingPlanArn"`
-	TrainingPlanName          string                    `json:"TrainingPlanName"`
-	Status                    string                    `json:"Status"`
-	StatusMessage             string                    `json:"StatusMessage,omitempty"`
-	DurationHours             int                       `json:"DurationHours"`
-	DurationMinutes           int                       `json:"DurationMinutes"`
-	StartTime                 *Epoch                    `json:"StartTime,omitempty"`
-	EndTime                   *Epoch                    `json:"EndTime,omitempty"`
+	TrainingPlanArn  string `json:"TrainingPlanArn"`
+	TrainingPlanName string `json:"TrainingPlanName"`
+	Status           string `json:"Status"`
+	StatusMessage    string `json:"StatusMessage,omitempty"`
+	planSpan
 	UpfrontFee                string                    `json:"UpfrontFee"`
 	CurrencyCode              string                    `json:"CurrencyCode"`
 	TotalInstanceCount        int                       `json:"TotalInstanceCount"`
@@ -246,7 +247,7 @@ type planOutput struct {
 
 func (a *API) planOut(v capacity.PlanView) planOutput {
 	o := planOutput{TrainingPlanArn: a.planArn(v.Name), TrainingPlanName: v.Name, Status: v.Status,
-		DurationHours: v.DurationHours, StartTime: awsjson.EpochOf(v.Start), EndTime: awsjson.EpochOf(v.End), UpfrontFee: v.UpfrontFee,
+		planSpan: spanOf(v.DurationHours, v.Start, v.End), UpfrontFee: v.UpfrontFee,
 		CurrencyCode: v.CurrencyCode, TotalInstanceCount: v.Total(), AvailableInstanceCount: v.Available,
 		InUseInstanceCount: v.InUse, TargetResources: v.TargetResources, UsedInstanceHours: v.Usage.InstanceHours[v.Key]}
 	switch v.Status {
@@ -259,7 +260,7 @@ func (a *API) planOut(v capacity.PlanView) planOutput {
 		o.ReservedCapacitySummaries = append(o.ReservedCapacitySummaries, reservedCapacitySummary{
 			ReservedCapacityArn: fmt.Sprintf("arn:aws:sagemaker:%s:%s:reserved-capacity/%s-%d", a.opts.Region, a.opts.AccountID, v.Key, i+1),
 			InstanceType:        v.InstanceType, TotalInstanceCount: r.Count, Status: v.Status, AvailabilityZone: r.Zone,
-			DurationHours: v.DurationHours, StartTime: awsjson.EpochOf(v.Start), EndTime: awsjson.EpochOf(v.End)})
+			planSpan: spanOf(v.DurationHours, v.Start, v.End)})
 	}
 	return o
 }
@@ -311,8 +312,8 @@ func (a *API) listTrainingPlans(_ context.Context, body []byte) (any, error) {
 	}
 	var ve validationError
 	ve.maxLen(in.NextToken, 8192, "nextToken")
-	ve.minInt(in.MaxResults, 1, "maxResults")
-	ve.maxInt(in.MaxResults, 100, "maxResults")
+	pg := awsjson.Paging{NextToken: in.NextToken, MaxResults: in.MaxResults}
+	pg.CheckMaxResults(&ve.Violations, 100)
 	ve.enum(in.SortBy, "sortBy", "TrainingPlanName", "StartTime", "Status")
 	ve.enum(in.SortOrder, "sortOrder", "Ascending", "Descending")
 	if in.Filters != nil {
@@ -321,21 +322,18 @@ func (a *API) listTrainingPlans(_ context.Context, body []byte) (any, error) {
 	for i, f := range in.Filters {
 		p := fmt.Sprintf("filters.%d.member", i+1)
 		ve.enum(f.Name, p+".name", "Status")
-		if ve.required(f.Name != "", p+".name") {
+		if ve.Required(f.Name != "", p+".name") {
 			ve.enum(f.Value, p+".value", planStatuses...)
 		}
 	}
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
-	offset := 0
-	if in.NextToken != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(in.NextToken)
-		var tok pageToken
-		if err != nil || json.Unmarshal(raw, &tok) != nil || tok.Offset < 0 {
-			return nil, newWireError(http.StatusBadRequest, CodeValidation, "Invalid pagination token.")
-		}
-		offset = tok.Offset
+	// A token is refused before the plans are read; Page checks it again
+	// against what the filters keep.
+	errToken := awsjson.Validationf("Invalid pagination token.")
+	if _, ok := awsjson.ParseToken(in.NextToken); !ok {
+		return nil, errToken
 	}
 	views, err := cal.ListPlans()
 	if err != nil {
@@ -372,24 +370,16 @@ func (a *API) listTrainingPlans(_ context.Context, body []byte) (any, error) {
 		}
 		return less(i, j)
 	})
-	if offset > len(kept) {
-		// Not a token this server issued; offset+size must not wrap below.
-		return nil, newWireError(http.StatusBadRequest, CodeValidation, "Invalid pagination token.")
-	}
-	size := 10
-	if in.MaxResults != nil {
-		size = *in.MaxResults
+	start, end, next, ok := pg.Page(len(kept), 10)
+	if !ok {
+		return nil, errToken
 	}
 	out := struct {
 		TrainingPlanSummaries []planOutput `json:"TrainingPlanSummaries"`
 		NextToken             string       `json:"NextToken,omitempty"`
-	}{TrainingPlanSummaries: []planOutput{}}
-	for i := offset; i < len(kept) && i < offset+size; i++ {
-		out.TrainingPlanSummaries = append(out.TrainingPlanSummaries, a.planOut(kept[i]))
-	}
-	if offset+size < len(kept) {
-		raw, _ := json.Marshal(pageToken{Offset: offset + size})
-		out.NextToken = base64.RawURLEncoding.EncodeToString(raw)
+	}{TrainingPlanSummaries: []planOutput{}, NextToken: next}
+	for _, v := range kept[start:end] {
+		out.TrainingPlanSummaries = append(out.TrainingPlanSummaries, a.planOut(v))
 	}
 	return out, nil
 }

@@ -1,16 +1,15 @@
 package sagemaker
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/awsjson/awsjsontest"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
@@ -39,28 +38,6 @@ func newPlansAPI(t *testing.T) (*httptest.Server, *clock.Fake) {
 	return srv, clk
 }
 
-func golden(t *testing.T, name string, raw []byte) {
-	t.Helper()
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, raw, "", "  "); err != nil {
-		t.Fatalf("not JSON: %s", raw)
-	}
-	path := filepath.Join("testdata", name+".json")
-	if *update {
-		if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if !bytes.Equal(pretty.Bytes(), want) {
-		t.Fatalf("%s differs:\ngot:\n%s\nwant:\n%s", path, pretty.Bytes(), want)
-	}
-}
-
 // TestTrainingPlanWireGolden pins the training-plan operations' JSON.
 func TestTrainingPlanWireGolden(t *testing.T) {
 	srv, clk := newPlansAPI(t)
@@ -71,7 +48,7 @@ func TestTrainingPlanWireGolden(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("search: %s", raw)
 	}
-	golden(t, "search_training_plan_offerings", raw)
+	awsjsontest.Golden(t, "search_training_plan_offerings", raw, *update)
 	var offers struct {
 		TrainingPlanOfferings []struct{ TrainingPlanOfferingId string }
 	}
@@ -96,18 +73,7 @@ func TestTrainingPlanWireGolden(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			status, hdr, raw := call(t, srv.URL, s.op, s.body)
-			if status != s.status {
-				t.Fatalf("status %d, want %d: %s", status, s.status, raw)
-			}
-			if status != 200 {
-				var e map[string]string
-				_ = json.Unmarshal(raw, &e)
-				if hdr.Get("X-Amzn-ErrorType") != e["__type"] {
-					t.Fatalf("header %q vs body %q", hdr.Get("X-Amzn-ErrorType"), e["__type"])
-				}
-			}
-			golden(t, s.name, raw)
+			goldenCall(t, srv.URL, s.op, s.body, s.status, s.name)
 		})
 	}
 }
@@ -185,31 +151,7 @@ func TestListTrainingPlansPagination(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var req map[string]any
-			_ = json.Unmarshal([]byte(tc.req), &req)
-			for i, page := range tc.want {
-				b, _ := json.Marshal(req)
-				st, _, raw := call(t, srv.URL, "ListTrainingPlans", string(b))
-				if st != 200 {
-					t.Fatalf("page %d: %s", i, raw)
-				}
-				var out struct {
-					TrainingPlanSummaries []struct{ TrainingPlanName string }
-					NextToken             string
-				}
-				_ = json.Unmarshal(raw, &out)
-				var got []string
-				for _, p := range out.TrainingPlanSummaries {
-					got = append(got, p.TrainingPlanName)
-				}
-				if strings.Join(got, ",") != strings.Join(page, ",") {
-					t.Fatalf("page %d = %v, want %v", i, got, page)
-				}
-				if (out.NextToken != "") != (i < len(tc.want)-1) {
-					t.Fatalf("page %d NextToken %q", i, out.NextToken)
-				}
-				req["NextToken"] = out.NextToken
-			}
+			checkPages(t, srv.URL, "ListTrainingPlans", tc.req, "TrainingPlanSummaries", "TrainingPlanName", tc.want)
 		})
 	}
 }

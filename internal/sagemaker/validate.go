@@ -3,9 +3,6 @@ package sagemaker
 import (
 	"fmt"
 	"regexp"
-	"strings"
-
-	"github.com/capstan-dev/capstan/internal/awsjson"
 )
 
 // Patterns from the SageMaker model (applied as full matches, reported with ^).
@@ -22,16 +19,9 @@ const (
 	patNameContainsText = `^[a-zA-Z0-9-]+`
 )
 
-func (e *validationError) required(present bool, path string) bool {
-	if !present {
-		e.Add(nil, path, awsjson.NotNull)
-	}
-	return present
-}
-
 // name checks a required name against length and pattern.
 func (e *validationError) name(v *string, path string, pat *regexp.Regexp, patText string) {
-	if !e.required(v != nil, path) {
+	if !e.Required(v != nil, path) {
 		return
 	}
 	switch {
@@ -42,23 +32,8 @@ func (e *validationError) name(v *string, path string, pat *regexp.Regexp, patTe
 	}
 }
 
-func (e *validationError) maxLen(v string, n int, path string) {
-	if len(v) > n {
-		e.Add(v, path, fmt.Sprintf("Member must have length less than or equal to %d", n))
-	}
-}
-
-func (e *validationError) minInt(v *int, n int, path string) {
-	if v != nil && *v < n {
-		e.Add(*v, path, fmt.Sprintf("Member must have value greater than or equal to %d", n))
-	}
-}
-
-func (e *validationError) maxInt(v *int, n int, path string) {
-	if v != nil && *v > n {
-		e.Add(*v, path, fmt.Sprintf("Member must have value less than or equal to %d", n))
-	}
-}
+// maxLen records a string longer than n bytes.
+func (e *validationError) maxLen(v string, n int, path string) { e.Length(v, 0, n, path) }
 
 func (e *validationError) minFloat(v *float64, n float64, path string) {
 	if v != nil && *v < n {
@@ -66,23 +41,13 @@ func (e *validationError) minFloat(v *float64, n float64, path string) {
 	}
 }
 
+// enum records a non-empty v that is none of allowed (absent members are
+// empty strings here).
 func (e *validationError) enum(v string, path string, allowed ...string) {
-	if v == "" {
-		return
+	if v != "" {
+		e.Enum(v, path, allowed...)
 	}
-	for _, a := range allowed {
-		if v == a {
-			return
-		}
-	}
-	e.Add(v, path, "Member must satisfy enum value set: ["+strings.Join(allowed, ", ")+"]")
 }
 
-func (e *validationError) listLen(n, lo, hi int, path string) {
-	if n < lo {
-		e.Add(fmt.Sprintf("[%d items]", n), path, fmt.Sprintf("Member must have length greater than or equal to %d", lo))
-	}
-	if n > hi {
-		e.Add(fmt.Sprintf("[%d items]", n), path, fmt.Sprintf("Member must have length less than or equal to %d", hi))
-	}
-}
+// listLen records a list of n items shorter than lo or longer than hi.
+func (e *validationError) listLen(n, lo, hi int, path string) { e.ListLength(n, lo, hi, path) }

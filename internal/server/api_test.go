@@ -24,6 +24,7 @@ import (
 	smrtypes "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/capstan-dev/capstan/internal/awsjson/awsjsontest"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/runtime"
@@ -101,6 +102,17 @@ func (h *harness) setup(t testing.TB, model, cfgName string, count int32) {
 			InstanceType: "ml.g5.xlarge", InitialInstanceCount: aws.Int32(count), InitialVariantWeight: aws.Float32(1)}}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// serving creates model m1, config c1 (one ml.g5.xlarge) and endpoint name,
+// and waits until the endpoint is InService.
+func (h *harness) serving(t *testing.T, name string) {
+	t.Helper()
+	h.setup(t, "m1", "c1", 1)
+	if _, err := h.sm.CreateEndpoint(context.Background(), &sm.CreateEndpointInput{EndpointName: aws.String(name), EndpointConfigName: aws.String("c1")}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(t, name, smtypes.EndpointStatusInService)
 }
 
 func (h *harness) waitStatus(t *testing.T, name string, want smtypes.EndpointStatus) *sm.DescribeEndpointOutput {
@@ -238,11 +250,7 @@ func apiCode(err error) (string, string) {
 func TestControlAPIErrors(t *testing.T) {
 	h := startHarness(t, config.Config{Fleet: map[string]map[string]int{"ml.g5.xlarge": {"us-east-1a": 2}}})
 	ctx := context.Background()
-	h.setup(t, "m1", "c1", 1)
-	if _, err := h.sm.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String("c1")}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitStatus(t, "ep", smtypes.EndpointStatusInService)
+	h.serving(t, "ep")
 	arn := func(kind, name string) string { return "arn:aws:sagemaker:us-east-1:000000000000:" + kind + "/" + name }
 	tests := []struct {
 		name string
@@ -374,21 +382,14 @@ func TestRawProtocol(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodPost, h.url+"/", strings.NewReader(tc.body))
-			req.Header.Set("X-Amz-Target", tc.target)
-			req.Header.Set("Content-Type", "application/x-amz-json-1.1")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			status, hdr, raw := awsjsontest.Call(t, h.url, tc.target, tc.body)
 			var body map[string]any
-			_ = json.NewDecoder(resp.Body).Decode(&body)
-			if resp.StatusCode != tc.status || resp.Header.Get("x-amzn-RequestId") == "" {
-				t.Fatalf("status %d (request id %q), body %v", resp.StatusCode, resp.Header.Get("x-amzn-RequestId"), body)
+			_ = json.Unmarshal(raw, &body)
+			if status != tc.status || hdr.Get("x-amzn-RequestId") == "" {
+				t.Fatalf("status %d (request id %q), body %v", status, hdr.Get("x-amzn-RequestId"), body)
 			}
-			if tc.code != "" && (body["__type"] != tc.code || resp.Header.Get("X-Amzn-ErrorType") != tc.code || body["message"] == "") {
-				t.Fatalf("body %v header %q, want %s", body, resp.Header.Get("X-Amzn-ErrorType"), tc.code)
+			if tc.code != "" && (body["__type"] != tc.code || hdr.Get("X-Amzn-ErrorType") != tc.code || body["message"] == "") {
+				t.Fatalf("body %v header %q, want %s", body, hdr.Get("X-Amzn-ErrorType"), tc.code)
 			}
 		})
 	}

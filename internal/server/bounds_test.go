@@ -18,6 +18,7 @@ import (
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 
+	"github.com/capstan-dev/capstan/internal/awsjson/awsjsontest"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/runtime"
@@ -45,17 +46,10 @@ func startWithRuntime(t *testing.T, rt runtime.Runtime) (*Server, *sm.Client, st
 // the decoded AWS JSON body.
 func rawCall(t *testing.T, url, op, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/", strings.NewReader(body))
-	req.Header.Set("X-Amz-Target", "SageMaker."+op)
-	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	status, _, raw := awsjsontest.Call(t, url, "SageMaker."+op, body)
 	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
+	_ = json.Unmarshal(raw, &out)
+	return status, out
 }
 
 // TestCountLimitsAtTheAPI: counts past capstan's caps, and timestamps past
@@ -65,11 +59,7 @@ func rawCall(t *testing.T, url, op, body string) (int, map[string]any) {
 func TestCountLimitsAtTheAPI(t *testing.T) {
 	h := startHarness(t, config.Config{Fleet: map[string]map[string]int{"ml.g5.xlarge": {"us-east-1a": 2}}})
 	ctx := context.Background()
-	h.setup(t, "m1", "c1", 1)
-	if _, err := h.sm.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String("c1")}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitStatus(t, "ep", smtypes.EndpointStatusInService)
+	h.serving(t, "ep")
 
 	variant := func(name string, n int32) smtypes.ProductionVariant {
 		return smtypes.ProductionVariant{VariantName: aws.String(name), ModelName: aws.String("m1"),

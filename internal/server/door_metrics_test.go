@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 	smrtypes "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime/types"
 	"github.com/prometheus/common/expfmt"
@@ -109,12 +107,8 @@ func scrapeDoorCounts(t *testing.T, url, ep string) doorCounts {
 func TestDoorsRecordTheSameMetrics(t *testing.T) {
 	h := startHarness(t, config.Config{})
 	h.rt.SetDefaultAddr(simEngine(t))
-	h.setup(t, "m1", "c1", 1)
 	const ep = "parity-ep"
-	if _, err := h.sm.CreateEndpoint(context.Background(), &sm.CreateEndpointInput{EndpointName: aws.String(ep), EndpointConfigName: aws.String("c1")}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitStatus(t, ep, smtypes.EndpointStatusInService)
+	h.serving(t, ep)
 
 	const n, maxTokens = 3, 4
 	// One chat generation, the same for every door: the OpenAI door takes

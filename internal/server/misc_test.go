@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -19,11 +18,7 @@ import (
 
 func TestMetricsAndHealth(t *testing.T) {
 	h := startHarness(t, config.Config{})
-	h.setup(t, "m1", "c1", 1)
-	if _, err := h.sm.CreateEndpoint(context.Background(), &sm.CreateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String("c1")}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitStatus(t, "ep", smtypes.EndpointStatusInService)
+	h.serving(t, "ep")
 	resp, err := http.Get(h.url + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("healthz: %v %v", resp, err)

@@ -303,11 +303,7 @@ func (c *chunkWriter) Write(p []byte) (int, error) {
 func TestSigV4SDKClientsAccepted(t *testing.T) {
 	h := startHarness(t, config.Config{Credentials: sigv4Creds})
 	ctx := context.Background()
-	h.setup(t, "m1", "c1", 1)
-	if _, err := h.sm.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String("c1")}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitStatus(t, "ep", smtypes.EndpointStatusInService)
+	h.serving(t, "ep")
 	out, err := h.smr.InvokeEndpoint(ctx, &smr.InvokeEndpointInput{EndpointName: aws.String("ep"), ContentType: aws.String("application/json"),
 		Body: []byte(`{"inputs":"signed"}`)})
 	if err != nil {
