@@ -12,6 +12,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/serving"
+	"github.com/capstan-dev/capstan/internal/store"
 )
 
 // TestEveryReplicaPublishesKVEvents checks that a manifest replica gets a KV
@@ -122,5 +123,51 @@ func TestPrimeSetsRoutesFromRecords(t *testing.T) {
 	h2.reconcile(kIEC("chat"))
 	if b := h2.backends("chat-ep"); len(b) != 1 || !strings.HasPrefix(b[0], "iec.default.chat.") {
 		t.Fatalf("chat-ep backends after the first reconcile: %v", b)
+	}
+}
+
+// TestResyncStopsOrphans checks the resync's orphan sweep: a replica no
+// record lists (a crash between a record change and its Stop) is stopped
+// on the second resync that finds it unlisted, and its node capacity is
+// freed; a victim taken out of its record but not retired yet survives.
+func TestResyncStopsOrphans(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	k := kIEC("demo")
+	h.apply(iec("demo", 3, 1, ""))
+	h.reconcile(k)
+	ids := h.running("iec.default.demo.")
+	if len(ids) != 3 {
+		t.Fatalf("running %v", ids)
+	}
+	// The record forgets ids[1] and ids[2]; ids[2] is a victim on its way out.
+	if err := h.store.Update(func(tx *store.Tx) error {
+		var rec record
+		if _, err := tx.Get(bucket, k, &rec); err != nil {
+			return err
+		}
+		rec.Replicas = slices.DeleteFunc(rec.Replicas, func(r replicaRec) bool { return r.ID != ids[0] })
+		return tx.Put(bucket, k, &rec)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.svc.Controller()
+	c.mu.Lock()
+	c.retiring[ids[2]] = true
+	c.mu.Unlock()
+
+	c.resync(ctx)
+	if got := h.running("iec.default.demo."); !slices.Equal(got, ids) {
+		t.Fatalf("first resync: running %v, want all of %v (an orphan must be seen twice)", got, ids)
+	}
+	c.resync(ctx)
+	if got, want := h.running("iec.default.demo."), []string{ids[0], ids[2]}; !slices.Equal(got, want) {
+		t.Fatalf("second resync: running %v, want %v", got, want)
+	}
+	if _, ok := h.cl.NodeOf(ids[1]); ok {
+		t.Fatalf("the orphan %s still holds node capacity", ids[1])
+	}
+	if _, ok := h.cl.NodeOf(ids[2]); !ok {
+		t.Fatalf("the retiring victim %s lost its node capacity", ids[2])
 	}
 }
