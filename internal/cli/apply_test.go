@@ -24,6 +24,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/manifestapi"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -54,11 +55,11 @@ func newCLIEnv(t *testing.T) *cliEnv {
 		t.Fatal(err)
 	}
 	rt := fake.New(fake.WithClock(clk))
+	gw := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()})
 	svc, err := deployment.New(deployment.Options{
 		Store: st, Clock: clk, Registerer: prometheus.NewRegistry(),
-		Runtime: rt, Cluster: cl,
-		Gateway:    gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()}),
-		GatewayURL: "http://127.0.0.1:8080", EngineArgs: []string{"--time-scale=0"},
+		Engine:  serving.New(serving.Options{Runtime: rt, Router: gw, EngineArgs: []string{"--time-scale=0"}}),
+		Cluster: cl, Gateway: gw, GatewayURL: "http://127.0.0.1:8080",
 	})
 	if err != nil {
 		t.Fatal(err)

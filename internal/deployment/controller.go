@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/reconcile"
 	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -30,14 +30,23 @@ import (
 // again (a spec change retries at once).
 const modelRetry = 30 * time.Second
 
+// rollout is how a deployment moves to a new replica template: every new
+// replica starts at once beside the old ones (a surge), old replicas retire
+// as new ones become healthy, and when capacity has no room for a new
+// replica and none is starting, one old replica retires first to make room.
+// With no old revision it is plain scaling to the desired count.
+var rollout = serving.RollingStrategy{Batch: serving.Size{Unit: serving.Percent, Value: 100}, MakeRoom: 1}
+
 // Controller drives manifest deployments to their spec. Reconcile moves one
 // object a step (or several) towards it and is safe to call at any time;
 // Run calls it on store changes, runtime events, autoscaling polls and a
-// resync tick.
+// resync tick. It decides what runs; the serving engine runs it.
 type Controller struct {
 	o   Options
 	m   *metrics
 	log *slog.Logger
+	eng *serving.Engine
+	rt  runtime.Runtime
 
 	queue *reconcile.Queue
 
@@ -46,8 +55,7 @@ type Controller struct {
 	states   map[string]*objState
 	owners   map[string]string // replica id → object key
 	routes   map[string]string // route name → object key
-	retiring map[string]bool   // replicas being drained and stopped
-	orphans  map[string]bool   // unlisted replicas seen by the last resync
+	retiring map[string]bool   // replicas out of the record, not yet retired
 
 	evmu sync.Mutex
 	evs  map[string][]manifest.Event
@@ -70,7 +78,6 @@ type objState struct {
 	pending  map[string]string               // replica → why it is not placed
 	waitRoom map[string]bool                 // pending replicas that freed capacity would place
 	startErr map[string]string               // replica → why Start failed
-	kvPorts  map[string]int
 	// autoscaling
 	scaler    *autoscale.Scaler
 	scalerKey string
@@ -101,8 +108,8 @@ type objState struct {
 type failure struct{ reason, message string }
 
 func newController(o Options, m *metrics) *Controller {
-	c := &Controller{o: o, m: m, log: o.Logger, states: map[string]*objState{},
-		owners: map[string]string{}, routes: map[string]string{}, retiring: map[string]bool{}, orphans: map[string]bool{},
+	c := &Controller{o: o, m: m, log: o.Logger, eng: o.Engine, rt: o.Engine.Runtime(), states: map[string]*objState{},
+		owners: map[string]string{}, routes: map[string]string{}, retiring: map[string]bool{},
 		evs: map[string][]manifest.Event{}}
 	c.queue = reconcile.New(c.Reconcile, func(k string, err error) {
 		if !errors.Is(err, errConflict) {
@@ -118,7 +125,7 @@ func (c *Controller) state(k string) *objState {
 	st, ok := c.states[k]
 	if !ok {
 		st = &objState{instance: map[string]catalog.InstanceType{}, pending: map[string]string{}, waitRoom: map[string]bool{},
-			startErr: map[string]string{}, kvPorts: map[string]int{}}
+			startErr: map[string]string{}}
 		c.states[k] = st
 	}
 	return st
@@ -132,7 +139,7 @@ func (c *Controller) Run(ctx context.Context) {
 	c.mu.Unlock()
 	c.queue.Start(ctx)
 	watch := c.o.Store.Watch(ctx)
-	go c.o.Runtime.Subscribe(ctx, func(r runtime.Replica) {
+	go c.rt.Subscribe(ctx, func(r runtime.Replica) {
 		if r.Spec.Controller != runtime.ControllerDeployment {
 			return
 		}
@@ -178,33 +185,20 @@ func (c *Controller) resync(ctx context.Context) {
 }
 
 // stopOrphans stops this controller's replicas that no record lists (left by
-// a crash between a record change and a Stop). A replica must be unlisted
-// in two resyncs in a row, so one that a reconcile records and starts
-// between this resync's read of the records and of the runtime survives; one
-// being retired is left to its retire.
+// a crash between a record change and a Stop; the engine's sweep) and frees
+// their node capacity. A victim a reconcile has taken out of its record but
+// not retired yet counts as listed.
 func (c *Controller) stopOrphans(ctx context.Context, known map[string]bool) {
-	seen := map[string]bool{}
-	var stop []string
-	c.mu.Lock()
-	for _, r := range c.o.Runtime.List() {
-		id := r.Spec.ID
-		if r.Spec.Controller != runtime.ControllerDeployment || r.State == runtime.StateStopped || known[id] || c.retiring[id] {
-			continue
+	mine := func(s runtime.ReplicaSpec) bool { return s.Controller == runtime.ControllerDeployment }
+	listed := func(id string) bool {
+		if known[id] {
+			return true
 		}
-		if c.orphans[id] {
-			stop = append(stop, id)
-		} else {
-			seen[id] = true
-		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.retiring[id]
 	}
-	c.orphans = seen
-	c.mu.Unlock()
-	for _, id := range stop {
-		c.log.Warn("stopping orphaned replica", "replica", id)
-		if err := c.o.Runtime.Stop(ctx, id); err != nil {
-			c.log.Warn("stop orphaned replica", "replica", id, "err", err)
-			continue
-		}
+	for _, id := range c.eng.SweepOrphans(ctx, mine, listed) {
 		c.o.Cluster.Release(id)
 	}
 }
@@ -239,6 +233,56 @@ func (c *Controller) Activate(route string) {
 		return
 	}
 	c.Enqueue(k)
+}
+
+// Prime sets the route of every deployment from its record, before the
+// listener opens: after a restart a deployment's route exists at once (a
+// scale-to-zero one activates), instead of its requests failing as unknown
+// until the first reconcile. Objects being deleted, and ones that do not
+// hold their route's name, get none. The model and the replicas come with
+// the first reconcile.
+func (c *Controller) Prime() error {
+	var recs []record
+	err := c.o.Store.View(func(tx *store.Tx) error {
+		var err error
+		recs, err = store.List[record](tx, bucket)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("list deployments: %w", err)
+	}
+	for i := range recs {
+		rec := &recs[i]
+		o := rec.obj()
+		p, err := planFor(o)
+		if err != nil || rec.Deleting || !c.holdsName(rec, p) {
+			continue
+		}
+		m := o.GetMeta()
+		k := key(o.GetKind(), m.Namespace, m.Name)
+		if _, ok := c.claimRoute(k, p, c.state(k)); !ok {
+			continue
+		}
+		route, _ := c.route(p, rec, "", nil)
+		c.o.Gateway.SetRoute(route)
+	}
+	return nil
+}
+
+// holdsName reports whether the object held its route's name when its
+// status was last written: it was reconciled, not refused the name, and
+// holds the SageMaker registration of that name.
+func (c *Controller) holdsName(rec *record, p *plan) bool {
+	o := rec.obj()
+	if o.GetStatus().State == "" {
+		return false
+	}
+	for _, cd := range o.GetStatus().Conditions {
+		if cd.Type == manifest.ConditionReady && cd.Reason == manifest.ReasonEndpointNameInUse {
+			return false
+		}
+	}
+	return p.endpointName == "" || c.o.Endpoints == nil || rec.Registered == p.endpointName
 }
 
 // save writes rec if the stored version is still rec.Version; rec.Version
@@ -504,16 +548,12 @@ func sourceFailure(err error) *failure {
 	return &failure{manifest.ReasonModelSourceFailed, err.Error()}
 }
 
-func (c *Controller) healthy(id string) (runtime.Replica, bool) {
-	r, err := c.o.Runtime.Get(id)
-	return r, err == nil && r.State == runtime.StateHealthy && r.Addr != ""
-}
-
-// plan decides the replica set: it numbers new replicas of the current
-// revision up to desired, picks the current-revision victims of a scale-in
-// (newest first) and the old-revision replicas that may retire because new
-// ones serve in their place. The record lists the survivors; the victims
-// are returned for the caller to take out of the route, drain and stop.
+// plan decides the replica set under the rollout strategy: it numbers new
+// replicas of the current revision up to desired, picks the current-revision
+// victims of a scale-in (not serving first, then newest) and the
+// old-revision replicas that may retire because new ones serve in their
+// place or need their room. The record lists the survivors; the victims are
+// returned for the caller to take out of the route, drain and stop.
 func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired int) (retire []string, changed bool) {
 	var cur, old []replicaRec
 	for _, r := range rec.Replicas {
@@ -523,70 +563,71 @@ func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired 
 			old = append(old, r)
 		}
 	}
-	for len(cur) < desired {
+	prog := serving.Progress{Target: desired, New: len(cur), Old: len(old)}
+	for _, r := range cur {
+		if c.eng.Healthy(r.ID) {
+			prog.NewHealthy++
+		} else if _, placed := st.instance[r.ID]; !placed && st.waitRoom[r.ID] {
+			prog.NewBlocked++
+		}
+	}
+	step := rollout.Next(prog)
+	for len(cur) < step.New {
 		id := replicaID(p.kind, p.namespace, p.name, rec.Revision, rec.NextIndex)
 		rec.NextIndex++
 		cur = append(cur, replicaRec{ID: id, Revision: rec.Revision})
 		changed = true
 	}
-	if n := len(cur) - desired; n > 0 {
-		// Newest first, but never a serving replica while one that does
-		// not serve (pending, starting, failed) can go instead.
-		order := slices.Clone(cur)
-		sort.SliceStable(order, func(i, j int) bool {
-			_, hi := c.healthy(order[i].ID)
-			_, hj := c.healthy(order[j].ID)
-			if hi != hj {
-				return !hi
-			}
-			return indexOf(cur, order[i].ID) > indexOf(cur, order[j].ID)
-		})
-		victims := map[string]bool{}
-		for _, r := range order[:n] {
-			victims[r.ID] = true
+	if len(cur) > step.New {
+		var victims []replicaRec
+		cur, victims = c.pickVictims(cur, step.New)
+		for _, r := range victims {
 			retire = append(retire, r.ID)
 		}
-		cur = slices.DeleteFunc(cur, func(r replicaRec) bool { return victims[r.ID] })
 		changed = true
 		c.event(k, manifest.EventNormal, "ScalingReplicaSet", fmt.Sprintf("scaled in to %d replicas", desired))
 	}
-	if len(old) > 0 {
-		newHealthy, starting, capacityPending := 0, 0, 0
-		for _, r := range cur {
-			if _, ok := c.healthy(r.ID); ok {
-				newHealthy++
-			} else if _, placed := st.instance[r.ID]; placed {
-				starting++
-			} else if st.waitRoom[r.ID] {
-				capacityPending++
-			}
-		}
-		keep := max(0, desired-newHealthy)
-		if keep > 0 && capacityPending > 0 && starting == 0 {
-			// No room for a new replica while the old ones hold it: give up
-			// one old replica (drained first) so the rollout can proceed.
-			keep--
+	if len(old) > step.Old {
+		if starting := prog.New - prog.NewHealthy - prog.NewBlocked; prog.NewBlocked > 0 && starting == 0 {
 			c.event(k, manifest.EventNormal, "RolloutSurge", "no room for a new replica; retiring an old one first to make room")
 		}
 		// Keep the serving old replicas; retire the others first.
-		sort.SliceStable(old, func(i, j int) bool {
-			_, hi := c.healthy(old[i].ID)
-			_, hj := c.healthy(old[j].ID)
-			return hi && !hj
-		})
-		if len(old) > keep {
-			for _, r := range old[keep:] {
-				retire = append(retire, r.ID)
-			}
-			old = old[:keep]
-			changed = true
+		sort.SliceStable(old, func(i, j int) bool { return c.eng.Healthy(old[i].ID) && !c.eng.Healthy(old[j].ID) })
+		for _, r := range old[step.Old:] {
+			retire = append(retire, r.ID)
 		}
+		old = old[:step.Old]
+		changed = true
 		if len(old) == 0 {
 			c.event(k, manifest.EventNormal, "RolloutComplete", fmt.Sprintf("revision %d serves alone", rec.Revision))
 		}
 	}
 	rec.Replicas = append(cur, old...)
 	return retire, changed
+}
+
+// pickVictims keeps n of rs, giving up replicas that do not serve (pending,
+// starting, failed) first, then the newest.
+func (c *Controller) pickVictims(rs []replicaRec, n int) (keep, victims []replicaRec) {
+	order := slices.Clone(rs)
+	sort.SliceStable(order, func(i, j int) bool {
+		hi, hj := c.eng.Healthy(order[i].ID), c.eng.Healthy(order[j].ID)
+		if hi != hj {
+			return hi
+		}
+		return indexOf(rs, order[i].ID) < indexOf(rs, order[j].ID)
+	})
+	gone := map[string]bool{}
+	for _, r := range order[n:] {
+		gone[r.ID] = true
+		victims = append(victims, r)
+	}
+	for _, r := range rs {
+		if !gone[r.ID] {
+			keep = append(keep, r)
+		}
+	}
+	return keep, victims
 }
 
 func indexOf(rs []replicaRec, id string) int {
@@ -598,8 +639,8 @@ func indexOf(rs []replicaRec, id string) int {
 	return -1
 }
 
-// retire drains replica id (already out of the route), stops it and frees
-// its node capacity.
+// retire drains and stops replica id (already out of the route) through the
+// engine and frees its node capacity.
 func (c *Controller) retire(ctx context.Context, k, id string, st *objState) {
 	c.mu.Lock()
 	c.retiring[id] = true
@@ -610,23 +651,14 @@ func (c *Controller) retire(ctx context.Context, k, id string, st *objState) {
 		delete(c.owners, id)
 		c.mu.Unlock()
 	}()
-	if _, err := c.o.Runtime.Get(id); err == nil {
-		dctx, cancel := context.WithTimeout(ctx, c.o.DrainTimeout)
-		if err := c.o.Gateway.Drain(dctx, id); err != nil {
-			c.log.Warn("drain timed out; stopping anyway", "replica", id, "err", err)
-		}
-		cancel()
-		if err := c.o.Runtime.Stop(ctx, id); err != nil {
-			c.log.Warn("stop replica", "replica", id, "err", err)
-		}
+	if err := c.eng.Retire(ctx, id); err != nil {
+		c.log.Warn("retire replica", "object", k, "replica", id, "err", err)
 	}
 	c.o.Cluster.Release(id)
 	delete(st.instance, id)
 	delete(st.pending, id)
 	delete(st.waitRoom, id)
 	delete(st.startErr, id)
-	delete(st.kvPorts, id)
-	c.log.Info("replica retired", "object", k, "replica", id)
 }
 
 // placeAndStart places every listed replica that has no node yet and starts
@@ -641,14 +673,7 @@ func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p
 				continue
 			}
 		}
-		rep, err := c.o.Runtime.Get(r.ID)
-		if err == nil && rep.State != runtime.StateStopped {
-			continue
-		}
-		spec, err := c.replicaSpec(r.ID, p, it, res, st)
-		if err == nil {
-			err = c.o.Runtime.Start(ctx, spec)
-		}
+		started, err := c.eng.Ensure(ctx, c.replicaSpec(r.ID, p, it, res))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -660,6 +685,9 @@ func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p
 			continue
 		}
 		delete(st.startErr, r.ID)
+		if !started {
+			continue
+		}
 		node, _ := c.o.Cluster.NodeOf(r.ID)
 		c.event(k, manifest.EventNormal, "Started", fmt.Sprintf("replica %s started on node %s (%s)", r.ID, node.Name, it.Name))
 	}
@@ -708,25 +736,15 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 	return catalog.InstanceType{}, false
 }
 
-// replicaSpec is what the runtime starts for replica id on instance type it.
-func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, res modelsource.Result, st *objState) (runtime.ReplicaSpec, error) {
-	args := append([]string(nil), c.o.EngineArgs...)
+// replicaSpec is what the runtime starts for replica id on instance type it;
+// the engine adds its own flags and the KV events port.
+func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, res modelsource.Result) runtime.ReplicaSpec {
+	var args []string
 	if p.l1 {
 		args = append(args, "--cpu-cache-bytes="+strconv.FormatInt(p.l1Bytes(it), 10))
 	}
 	if p.l2URL != "" {
 		args = append(args, "--shared-cache="+p.l2URL)
-	}
-	if p.kvaware {
-		port, ok := st.kvPorts[id]
-		if !ok {
-			var err error
-			if port, err = freePort(); err != nil {
-				return runtime.ReplicaSpec{}, fmt.Errorf("kv events port: %w", err)
-			}
-			st.kvPorts[id] = port
-		}
-		args = append(args, "--kv-events="+kvEndpoint(port))
 	}
 	var env map[string]string
 	if len(p.env) > 0 {
@@ -737,47 +755,22 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, re
 	}
 	return runtime.ReplicaSpec{ID: id, Endpoint: p.route, Variant: VariantName, Controller: runtime.ControllerDeployment,
 		Engine: "sim", Model: res.Model, ModelDir: res.Dir, ServedModelName: p.route, GPU: it.GPU, TensorParallel: p.tensorParallel(it),
-		Args: args, Env: env}, nil
+		Args: args, Env: env}
 }
 
-func kvEndpoint(port int) string { return "tcp://127.0.0.1:" + strconv.Itoa(port) }
-
-// freePort asks the kernel for a free TCP port for a replica's KV events.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// setRoute points the deployment's route at its serving replicas (minus
-// excluded ones). An unchanged route is not set again.
-func (c *Controller) setRoute(p *plan, rec *record, st *objState, model string, exclude []string) {
-	if p == nil {
-		return
-	}
-	skip := map[string]bool{}
-	for _, id := range exclude {
-		skip[id] = true
-	}
-	vr := gateway.VariantRoute{Name: VariantName, Weight: 1, RoutingStrategy: p.strategy, Model: model}
+// route is the deployment's gateway route: its serving replicas (minus
+// excluded ones), each with its KV events endpoint, under the plan's routing
+// strategy and request limits; sig identifies it, so an unchanged route is
+// not set again.
+func (c *Controller) route(p *plan, rec *record, model string, exclude []string) (route gateway.Route, sig string) {
+	var ids []string
 	for _, r := range rec.Replicas {
-		if skip[r.ID] {
-			continue
+		if !slices.Contains(exclude, r.ID) {
+			ids = append(ids, r.ID)
 		}
-		rep, ok := c.healthy(r.ID)
-		if !ok {
-			continue
-		}
-		b := gateway.Backend{ID: r.ID, Addr: rep.Addr}
-		if port, ok := st.kvPorts[r.ID]; ok && p.kvaware {
-			b.KVEventsEndpoint = kvEndpoint(port)
-		}
-		vr.Backends = append(vr.Backends, b)
 	}
-	route := gateway.Route{Endpoint: p.route, Variants: []gateway.VariantRoute{vr}}
+	vr := gateway.VariantRoute{Name: VariantName, Weight: 1, RoutingStrategy: p.strategy, Model: model, Backends: c.eng.Backends(ids)}
+	route = gateway.Route{Endpoint: p.route, Variants: []gateway.VariantRoute{vr}}
 	if n := len(vr.Backends); n > 0 && p.maxConcurrent > 0 {
 		// Per-replica limits (the nginx sidecar's, upstream) summed over the
 		// serving replicas; beyond them callers get 429.
@@ -787,17 +780,27 @@ func (c *Controller) setRoute(p *plan, rec *record, st *objState, model string, 
 	if scaleToZero {
 		route.Activator = c
 	}
-	sig, _ := json.Marshal(struct {
+	b, _ := json.Marshal(struct {
 		V    gateway.VariantRoute
 		A    bool
 		C, Q int
 	}{vr, scaleToZero, route.MaxConcurrency, route.MaxQueue})
-	if string(sig) == st.routeSig {
+	return route, string(b)
+}
+
+// setRoute points the deployment's route at its serving replicas (minus
+// excluded ones). An unchanged route is not set again.
+func (c *Controller) setRoute(p *plan, rec *record, st *objState, model string, exclude []string) {
+	if p == nil {
 		return
 	}
-	st.routeSig = string(sig)
+	route, sig := c.route(p, rec, model, exclude)
+	if sig == st.routeSig {
+		return
+	}
+	st.routeSig = sig
 	c.o.Gateway.SetRoute(route)
-	if len(vr.Backends) > 0 && !st.coldStart.IsZero() {
+	if len(route.Variants[0].Backends) > 0 && !st.coldStart.IsZero() {
 		d := c.o.Clock.Now().Sub(st.coldStart)
 		c.m.coldStart.WithLabelValues(p.namespace, p.name, p.kind).Observe(d.Seconds())
 		c.log.Info("cold start complete", "route", p.route, "seconds", d.Seconds())
@@ -816,7 +819,7 @@ func (c *Controller) account(k string, obj manifest.Object, st *objState, now ti
 	st.acctAt = now
 	n := 0
 	for id := range st.instance {
-		if r, err := c.o.Runtime.Get(id); err == nil && r.State != runtime.StateStopped {
+		if r, err := c.rt.Get(id); err == nil && r.State != runtime.StateStopped {
 			n++
 		}
 	}
@@ -912,7 +915,7 @@ func (c *Controller) managed(p *plan, rec *record, st *objState, status, reason 
 		m.InstanceType = p.instanceTypes[0]
 	}
 	for _, r := range rec.Replicas {
-		if _, ok := c.healthy(r.ID); ok {
+		if c.eng.Healthy(r.ID) {
 			m.Replicas = append(m.Replicas, r.ID)
 			if it, ok := st.instance[r.ID]; ok {
 				m.InstanceType = it.Name

@@ -20,6 +20,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -499,7 +500,7 @@ func TestRestartResumes(t *testing.T) {
 	h2 := newHarness(t)
 	h2.store = h.store
 	h2.reg = &registry{Service: endpoint.NewService(h.store, nil, nil, h2.clk, testLogger(t))}
-	svc, err := New(Options{Store: h.store, Clock: h2.clk, Runtime: h2.rt, Cluster: h2.cl, Gateway: h2.gw,
+	svc, err := New(Options{Store: h.store, Clock: h2.clk, Engine: serving.New(serving.Options{Runtime: h2.rt, Router: h2.gw}), Cluster: h2.cl, Gateway: h2.gw,
 		Models: h2.models, Endpoints: h2.reg, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -163,8 +164,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	}
 	t.Cleanup(func() { st.Close() })
 	hc := harnessConfig{groups: cluster.DefaultInstanceGroups()}
-	o := Options{Store: st, Clock: clk, GatewayURL: "http://127.0.0.1:8080", EngineArgs: []string{"--time-scale=0"},
-		Logger: testLogger(t)}
+	o := Options{Store: st, Clock: clk, GatewayURL: "http://127.0.0.1:8080", Logger: testLogger(t)}
 	for _, f := range opts {
 		f(&o, &hc)
 	}
@@ -182,7 +182,8 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	gw := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()})
 	models := &fakeModels{}
 	reg := &registry{Service: endpoint.NewService(st, nil, nil, clk, testLogger(t))}
-	o.Runtime, o.Cluster, o.Gateway, o.Registerer = rt, cl, gw, prom
+	o.Cluster, o.Gateway, o.Registerer = cl, gw, prom
+	o.Engine = serving.New(serving.Options{Runtime: rt, Router: gw, Logger: o.Logger, EngineArgs: []string{"--time-scale=0"}})
 	if o.Models == nil {
 		o.Models = models
 	}

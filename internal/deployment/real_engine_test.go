@@ -18,6 +18,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/runtime/local"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 	"github.com/capstan-dev/capstan/internal/testutil"
 )
@@ -64,9 +65,10 @@ func TestRealEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw := gateway.New(gateway.Options{Registerer: prometheus.NewRegistry(), Logger: log})
+	eng := serving.New(serving.Options{Runtime: rt, Router: gw, Logger: log, EngineArgs: []string{"--time-scale=0"}, DrainTimeout: 5 * time.Second})
 	svc, err := New(Options{Store: st, Clock: clock.Real{}, Logger: log, Registerer: prometheus.NewRegistry(),
-		Runtime: rt, Cluster: cl, Gateway: gw, Models: models, EngineArgs: []string{"--time-scale=0"},
-		Resync: 100 * time.Millisecond, DrainTimeout: 5 * time.Second, GatewayURL: "http://127.0.0.1:1"})
+		Engine: eng, Cluster: cl, Gateway: gw, Models: models,
+		Resync: 100 * time.Millisecond, GatewayURL: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
-	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -39,16 +39,19 @@ var _ EndpointRegistry = (*endpoint.Service)(nil)
 // (triggers.Build).
 type TriggerBuilder func(spec *manifest.AutoScalingSpec, env triggers.Env) (autoscale.Config, []autoscale.Trigger, error)
 
-// Options wire a Service. Store, Clock, Runtime, Cluster and Gateway are
+// Options wire a Service. Store, Clock, Engine, Cluster and Gateway are
 // required; the rest have defaults or switch features off when nil.
 type Options struct {
 	Store      *store.Store
 	Clock      clock.Clock
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
-	Runtime    runtime.Runtime
-	Cluster    *cluster.Cluster
-	Gateway    *gateway.Gateway
+	// Engine runs the replicas (start with the engine flags and a KV events
+	// port, health gate, drain and stop, orphan sweep); its runtime is the
+	// one deployments run on and its router must be Gateway.
+	Engine  *serving.Engine
+	Cluster *cluster.Cluster
+	Gateway *gateway.Gateway
 	// Models resolves model sources; nil resolves JumpStart ids and IEC
 	// modelNames against the catalog only (no download).
 	Models ModelFetcher
@@ -59,13 +62,8 @@ type Options struct {
 	Triggers TriggerBuilder
 	// Catalog resolves instance types (default catalog.Default()).
 	Catalog *catalog.Catalog
-	// EngineArgs are extra engine flags for every replica (e.g. --time-scale).
-	EngineArgs []string
 	// StartTimeout: a replica not healthy by then is reported (default 10m).
 	StartTimeout time.Duration
-	// DrainTimeout bounds the wait for in-flight requests of a retiring
-	// replica (default 60s).
-	DrainTimeout time.Duration
 	// Resync is how often every deployment is reconciled regardless of
 	// events (default 1s).
 	Resync time.Duration
@@ -95,8 +93,8 @@ func New(o Options) (*Service, error) {
 	if o.Clock == nil {
 		missing = append(missing, errors.New("Clock"))
 	}
-	if o.Runtime == nil {
-		missing = append(missing, errors.New("Runtime"))
+	if o.Engine == nil {
+		missing = append(missing, errors.New("Engine"))
 	}
 	if o.Cluster == nil {
 		missing = append(missing, errors.New("Cluster"))
@@ -106,6 +104,10 @@ func New(o Options) (*Service, error) {
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("deployment: options required: %w", errors.Join(missing...))
+	}
+	if o.Engine.Router() != serving.Router(o.Gateway) {
+		// Routes set here and drains done by the engine must meet in one gateway.
+		return nil, errors.New("deployment: Engine must route through Gateway")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -118,9 +120,6 @@ func New(o Options) (*Service, error) {
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Minute
-	}
-	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = 60 * time.Second
 	}
 	if o.Resync <= 0 {
 		o.Resync = time.Second

@@ -226,12 +226,15 @@ type template struct {
 	Req           cluster.Resources `json:"req"`
 	GPUs          int               `json:"gpus"`
 	Env           map[string]string `json:"env"`
-	KVAware       bool              `json:"kvaware"`
-	L1            bool              `json:"l1"`
-	L2            string            `json:"l2"`
-	Model         string            `json:"model"`
-	ModelDir      string            `json:"modelDir"`
-	Route         string            `json:"route"`
+	// KVAware no longer changes the replica (every replica publishes KV
+	// events) but stays, so hashes in stored records stay valid: a changed
+	// hash rolls out every replica.
+	KVAware  bool   `json:"kvaware"`
+	L1       bool   `json:"l1"`
+	L2       string `json:"l2"`
+	Model    string `json:"model"`
+	ModelDir string `json:"modelDir"`
+	Route    string `json:"route"`
 }
 
 func (p *plan) templateHash(model, dir string) string {

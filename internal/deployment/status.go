@@ -46,7 +46,7 @@ func (c *Controller) count(rec *record, st *objState, desired int) counts {
 			}
 			continue
 		}
-		rep, err := c.o.Runtime.Get(r.ID)
+		rep, err := c.rt.Get(r.ID)
 		if err != nil || rep.State == runtime.StateStopped {
 			continue
 		}

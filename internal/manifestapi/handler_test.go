@@ -26,6 +26,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -86,11 +87,11 @@ func newService(t testing.TB, clk *clock.Fake, db *store.Store, rt *fake.Runtime
 	if err != nil {
 		t.Fatal(err)
 	}
+	gw := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()})
 	svc, err := deployment.New(deployment.Options{
 		Store: db, Clock: clk, Registerer: prometheus.NewRegistry(),
-		Runtime: rt, Cluster: cl, Endpoints: endpoints,
-		Gateway:    gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()}),
-		GatewayURL: "http://127.0.0.1:8080", EngineArgs: []string{"--time-scale=0"},
+		Engine:  serving.New(serving.Options{Runtime: rt, Router: gw, EngineArgs: []string{"--time-scale=0"}}),
+		Cluster: cl, Endpoints: endpoints, Gateway: gw, GatewayURL: "http://127.0.0.1:8080",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/modelsource"
-	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -30,17 +30,17 @@ type deploymentDeps struct {
 	clock      clock.Clock
 	log        *slog.Logger
 	reg        prometheus.Registerer
-	rt         runtime.Runtime
+	eng        *serving.Engine
 	gw         *gateway.Gateway
 	endpoints  *endpoint.Service
 	cat        *catalog.Catalog
-	engineArgs []string
 	gatewayURL string
 }
 
 // newDeployments builds the manifests' side of capstan: the default cluster,
 // the model-source fetcher and the deployment service that runs
-// InferenceEndpointConfig and JumpStartModel objects.
+// InferenceEndpointConfig and JumpStartModel objects on the serving engine
+// the SageMaker endpoints share.
 func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
 	groups := cluster.DefaultInstanceGroups()
 	if gs := d.cfg.Cluster.InstanceGroups; len(gs) > 0 {
@@ -65,9 +65,8 @@ func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
 	}
 	return deployment.New(deployment.Options{
 		Store: d.store, Clock: d.clock, Logger: d.log, Registerer: d.reg,
-		Runtime: d.rt, Cluster: cl, Gateway: d.gw, Models: models, Endpoints: d.endpoints,
-		Triggers: triggers.Build, Catalog: d.cat, EngineArgs: d.engineArgs,
-		StartTimeout: d.cfg.Endpoints.StartTimeout.Duration, DrainTimeout: d.cfg.Endpoints.DrainTimeout.Duration,
+		Engine: d.eng, Cluster: cl, Gateway: d.gw, Models: models, Endpoints: d.endpoints,
+		Triggers: triggers.Build, Catalog: d.cat, StartTimeout: d.cfg.Endpoints.StartTimeout.Duration,
 		Resync: o.Resync, GatewayURL: d.gatewayURL, Region: d.cfg.Region, AccountID: d.cfg.AccountID,
 	})
 }

@@ -141,9 +141,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	dep, err := newDeployments(deploymentDeps{cfg: cfg, store: st, clock: clk, log: log, reg: reg, rt: rt, gw: gw,
-		endpoints: svc, cat: cat, engineArgs: args, gatewayURL: "http://" + ln.Addr().String()}, o)
+	dep, err := newDeployments(deploymentDeps{cfg: cfg, store: st, clock: clk, log: log, reg: reg, eng: eng, gw: gw,
+		endpoints: svc, cat: cat, gatewayURL: "http://" + ln.Addr().String()}, o)
 	if err != nil {
+		return fail(fmt.Errorf("deployments: %w", err))
+	}
+	// Deployments' routes too exist before the listener serves.
+	if err := dep.Controller().Prime(); err != nil {
 		return fail(fmt.Errorf("deployments: %w", err))
 	}
 	manifests, err := manifestapi.New(manifestapi.Options{Store: dep, Logger: log})

@@ -129,7 +129,10 @@ func (s RollingStrategy) Next(p Progress) Step {
 		}
 		st.Old = min(st.Old, max(0, p.Old-min(room, p.NewBlocked)))
 	}
-	if p.New == p.NewHealthy && p.New < p.Target && (p.New == 0 || p.Since >= s.Wait) {
+	// The next batch starts once the last one is healthy and has waited. A
+	// batch of the whole target has no next batch to wait for: replicas a
+	// raised target adds start at once.
+	if p.New < p.Target && (b >= p.Target || p.New == p.NewHealthy && (p.New == 0 || p.Since >= s.Wait)) {
 		st.New = min(p.Target, p.New+b)
 	}
 	if p.New > p.Target {

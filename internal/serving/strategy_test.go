@@ -76,6 +76,14 @@ func TestRolling(t *testing.T) {
 			Progress{Target: 4, Old: 4}, Step{New: 2, Old: 4, Pooled: true}},
 		{"scale-in during rollout", one,
 			Progress{Target: 1, New: 2, NewHealthy: 2, Old: 1}, Step{New: 1, Pooled: true, Done: true}},
+		{"batch of the whole target: a raised target starts the rest at once", RollingStrategy{Batch: Size{Percent, 100}, MakeRoom: 1},
+			Progress{Target: 3, New: 2, NewHealthy: 1, Old: 2}, Step{New: 3, Old: 2, Pooled: true}},
+		{"batch of the whole target, nothing to replace: scale-out while one starts", RollingStrategy{Batch: Size{Percent, 100}, MakeRoom: 1},
+			Progress{Target: 3, New: 2, NewHealthy: 1}, Step{New: 3, Pooled: true}},
+		{"smaller batch: a raised target waits for the batch", one,
+			Progress{Target: 4, New: 2, NewHealthy: 1, Old: 2, Since: time.Minute}, Step{New: 2, Old: 2, Pooled: true}},
+		{"make room retires one old replica in all, not one beyond coverage", RollingStrategy{Batch: Size{Percent, 100}, MakeRoom: 1},
+			Progress{Target: 2, New: 2, NewBlocked: 2, Old: 3}, Step{New: 2, Old: 2, Pooled: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
