@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/capacity"
@@ -77,6 +78,12 @@ func (a *API) toWire(err error) *wireError {
 		default:
 			return newWireError(http.StatusBadRequest, CodeValidation, "%s", e.Message)
 		}
+	}
+	var ste *endpoint.StrategyError
+	if errors.As(err, &ste) {
+		return newWireError(http.StatusBadRequest, CodeValidation,
+			"Value '%s' of tag %s is not a routing strategy; accepted values: [%s]. The tag sets the routing strategy of every production variant and overrides RoutingConfig.RoutingStrategy.",
+			ste.Value, endpoint.StrategyTag, strings.Join(ste.Known, ", "))
 	}
 	if e, ok := endpoint.AsError(err); ok {
 		arn := a.arn(e.Resource, e.Name)
