@@ -73,7 +73,13 @@ func TestRoutingStrategyTag(t *testing.T) {
 			if _, err := h.sm.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String(ep), EndpointConfigName: aws.String(cfg)}); err != nil {
 				t.Fatal(err)
 			}
-			h.waitStatus(t, ep, smtypes.EndpointStatusInService)
+			// DescribeEndpoint says which strategy each variant runs, in
+			// SageMaker's field even when the value is outside its enum.
+			for _, v := range h.waitStatus(t, ep, smtypes.EndpointStatusInService).ProductionVariants {
+				if rc := v.RoutingConfig; rc == nil || string(rc.RoutingStrategy) != tt.want[aws.ToString(v.VariantName)] {
+					t.Errorf("DescribeEndpoint variant %s RoutingConfig %+v, want %s", aws.ToString(v.VariantName), rc, tt.want[aws.ToString(v.VariantName)])
+				}
+			}
 			got := map[string]string{}
 			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 				if r, ok := h.srv.Gateway.Route(ep); ok {
