@@ -10,7 +10,7 @@
 #
 #   bench/routing_sagemaker.sh                    full run
 #   QUICK=1 bench/routing_sagemaker.sh            smaller run
-#   QUICK=1 REPLICAS=4 RATE=36 bench/routing_sagemaker.sh   the docs/performance.md run
+#   QUICK=1 REPLICAS=4 RATE=36 bench/routing_sagemaker.sh   half the fleet at half the rate
 #
 # Knobs (env): CAPSTAN (binary; default: build ./cmd/capstan), REPLICAS,
 # TIME_SCALE, GPU_UTIL, RATE, REQUESTS, SP_WORKLOAD, STRATEGIES, OUT.
