@@ -120,6 +120,9 @@ func (s *Service) CreateEndpointConfig(_ context.Context, c EndpointConfig) (End
 	if math.IsInf(total, 0) {
 		return c, invalidf("The variant weights of endpoint configuration %q add up to more than a float64 holds.", c.Name)
 	}
+	if err := checkStrategyTag(c.Tags); err != nil {
+		return c, err
+	}
 	err := s.store.Update(func(tx *store.Tx) error {
 		if tx.Exists(KindConfig, c.Name) {
 			return alreadyExists(ResConfig, c.Name)
@@ -527,6 +530,7 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 		return nil, notFound(ResConfig, configName)
 	}
 	dep := &Deployment{ConfigName: configName, Generation: gen, StartTime: now}
+	tagged := taggedStrategy(cfg.Tags) // StrategyTag: every variant, over its RoutingConfig
 	for _, v := range cfg.ProductionVariants {
 		var m Model
 		found, err := tx.Get(KindModel, v.ModelName, &m)
@@ -540,6 +544,9 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 			Weight: v.Weight(), DesiredWeight: v.Weight(), DesiredCount: v.InitialInstanceCount}
 		if v.RoutingConfig != nil {
 			vs.RoutingStrategy = v.RoutingConfig.RoutingStrategy
+		}
+		if tagged != "" {
+			vs.RoutingStrategy = tagged
 		}
 		if err := checkReservation(tx, s.res, v, owner, now); err != nil {
 			return nil, err

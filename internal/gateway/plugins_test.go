@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -201,5 +202,22 @@ func TestRegistryStrategies(t *testing.T) {
 	}
 	if _, err := reg.newScheduler(Profile{Scorers: []WeightedScorer{{"nope", 1}}}, Deps{}); err == nil {
 		t.Fatal("unknown scorer: want error")
+	}
+}
+
+// Strategies and IsStrategy are what settings outside the gateway validate
+// against: every listed name resolves, spelled as registered.
+func TestExportedStrategies(t *testing.T) {
+	names := Strategies()
+	if want := "LEAST_OUTSTANDING_REQUESTS,RANDOM,kvaware,prefixaware,roundrobin,session"; strings.Join(names, ",") != want {
+		t.Fatalf("Strategies() = %v, want %s", names, want)
+	}
+	for _, tt := range []struct {
+		name string
+		ok   bool
+	}{{"kvaware", true}, {"KV-Aware", true}, {"least_outstanding_requests", true}, {"", false}, {"bogus", false}} {
+		if got := IsStrategy(tt.name); got != tt.ok {
+			t.Errorf("IsStrategy(%q) = %v, want %v", tt.name, got, tt.ok)
+		}
 	}
 }

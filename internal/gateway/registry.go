@@ -10,11 +10,12 @@ import (
 type Registry struct {
 	plugins    map[string]Factory
 	strategies map[string]Profile
+	names      map[string]string // strategy key → the name as registered
 }
 
 // NewRegistry returns a registry holding every in-tree plugin and strategy.
 func NewRegistry() *Registry {
-	r := &Registry{plugins: map[string]Factory{}, strategies: map[string]Profile{}}
+	r := &Registry{plugins: map[string]Factory{}, strategies: map[string]Profile{}, names: map[string]string{}}
 	registerInTreePlugins(r)
 	return r
 }
@@ -32,6 +33,7 @@ func (r *Registry) RegisterPlugin(name string, f Factory) {
 // Names match case-insensitively, ignoring '_' and '-'.
 func (r *Registry) RegisterStrategy(name string, p Profile) {
 	r.strategies[strategyKey(name)] = p
+	r.names[strategyKey(name)] = name
 }
 
 // Strategies lists the registered strategy keys, sorted.
@@ -42,6 +44,26 @@ func (r *Registry) Strategies() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Strategies lists the in-tree strategies by the names they were registered
+// under (e.g. LEAST_OUTSTANDING_REQUESTS, kvaware), sorted: what a setting
+// that picks a strategy accepts, for its error message.
+func Strategies() []string {
+	r := NewRegistry()
+	out := make([]string, 0, len(r.names))
+	for _, n := range r.names {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// IsStrategy reports whether name selects an in-tree strategy, matched as
+// VariantRoute.RoutingStrategy is (case-insensitively, ignoring '_' and '-').
+func IsStrategy(name string) bool {
+	_, ok := NewRegistry().strategies[strategyKey(name)]
+	return ok
 }
 
 func (r *Registry) build(name string, deps Deps) (Plugin, error) {

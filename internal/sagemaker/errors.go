@@ -3,6 +3,7 @@ package sagemaker
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/capacity"
@@ -55,6 +56,12 @@ func (a *API) toWire(err error) *awsjson.Error {
 		default:
 			return awsjson.Validationf("%s", e.Message)
 		}
+	}
+	var ste *endpoint.StrategyError
+	if errors.As(err, &ste) {
+		return awsjson.Validationf(
+			"Value '%s' of tag %s is not a routing strategy; accepted values: [%s]. The tag sets the routing strategy of every production variant and overrides RoutingConfig.RoutingStrategy.",
+			ste.Value, endpoint.StrategyTag, strings.Join(ste.Known, ", "))
 	}
 	if e, ok := endpoint.AsError(err); ok {
 		arn := a.arn(e.Resource, e.Name)

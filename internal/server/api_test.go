@@ -64,6 +64,12 @@ func startHarness(t testing.TB, cfg config.Config) *harness {
 	eng := fakeEngine(t)
 	rt := fake.New()
 	rt.SetDefaultAddr(strings.TrimPrefix(eng.URL, "http://"))
+	return startHarnessOn(t, cfg, rt, rt)
+}
+
+// startHarnessOn starts the server on run, a runtime built around rt.
+func startHarnessOn(t testing.TB, cfg config.Config, rt *fake.Runtime, run runtime.Runtime) *harness {
+	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	if cfg.DataDir == "" {
 		cfg.DataDir = filepath.Join(t.TempDir(), "data")
@@ -71,7 +77,7 @@ func startHarness(t testing.TB, cfg config.Config) *harness {
 	cfg.Default()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := Start(ctx, Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Runtime:    func(clock.Clock, *slog.Logger, string) (runtime.Runtime, error) { return rt, nil },
+		Runtime:    func(clock.Clock, *slog.Logger, string) (runtime.Runtime, error) { return run, nil },
 		RuntimeAPI: RuntimeAPI(cfg), Resync: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

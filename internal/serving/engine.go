@@ -78,7 +78,7 @@ func (e *Engine) Ensure(ctx context.Context, spec runtime.ReplicaSpec) (started 
 	if err != nil {
 		return false, fmt.Errorf("replica %s: kv events port: %w", spec.ID, err)
 	}
-	spec.Args = append(append(append([]string(nil), e.o.EngineArgs...), spec.Args...), "--kv-events="+kvEndpoint(port))
+	spec.Args = append(append(append([]string(nil), e.o.EngineArgs...), spec.Args...), "--kv-events="+kvBindEndpoint(port))
 	if err := e.o.Runtime.Start(ctx, spec); err != nil {
 		return false, err
 	}
@@ -99,7 +99,13 @@ func (e *Engine) kvPort(id string) (int, error) {
 	return p, nil
 }
 
-func kvEndpoint(port int) string { return "tcp://127.0.0.1:" + strconv.Itoa(port) }
+// kvEndpoint is where the gateway connects for a replica's KV events, and
+// kvBindEndpoint what the replica is told: by vLLM's rule an endpoint binds
+// only when it holds "*" and connects otherwise, so handing both sides
+// tcp://127.0.0.1:PORT left both dialling and no event ever arrived. The
+// wildcard binds every interface, as vLLM's own examples do.
+func kvEndpoint(port int) string     { return "tcp://127.0.0.1:" + strconv.Itoa(port) }
+func kvBindEndpoint(port int) string { return "tcp://*:" + strconv.Itoa(port) }
 
 // freePort asks the kernel for a free TCP port for a replica's KV events.
 func freePort() (int, error) {
