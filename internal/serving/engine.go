@@ -103,7 +103,8 @@ func (e *Engine) kvPort(id string) (int, error) {
 // kvBindEndpoint what the replica is told: by vLLM's rule an endpoint binds
 // only when it holds "*" and connects otherwise, so handing both sides
 // tcp://127.0.0.1:PORT left both dialling and no event ever arrived. The
-// wildcard binds every interface, as vLLM's own examples do.
+// simulated engine binds the wildcard on its HTTP interface (loopback under
+// capstan serve), so token ids do not leave the host.
 func kvEndpoint(port int) string     { return "tcp://127.0.0.1:" + strconv.Itoa(port) }
 func kvBindEndpoint(port int) string { return "tcp://*:" + strconv.Itoa(port) }
 

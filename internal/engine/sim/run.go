@@ -92,7 +92,14 @@ func Run(ctx context.Context, opts Options, stdout io.Writer, log *slog.Logger) 
 		if topic == "" {
 			topic = "kv@" + hostPort + "@" + opts.ServedModelName
 		}
-		pub, err := events.NewPublisher(engCtx, opts.KVEvents, opts.KVEventsReplay, topic)
+		// The publisher binds on the HTTP server's interface: a replica on
+		// loopback keeps its KV events (token ids) on loopback too.
+		bindHost := opts.Host
+		if ip := net.ParseIP(bindHost); ip != nil && ip.IsUnspecified() {
+			bindHost = ""
+		}
+		pub, err := events.NewPublisherWithOptions(engCtx, events.PublisherOptions{Endpoint: opts.KVEvents,
+			ReplayEndpoint: opts.KVEventsReplay, Topic: topic, BindHost: bindHost})
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("--kv-events: %w", err)

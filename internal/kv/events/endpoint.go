@@ -50,13 +50,22 @@ func checkEndpoint(endpoint string) error {
 	return nil
 }
 
-// attach binds or connects sock per vLLM's rule. A connect happens in the
-// background with endless retries and automatic reconnection, as libzmq's
-// lazy connect does, so a publisher may start before its collector (and a
-// subscriber before its engine).
-func attach(ctx context.Context, sock zmq4.Socket, endpoint string, log *slog.Logger) error {
+// attach binds or connects sock per vLLM's rule. A bind listens on every
+// interface, or on bindHost when it is set (the "*" of the endpoint becomes
+// bindHost), so a replica on loopback does not publish its token ids to
+// the network. A connect happens in the background with endless retries and
+// automatic reconnection, as libzmq's lazy connect does, so a publisher may
+// start before its collector (and a subscriber before its engine).
+func attach(ctx context.Context, sock zmq4.Socket, endpoint, bindHost string, log *slog.Logger) error {
 	if binds(endpoint) {
-		if err := sock.Listen(endpoint); err != nil {
+		addr := endpoint
+		if bindHost != "" {
+			if strings.Contains(bindHost, ":") {
+				bindHost = "[" + bindHost + "]"
+			}
+			addr = strings.Replace(endpoint, "*", bindHost, 1)
+		}
+		if err := sock.Listen(addr); err != nil {
 			return fmt.Errorf("events: bind %s: %w", endpoint, err)
 		}
 		return nil

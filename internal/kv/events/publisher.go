@@ -29,6 +29,9 @@ const (
 // defaults.
 type PublisherOptions struct {
 	Endpoint       string // "tcp://*:5557" binds; anything without "*" connects
+	// BindHost, when set, is the interface a binding Endpoint listens on
+	// instead of every interface ("127.0.0.1": loopback only).
+	BindHost string
 	ReplayEndpoint string // optional ROUTER endpoint for replay (always binds)
 	Topic          string
 	QueueSize      int
@@ -128,7 +131,7 @@ func NewPublisherWithOptions(ctx context.Context, o PublisherOptions) (*Publishe
 		_ = p.pub.Close()
 		return nil, fmt.Errorf("events: set hwm: %w", err)
 	}
-	if err := attach(ctx, p.pub, o.Endpoint, p.log); err != nil {
+	if err := attach(ctx, p.pub, o.Endpoint, o.BindHost, p.log); err != nil {
 		cancel()
 		_ = p.pub.Close()
 		return nil, err

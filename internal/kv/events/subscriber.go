@@ -76,7 +76,7 @@ func NewSubscriber(ctx context.Context, endpoint, topicPrefix string) (*Subscrib
 		_ = s.sock.Close()
 		return nil, fmt.Errorf("events: subscribe: %w", err)
 	}
-	if err := attach(ctx, s.sock, endpoint, s.log); err != nil {
+	if err := attach(ctx, s.sock, endpoint, "", s.log); err != nil {
 		cancel()
 		_ = s.sock.Close()
 		return nil, err
