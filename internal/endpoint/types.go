@@ -6,8 +6,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/placement"
+	"github.com/capstan-dev/capstan/internal/serving"
 )
 
 // Store buckets.

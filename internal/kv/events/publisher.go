@@ -28,10 +28,10 @@ const (
 // PublisherOptions configures NewPublisherWithOptions. Zero values take the
 // defaults.
 type PublisherOptions struct {
-	Endpoint       string // "tcp://*:5557" binds; anything without "*" connects
+	Endpoint string // "tcp://*:5557" binds; anything without "*" connects
 	// BindHost, when set, is the interface a binding Endpoint listens on
 	// instead of every interface ("127.0.0.1": loopback only).
-	BindHost string
+	BindHost       string
 	ReplayEndpoint string // optional ROUTER endpoint for replay (always binds)
 	Topic          string
 	QueueSize      int
