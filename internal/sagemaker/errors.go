@@ -147,6 +147,8 @@ func (a *API) updateCapacityError(e *endpoint.UpdateCapacityError) *wireError {
 	var pe *placement.LimitError
 	var le *fleet.LimitError
 	switch {
+	case errors.As(e.Err, &pe) && pe.Total == 0:
+		return newWireError(http.StatusBadRequest, CodeValidation, "Training plan %s does not exist or has expired.", pe.Name)
 	case errors.As(e.Err, &pe):
 		// The error's Available counts this endpoint's own instances as free
 		// for it; the plan's view says what nobody holds.

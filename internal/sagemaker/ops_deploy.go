@@ -67,9 +67,10 @@ const (
 )
 
 // decodeDeploymentConfig reads UpdateEndpoint's DeploymentConfig (nil when
-// absent), refusing members the shape does not have with their path, and
-// checks it as SageMaker does.
-func decodeDeploymentConfig(raw json.RawMessage) (*deploymentConfig, error) {
+// absent) and adds to e what SageMaker would refuse in it: members the
+// shape does not have, by path, or else the values and combinations. The
+// error is a body that does not parse.
+func decodeDeploymentConfig(raw json.RawMessage, e *validationError) (*deploymentConfig, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -77,23 +78,19 @@ func decodeDeploymentConfig(raw json.RawMessage) (*deploymentConfig, error) {
 	if err := decode(raw, &c); err != nil {
 		return nil, err
 	}
-	var ve validationError
-	ve.unknownMembers(raw, reflect.TypeFor[deploymentConfig](), deploymentConfigPath)
-	if err := ve.Err(); err != nil {
-		return nil, err
-	}
-	ve.deploymentConfig(&c)
-	if err := ve.Err(); err != nil {
-		return nil, err
+	if e.unknownMembers(raw, reflect.TypeFor[deploymentConfig](), deploymentConfigPath) == 0 {
+		e.deploymentConfig(&c)
 	}
 	return &c, nil
 }
 
 // unknownMembers adds a violation for every object member in raw that t (a
-// struct, or a pointer to or slice of one) does not declare, and recurses
-// into the members it does. Go's decoder drops unknown members silently and
-// its DisallowUnknownFields does not say where one was.
-func (e *validationError) unknownMembers(raw json.RawMessage, t reflect.Type, path string) {
+// struct, or a pointer to or slice of one) does not declare, recursing into
+// the members it does, and returns how many it added. Go's decoder drops
+// unknown members silently and its DisallowUnknownFields does not say where
+// one was.
+func (e *validationError) unknownMembers(raw json.RawMessage, t reflect.Type, path string) int {
+	n := 0
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -101,15 +98,15 @@ func (e *validationError) unknownMembers(raw json.RawMessage, t reflect.Type, pa
 	case reflect.Slice:
 		var items []json.RawMessage
 		if json.Unmarshal(raw, &items) != nil {
-			return // not a list: the typed decode already refused it
+			return 0 // not a list: the typed decode already refused it
 		}
 		for i, it := range items {
-			e.unknownMembers(it, t.Elem(), fmt.Sprintf("%s.%d.member", path, i+1))
+			n += e.unknownMembers(it, t.Elem(), fmt.Sprintf("%s.%d.member", path, i+1))
 		}
 	case reflect.Struct:
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(raw, &obj) != nil {
-			return
+			return 0
 		}
 		known := map[string]reflect.StructField{}
 		var names []string
@@ -128,11 +125,13 @@ func (e *validationError) unknownMembers(raw json.RawMessage, t reflect.Type, pa
 			if !ok {
 				e.Add(truncate(string(obj[k]), 64), path+"."+k,
 					"Member is not recognized; the members here are "+strings.Join(names, ", "))
+				n++
 				continue
 			}
-			e.unknownMembers(obj[k], f.Type, path+"."+lowerFirst(k))
+			n += e.unknownMembers(obj[k], f.Type, path+"."+lowerFirst(k))
 		}
 	}
+	return n
 }
 
 func lowerFirst(s string) string {

@@ -145,6 +145,25 @@ func TestDeploymentConfigValidation(t *testing.T) {
 			}
 		})
 	}
+	t.Run("with the request's other violations", func(t *testing.T) {
+		_, _, raw := call(t, srv.URL, "UpdateEndpoint", `{"EndpointName":"ep","EndpointConfigName":"x_y","DeploymentConfig":`+
+			`{"RollingUpdatePolicy":{"MaximumBatchSize":{"Type":"INSTANCE_COUNT","Value":1},"WaitIntervalInSeconds":-1}}}`)
+		want := "2 validation errors detected: Value 'x_y' at 'endpointConfigName' failed to satisfy constraint: Member must satisfy regular expression pattern: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}; " +
+			"Value '-1' at 'deploymentConfig.rollingUpdatePolicy.waitIntervalInSeconds' failed to satisfy constraint: Member must have value greater than or equal to 0"
+		if !strings.Contains(string(raw), want) {
+			t.Fatalf("%s\nwant %s", raw, want)
+		}
+	})
+}
+
+// checkedDeploymentConfig decodes and checks raw as UpdateEndpoint does.
+func checkedDeploymentConfig(raw []byte) (*deploymentConfig, error) {
+	var ve validationError
+	c, err := decodeDeploymentConfig(raw, &ve)
+	if err == nil {
+		err = ve.Err()
+	}
+	return c, err
 }
 
 // TestDeploymentConfigRoundTrip: a policy shown as LastDeploymentConfig
@@ -167,7 +186,7 @@ func TestDeploymentConfigRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := decodeDeploymentConfig(raw)
+		c, err := checkedDeploymentConfig(raw)
 		if err != nil {
 			t.Fatalf("%s does not read back: %v", raw, err)
 		}
@@ -182,7 +201,7 @@ func TestDeploymentConfigRoundTrip(t *testing.T) {
 		`{"BlueGreenUpdatePolicy":{"TrafficRoutingConfiguration":{"Type":"LINEAR","WaitIntervalInSeconds":60,"LinearStepSize":{"Type":"CAPACITY_PERCENT","Value":20}},"TerminationWaitInSeconds":300,"MaximumExecutionTimeoutInSeconds":3600},"AutoRollbackConfiguration":{"Alarms":[{"AlarmName":"high-errors"}]}}`,
 		`{"RollingUpdatePolicy":{"MaximumBatchSize":{"Type":"INSTANCE_COUNT","Value":1},"WaitIntervalInSeconds":0,"MaximumExecutionTimeoutInSeconds":1800,"RollbackMaximumBatchSize":{"Type":"INSTANCE_COUNT","Value":2}}}`,
 	} {
-		c, err := decodeDeploymentConfig(json.RawMessage(in))
+		c, err := checkedDeploymentConfig(json.RawMessage(in))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +231,7 @@ func TestPendingSummary(t *testing.T) {
 		{"canary baking", &endpoint.Rollout{}, 0.25, variantStatus{Status: "Baking", StartTime: &Epoch{Time: step}}, ptr(0.5)},
 		{"rolling", &endpoint.Rollout{Policy: rolling}, 0, variantStatus{Status: "Updating", StartTime: &Epoch{Time: start}}, nil},
 		{"rolling back", &endpoint.Rollout{Policy: rolling, RollingBack: true, Reason: "alarm fired"}, 0,
-			variantStatus{Status: "Deleting", StatusMessage: "Rolling back: alarm fired", StartTime: &Epoch{Time: step}}, nil},
+			variantStatus{Status: "Deleting", StatusMessage: "Rolling back: alarm fired"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -250,6 +269,8 @@ func TestUpdateCapacityErrorWire(t *testing.T) {
 		{"plan", &endpoint.UpdateCapacityError{Endpoint: "Ep", Serving: 1, Needed: 1,
 			Err: &placement.LimitError{Plan: placement.PlanNamed("p"), Name: "p", Requested: 2, Available: 1, Total: 1}},
 			"Cannot update endpoint arn:aws:sagemaker:us-east-1:000000000000:endpoint/ep with a blue/green deployment: the new configuration needs 1 instance(s) of training plan p beside the 1 serving, and the plan has 0 free (1 in total)." + hint},
+		{"plan gone", &endpoint.UpdateCapacityError{Endpoint: "ep", Serving: 1, Needed: 1, Err: &placement.LimitError{Name: "p", Requested: 1}},
+			"Training plan p does not exist or has expired."},
 		{"fleet", &policyError{err: &endpoint.UpdateCapacityError{Endpoint: "ep", Serving: 2, Needed: 2,
 			Err: &fleet.LimitError{InstanceType: "ml.g5.xlarge", Requested: 4, Available: 3, Total: 4}}},
 			"Cannot update endpoint arn:aws:sagemaker:us-east-1:000000000000:endpoint/ep with a blue/green deployment: the new configuration needs 2 ml.g5.xlarge instance(s) beside the 2 serving, and the account limit of 4 ml.g5.xlarge instances leaves 1 free." + hint},
@@ -276,7 +297,7 @@ func TestDocsDeploymentConfigs(t *testing.T) {
 		t.Fatalf("docs/deployments.md has %d json blocks; want one per kind of update", len(blocks))
 	}
 	for _, b := range blocks {
-		if _, err := decodeDeploymentConfig(b[1]); err != nil {
+		if _, err := checkedDeploymentConfig(b[1]); err != nil {
 			t.Errorf("%s: %v", b[1], err)
 		}
 	}

@@ -176,7 +176,8 @@ func (a *API) pending(ep endpoint.Endpoint) *pendingSummary {
 		st := variantStatus{Status: "Creating", StatusMessage: v.Waiting, StartTime: awsjson.EpochOf(p.StartTime)}
 		switch {
 		case ep.Rollout != nil && ep.Rollout.RollingBack:
-			st = variantStatus{Status: "Deleting", StatusMessage: "Rolling back: " + ep.Rollout.Reason, StartTime: awsjson.EpochOf(v.StepAt)}
+			// The record has no time for the rollback's start: none is shown.
+			st = variantStatus{Status: "Deleting", StatusMessage: "Rolling back: " + ep.Rollout.Reason}
 		case rolling:
 			st.Status = "Updating"
 		case v.Share > 0:
@@ -230,11 +231,11 @@ func (a *API) updateEndpoint(ctx context.Context, body []byte) (any, error) {
 	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
 	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
 	ve.listLen(len(in.ExcludeRetainedVariantProperties), 0, 3, "excludeRetainedVariantProperties")
-	if err := ve.Err(); err != nil {
+	dc, err := decodeDeploymentConfig(in.DeploymentConfig, &ve)
+	if err != nil {
 		return nil, err
 	}
-	dc, err := decodeDeploymentConfig(in.DeploymentConfig)
-	if err != nil {
+	if err := ve.Err(); err != nil {
 		return nil, err
 	}
 	o := endpoint.UpdateOptions{RetainPolicy: in.RetainDeploymentConfig}
