@@ -57,13 +57,19 @@ const (
 	maxRollingExecSeconds   = 28800
 	maxAlarms               = 10
 	maxAlarmNameLen         = 255
-	deploymentConfigPath    = "deploymentConfig"
-	alarmNamePatternText    = `^(?!\s*$).+`
-	trafficTypeAllAtOnce    = string(serving.AllAtOnce)
-	trafficTypeCanary       = string(serving.Canary)
-	trafficTypeLinear       = string(serving.Linear)
-	sizeTypeInstances       = string(serving.Instances)
-	sizeTypePercent         = string(serving.Percent)
+)
+
+const (
+	deploymentConfigPath = "deploymentConfig"
+	// alarmNamePatternText is AlarmName's pattern as SageMaker reports it
+	// (Go's regexp has no lookahead; the check spells it out).
+	alarmNamePatternText = `^(?!\s*$).+`
+	// The enums, as the domain spells them too.
+	trafficTypeAllAtOnce = string(serving.AllAtOnce)
+	trafficTypeCanary    = string(serving.Canary)
+	trafficTypeLinear    = string(serving.Linear)
+	sizeTypeInstances    = string(serving.Instances)
+	sizeTypePercent      = string(serving.Percent)
 )
 
 // decodeDeploymentConfig reads UpdateEndpoint's DeploymentConfig (nil when
@@ -206,15 +212,15 @@ func (e *validationError) trafficRouting(tr *trafficRouting, path string) {
 		typ = *tr.Type
 	}
 	for _, s := range []struct {
-		size   *capacitySize
-		member string
-		for_   string
+		size    *capacitySize
+		member  string
+		traffic string
 	}{{tr.CanarySize, "canarySize", trafficTypeCanary}, {tr.LinearStepSize, "linearStepSize", trafficTypeLinear}} {
 		switch {
-		case s.size != nil && typ != s.for_:
-			e.Add(typ, path+"."+s.member, fmt.Sprintf("Member may be set only when Type is %s", s.for_))
-		case s.size == nil && typ == s.for_:
-			e.Add("null", path+"."+s.member, fmt.Sprintf("Member must be set when Type is %s", s.for_))
+		case s.size != nil && typ != s.traffic:
+			e.Add(typ, path+"."+s.member, fmt.Sprintf("Member may be set only when Type is %s", s.traffic))
+		case s.size == nil && typ == s.traffic:
+			e.Add("null", path+"."+s.member, fmt.Sprintf("Member must be set when Type is %s", s.traffic))
 		case s.size != nil:
 			e.capacitySize(s.size, path+"."+s.member)
 		}
