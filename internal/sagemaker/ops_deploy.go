@@ -153,7 +153,7 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…" // a cut rune is dropped
 }
 
 // deploymentConfig checks c's members and the rules between them.
