@@ -2,14 +2,17 @@ package sagemaker
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/capstan-dev/capstan/internal/alarm"
 	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/fleet"
 	"github.com/capstan-dev/capstan/internal/placement"
+	"github.com/capstan-dev/capstan/internal/serving"
 )
 
 // Wire error codes.
@@ -32,6 +35,33 @@ type validationError struct{ awsjson.Violations }
 // nil for any other (awsjson.Handler maps those). It is the only place that
 // does so for the control API.
 func (a *API) toWire(err error) *awsjson.Error {
+	var uce *endpoint.UpdateCapacityError
+	if errors.As(err, &uce) {
+		return a.updateCapacityError(uce)
+	}
+	if fes := fieldErrors(err); len(fes) > 0 {
+		var pe *policyError
+		var p *serving.Policy
+		if errors.As(err, &pe) {
+			p = pe.policy
+		}
+		parts := make([]string, len(fes))
+		for i, fe := range fes {
+			parts[i] = fmt.Sprintf("Value at '%s' failed to satisfy constraint: %s", wirePolicyField(fe.Field, p), fe.Message)
+		}
+		noun := "error"
+		if len(parts) > 1 {
+			noun = "errors"
+		}
+		return awsjson.Validationf("%d validation %s detected: %s", len(parts), noun, strings.Join(parts, "; "))
+	}
+	var ua *alarm.UnknownAlarmError
+	if errors.As(err, &ua) {
+		return awsjson.Validationf(
+			"1 validation error detected: Value '%s' at 'deploymentConfig.autoRollbackConfiguration.alarms' failed to satisfy constraint: "+
+				"Member must name alarms defined in the server's configuration (the alarms list of capstan.yaml); not defined: %s",
+			strings.Join(ua.Names, ", "), strings.Join(ua.Names, ", "))
+	}
 	var le *fleet.LimitError
 	if errors.As(err, &le) {
 		return awsjson.Errorf(http.StatusBadRequest, CodeLimitExceeded,
@@ -79,4 +109,39 @@ func (a *API) toWire(err error) *awsjson.Error {
 		}
 	}
 	return nil
+}
+
+// rollingHint is the DeploymentConfig that replaces instances in place,
+// as the AWS CLI takes it.
+const rollingHint = `--deployment-config '{"RollingUpdatePolicy":{"MaximumBatchSize":{"Type":"INSTANCE_COUNT","Value":1},"WaitIntervalInSeconds":0}}'`
+
+// updateCapacityError words a blue/green update whose new side does not fit
+// beside the serving one, with what is free and what to do instead.
+func (a *API) updateCapacityError(e *endpoint.UpdateCapacityError) *awsjson.Error {
+	arn := a.arn(endpoint.ResEndpoint, e.Endpoint)
+	var where string
+	var pe *placement.LimitError
+	var le *fleet.LimitError
+	switch {
+	case errors.As(e.Err, &pe) && pe.Total == 0:
+		return awsjson.Validationf("Training plan %s does not exist or has expired.", pe.Name)
+	case errors.As(e.Err, &pe):
+		// The error's Available counts this endpoint's own instances as free
+		// for it; the plan's view says what nobody holds.
+		free := max(pe.Available-e.Serving, 0)
+		if a.opts.Capacity != nil {
+			if pv, err := a.opts.Capacity.GetPlan(pe.Plan.Key); err == nil {
+				free = pv.Available
+			}
+		}
+		where = fmt.Sprintf("instance(s) of training plan %s beside the %d serving, and the plan has %d free (%d in total)",
+			pe.Name, e.Serving, free, pe.Total)
+	case errors.As(e.Err, &le):
+		where = fmt.Sprintf("%s instance(s) beside the %d serving, and the account limit of %d %s instances leaves %d free",
+			le.InstanceType, e.Serving, le.Total, le.InstanceType, max(le.Available-e.Serving, 0))
+	default:
+		where = fmt.Sprintf("instance(s) beside the %d serving, and there is no room for them (%v)", e.Serving, e.Err)
+	}
+	return awsjson.Validationf("Cannot update endpoint %s with a blue/green deployment: the new configuration needs %d %s. "+
+		"Update with %s to replace instances in place, or use a configuration that fits.", arn, e.Needed, where, rollingHint)
 }

@@ -259,6 +259,8 @@ func FuzzDispatch(f *testing.F) {
 		[2]string{"UpdateEndpointWeightsAndCapacities", `{"EndpointName":"ep","DesiredWeightsAndCapacities":[{"VariantName":"v","DesiredInstanceCount":9223372036854775807}]}`},
 		[2]string{"UpdateEndpointWeightsAndCapacities", `{"EndpointName":"ep","DesiredWeightsAndCapacities":[{"VariantName":"v","DesiredWeight":1e308,"DesiredInstanceCount":2}]}`},
 		[2]string{"UpdateEndpoint", `{"EndpointName":"ep","EndpointConfigName":"c"}`},
+		[2]string{"UpdateEndpoint", `{"EndpointName":"ep","EndpointConfigName":"c","DeploymentConfig":{"RollingUpdatePolicy":{"MaximumBatchSize":{"Type":"CAPACITY_PERCENT","Value":50},"WaitIntervalInSeconds":0,"RollbackMaximumBatchSize":{"Type":"INSTANCE_COUNT","Value":1}}}}`},
+		[2]string{"UpdateEndpoint", `{"EndpointName":"ep","EndpointConfigName":"c","RetainDeploymentConfig":true,"DeploymentConfig":{"BlueGreenUpdatePolicy":{"TrafficRoutingConfiguration":{"Type":"CANARY","WaitIntervalInSeconds":60,"CanarySize":{"Type":"INSTANCE_COUNT","Value":1}},"TerminationWaitInSeconds":0}}}`},
 		[2]string{"DeleteEndpoint", `{"EndpointName":"ep"}`},
 		[2]string{"ListEndpoints", `{"CreationTimeAfter":1e300}`},
 		[2]string{"ListEndpointConfigs", `{"CreationTimeBefore":"NaN","MaxResults":100,"NextToken":"eyJvIjo1fQ"}`},

@@ -2,6 +2,7 @@ package sagemaker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/capstan-dev/capstan/internal/awsjson"
@@ -82,15 +83,16 @@ type pendingSummary struct {
 }
 
 type describeEndpointOutput struct {
-	EndpointName             string           `json:"EndpointName"`
-	EndpointArn              string           `json:"EndpointArn"`
-	EndpointConfigName       string           `json:"EndpointConfigName,omitempty"`
-	ProductionVariants       []variantSummary `json:"ProductionVariants,omitempty"`
-	EndpointStatus           string           `json:"EndpointStatus"`
-	FailureReason            string           `json:"FailureReason,omitempty"`
-	CreationTime             Epoch            `json:"CreationTime"`
-	LastModifiedTime         Epoch            `json:"LastModifiedTime"`
-	PendingDeploymentSummary *pendingSummary  `json:"PendingDeploymentSummary,omitempty"`
+	EndpointName             string            `json:"EndpointName"`
+	EndpointArn              string            `json:"EndpointArn"`
+	EndpointConfigName       string            `json:"EndpointConfigName,omitempty"`
+	ProductionVariants       []variantSummary  `json:"ProductionVariants,omitempty"`
+	EndpointStatus           string            `json:"EndpointStatus"`
+	FailureReason            string            `json:"FailureReason,omitempty"`
+	CreationTime             Epoch             `json:"CreationTime"`
+	LastModifiedTime         Epoch             `json:"LastModifiedTime"`
+	PendingDeploymentSummary *pendingSummary   `json:"PendingDeploymentSummary,omitempty"`
+	LastDeploymentConfig     *deploymentConfig `json:"LastDeploymentConfig,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -123,7 +125,8 @@ func summarize(v endpoint.VariantState, serving bool, status string, since *Epoc
 func (a *API) describe(ep endpoint.Endpoint) describeEndpointOutput {
 	out := describeEndpointOutput{EndpointName: ep.Name, EndpointArn: a.arn(endpoint.ResEndpoint, ep.Name),
 		EndpointStatus: ep.Status, FailureReason: ep.FailureReason,
-		CreationTime: Epoch{Time: ep.CreationTime}, LastModifiedTime: Epoch{Time: ep.LastModifiedTime}}
+		CreationTime: Epoch{Time: ep.CreationTime}, LastModifiedTime: Epoch{Time: ep.LastModifiedTime},
+		LastDeploymentConfig: wireDeploymentConfig(ep.LastPolicy)}
 	switch {
 	case ep.Current != nil:
 		out.EndpointConfigName = ep.Current.ConfigName
@@ -136,18 +139,8 @@ func (a *API) describe(ep endpoint.Endpoint) describeEndpointOutput {
 			a.reservation(&s, v, len(v.Replicas))
 			out.ProductionVariants = append(out.ProductionVariants, s)
 		}
-		if ep.Pending != nil {
-			ps := &pendingSummary{EndpointConfigName: ep.Pending.ConfigName, StartTime: awsjson.EpochOf(ep.Pending.StartTime)}
-			for _, v := range ep.Pending.Variants {
-				s := summarize(v, false, "Creating", awsjson.EpochOf(ep.Pending.StartTime))
-				s.InstanceType = v.InstanceType
-				a.reservation(&s, v, 0)
-				if v.Waiting != "" {
-					s.VariantStatus[0].StatusMessage = v.Waiting
-				}
-				ps.ProductionVariants = append(ps.ProductionVariants, s)
-			}
-			out.PendingDeploymentSummary = ps
+		if ep.Pending != nil && ep.Status == endpoint.StatusUpdating {
+			out.PendingDeploymentSummary = a.pending(ep)
 		}
 	case ep.Pending != nil:
 		out.EndpointConfigName = ep.Pending.ConfigName
@@ -165,6 +158,40 @@ func (a *API) describe(ep endpoint.Endpoint) describeEndpointOutput {
 		}
 	}
 	return out
+}
+
+// pending is the update in progress as PendingDeploymentSummary. Each new
+// variant counts the instances recorded for it so far; its status is the
+// rollout's phase: Creating while a blue/green side comes up without
+// traffic, Baking once it has traffic (a canary or linear step, or the
+// termination wait), Updating while a rolling update replaces instances,
+// Deleting while a failed update is rolled back.
+func (a *API) pending(ep endpoint.Endpoint) *pendingSummary {
+	p := ep.Pending
+	ps := &pendingSummary{EndpointConfigName: p.ConfigName, StartTime: awsjson.EpochOf(p.StartTime)}
+	rolling := ep.Rollout != nil && ep.Rollout.Policy.Rolling != nil
+	for _, v := range p.Variants {
+		s := summarize(v, false, "", nil)
+		s.CurrentWeight, s.CurrentInstanceCount, s.InstanceType = nil, ptr(len(v.Replicas)), v.InstanceType
+		st := variantStatus{Status: "Creating", StatusMessage: v.Waiting, StartTime: awsjson.EpochOf(p.StartTime)}
+		switch {
+		case ep.Rollout != nil && ep.Rollout.RollingBack:
+			// The record has no time for the rollback's start: none is shown.
+			st = variantStatus{Status: "Deleting", StatusMessage: "Rolling back: " + ep.Rollout.Reason}
+		case rolling:
+			st.Status = "Updating"
+		case v.Share > 0:
+			st.Status, st.StartTime = "Baking", awsjson.EpochOf(v.StepAt)
+			fallthrough
+		default:
+			// Blue/green routes the new side DesiredWeight × its share.
+			s.CurrentWeight = ptr(v.DesiredWeight * v.Share)
+		}
+		s.VariantStatus = []variantStatus{st}
+		a.reservation(&s, v, len(v.Replicas))
+		ps.ProductionVariants = append(ps.ProductionVariants, s)
+	}
+	return ps
 }
 
 func (a *API) describeEndpoint(ctx context.Context, body []byte) (any, error) {
@@ -190,6 +217,9 @@ type updateEndpointInput struct {
 	RetainAllVariantProperties       bool    `json:"RetainAllVariantProperties"`
 	ExcludeRetainedVariantProperties []any   `json:"ExcludeRetainedVariantProperties"`
 	RetainDeploymentConfig           bool    `json:"RetainDeploymentConfig"`
+	// DeploymentConfig is decoded on its own (decodeDeploymentConfig), which
+	// refuses unknown members with their path.
+	DeploymentConfig json.RawMessage `json:"DeploymentConfig"`
 }
 
 func (a *API) updateEndpoint(ctx context.Context, body []byte) (any, error) {
@@ -201,12 +231,20 @@ func (a *API) updateEndpoint(ctx context.Context, body []byte) (any, error) {
 	ve.name(in.EndpointName, "endpointName", patResourceName, patResourceNameText)
 	ve.name(in.EndpointConfigName, "endpointConfigName", patResourceName, patResourceNameText)
 	ve.listLen(len(in.ExcludeRetainedVariantProperties), 0, 3, "excludeRetainedVariantProperties")
+	dc, err := decodeDeploymentConfig(in.DeploymentConfig, &ve)
+	if err != nil {
+		return nil, err
+	}
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
-	ep, err := a.svc.UpdateEndpoint(ctx, *in.EndpointName, *in.EndpointConfigName, endpoint.UpdateOptions{RetainPolicy: in.RetainDeploymentConfig})
+	o := endpoint.UpdateOptions{RetainPolicy: in.RetainDeploymentConfig}
+	if dc != nil {
+		o.Policy = ptr(dc.policy())
+	}
+	ep, err := a.svc.UpdateEndpoint(ctx, *in.EndpointName, *in.EndpointConfigName, o)
 	if err != nil {
-		return nil, err
+		return nil, &policyError{policy: o.Policy, err: err}
 	}
 	return map[string]string{"EndpointArn": a.arn(endpoint.ResEndpoint, ep.Name)}, nil
 }

@@ -59,10 +59,10 @@ type harness struct {
 	url string
 }
 
-func startHarness(t testing.TB, cfg config.Config) *harness {
+func startHarness(t testing.TB, cfg config.Config, rtOpts ...fake.Option) *harness {
 	t.Helper()
 	eng := fakeEngine(t)
-	rt := fake.New()
+	rt := fake.New(rtOpts...)
 	rt.SetDefaultAddr(strings.TrimPrefix(eng.URL, "http://"))
 	return startHarnessOn(t, cfg, rt, rt)
 }
