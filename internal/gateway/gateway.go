@@ -536,29 +536,38 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		return nil, err
 	}
 	req := &SchedRequest{Endpoint: inv.Endpoint, Variant: variant, Model: v.route.Model, Path: inv.Path, Header: inv.Header, Body: inv.Body, Tried: map[string]bool{}}
-	var lastErr error
+	var lastErr, routeErr error
 	stale := 0
 	for attempt := 0; attempt < g.maxTries; attempt++ {
 		c, ok := v.sched.pick(ctx, req, g.candidates(v.route.Backends))
 		pass() // the routing decision is made: the next held request may go
+		var err error
+		var resp *http.Response
 		if !ok {
-			break
+			// Every backend of the route as read is draining or tried. If
+			// the route changed since (a rollout retired them), route again.
+			if cur, _ := g.lookup(inv.Endpoint); cur == rs {
+				break
+			}
+			err = errStaleBackend
+		} else {
+			req.Tried[c.Backend.ID] = true
+			resp, err = g.forward(ctx, inv, c.Backend, es, v)
 		}
-		req.Tried[c.Backend.ID] = true
-		resp, err := g.forward(ctx, inv, c.Backend, es, v)
 		if errors.Is(err, errStaleBackend) {
-			// Re-read the route; the next pick sees the new backends.
-			if rs, ok = g.lookup(inv.Endpoint); !ok || rs.route.Unavailable != "" {
+			// Route again, as a new request would: the next pick sees the
+			// new backends, or the request is held while there are none.
+			nrs, nv, npass, rerr := g.resolveFrom(ctx, inv, true)
+			if rerr != nil {
+				routeErr = rerr
 				break
 			}
-			nv, err := g.chooseVariant(rs, inv.TargetVariant)
-			if err != nil {
-				break
-			}
+			rs, pass = nrs, npass
 			v, variant = nv, nv.route.Name
 			req.Variant, req.Model, req.Tried = variant, v.route.Model, map[string]bool{}
 			attempt-- // not a failed try: nothing was sent
 			if stale++; stale > maxStaleRepicks {
+				pass()
 				break
 			}
 			continue
@@ -616,6 +625,9 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		// the answer every new request gets.
 		return nil, &UnavailableError{Reason: cur.route.Unavailable}
 	}
+	if routeErr != nil {
+		return nil, routeErr
+	}
 	if lastErr != nil {
 		return nil, fmt.Errorf("endpoint %s variant %s: %w: %w", inv.Endpoint, variant, ErrNoBackend, lastErr)
 	}
@@ -629,8 +641,14 @@ func noPass() {}
 // returned pass must be called once the request has made its routing
 // decision. On error rs is the route when there is one (for accounting).
 func (g *Gateway) resolve(ctx context.Context, inv Invocation) (rs *routeState, v *variantState, pass func(), err error) {
+	return g.resolveFrom(ctx, inv, false)
+}
+
+// resolveFrom is resolve; arrived says the request was counted already (it
+// is routed again after a route change).
+func (g *Gateway) resolveFrom(ctx context.Context, inv Invocation, arrived bool) (rs *routeState, v *variantState, pass func(), err error) {
 	pass = noPass
-	for arrived := false; ; arrived = true {
+	for ; ; arrived = true {
 		var ok bool
 		if rs, ok = g.lookup(inv.Endpoint); !ok {
 			return nil, nil, pass, fmt.Errorf("endpoint %q: %w", inv.Endpoint, ErrUnknownEndpoint)
