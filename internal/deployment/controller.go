@@ -777,14 +777,18 @@ func (c *Controller) route(p *plan, rec *record, model string, exclude []string)
 		route.MaxConcurrency, route.MaxQueue = p.maxConcurrent*n, p.maxQueue*n
 	}
 	scaleToZero := p.autoscale != nil && p.autoscale.MinReplicaCount != nil && *p.autoscale.MinReplicaCount == 0
-	if scaleToZero {
+	// Replicas on their way (a restart, a rollout's gap) and none serving:
+	// requests wait for one instead of failing, as at a SageMaker endpoint.
+	coming := len(vr.Backends) == 0 && len(rec.Replicas) > 0
+	hold := scaleToZero || coming
+	if hold {
 		route.Activator = c
 	}
 	b, _ := json.Marshal(struct {
 		V    gateway.VariantRoute
 		A    bool
 		C, Q int
-	}{vr, scaleToZero, route.MaxConcurrency, route.MaxQueue})
+	}{vr, hold, route.MaxConcurrency, route.MaxQueue})
 	return route, string(b)
 }
 

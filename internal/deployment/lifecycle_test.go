@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/gateway"
@@ -43,8 +44,10 @@ func TestEveryReplicaPublishesKVEvents(t *testing.T) {
 				if !strings.HasPrefix(b.KVEventsEndpoint, "tcp://127.0.0.1:") {
 					t.Fatalf("backend %+v has no KV events endpoint", b)
 				}
-				if !slices.Contains(args[b.ID], "--kv-events="+b.KVEventsEndpoint) {
-					t.Fatalf("replica %s started with %q, not publishing on its backend's %s", b.ID, args[b.ID], b.KVEventsEndpoint)
+				// The replica binds the port (vLLM: "*" binds), the gateway connects.
+				bind := "--kv-events=tcp://*:" + strings.TrimPrefix(b.KVEventsEndpoint, "tcp://127.0.0.1:")
+				if !slices.Contains(args[b.ID], bind) {
+					t.Fatalf("replica %s started with %q, not binding its backend's %s", b.ID, args[b.ID], b.KVEventsEndpoint)
 				}
 			}
 			if a, b := r.Variants[0].Backends[0], r.Variants[0].Backends[1]; a.KVEventsEndpoint == b.KVEventsEndpoint {
@@ -96,13 +99,16 @@ func TestPrimeSetsRoutesFromRecords(t *testing.T) {
 	}
 
 	r, ok := h2.gw.Route("chat-ep")
-	if !ok || len(r.Variants) != 1 || r.Variants[0].RoutingStrategy != "LEAST_OUTSTANDING_REQUESTS" || len(r.Variants[0].Backends) != 0 || r.Activator != nil {
-		t.Fatalf("primed route chat-ep %+v (found %v)", r, ok)
+	if !ok || len(r.Variants) != 1 || r.Variants[0].RoutingStrategy != "LEAST_OUTSTANDING_REQUESTS" || len(r.Variants[0].Backends) != 0 || r.Activator == nil {
+		t.Fatalf("primed route chat-ep %+v (found %v), want no backend yet and an activator", r, ok)
 	}
-	// Known at once: a request finds no replica yet rather than no endpoint.
-	_, err = h2.gw.Invoke(ctx, gateway.Invocation{Endpoint: "chat-ep", Path: "/invocations", Body: []byte(`{}`)})
-	if !errors.Is(err, gateway.ErrNoBackend) {
-		t.Fatalf("invoke chat-ep after Prime: %v, want %v", err, gateway.ErrNoBackend)
+	// Known at once: a request waits for a replica rather than failing as
+	// an unknown endpoint (or for want of a backend).
+	hctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = h2.gw.Invoke(hctx, gateway.Invocation{Endpoint: "chat-ep", Path: "/invocations", Body: []byte(`{}`)})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("invoke chat-ep after Prime: %v, want it held until its deadline", err)
 	}
 	if r, ok := h2.gw.Route("demo"); !ok || r.Activator == nil || r.Variants[0].RoutingStrategy != manifest.RoutingPrefixAware {
 		t.Fatalf("primed scale-to-zero route demo %+v (found %v), want one with an activator", r, ok)
