@@ -52,13 +52,42 @@ type Node struct {
 	Replicas []string `json:"replicas,omitempty"`
 }
 
-// UnschedulableError says why a replica fits on no node, in the words
-// Kubernetes' scheduler uses ("0/2 nodes are available: …").
+// UnschedulableError says why a replica fits on no node: the cluster has no
+// node of the type (Nodes 0), or each resource in Short is lacking on some
+// of the Nodes. The manifest door words it as Kubernetes' scheduler does.
 type UnschedulableError struct {
-	Reason string
+	InstanceType string
+	Nodes        int
+	Short        []Shortfall
 }
 
-func (e *UnschedulableError) Error() string { return e.Reason }
+// Shortfall is one resource that Nodes nodes lack: Want is the request and
+// MostFree the most any node of the type has free.
+type Shortfall struct {
+	Resource       Resource
+	Nodes          int
+	Want, MostFree int64
+}
+
+// Resource names what placement counts.
+type Resource string
+
+const (
+	ResourceGPU    Resource = "gpu"
+	ResourceCPU    Resource = "cpu"    // in milli-CPUs
+	ResourceMemory Resource = "memory" // in bytes
+)
+
+func (e *UnschedulableError) Error() string {
+	if e.Nodes == 0 {
+		return fmt.Sprintf("no node of type %s in the cluster", e.InstanceType)
+	}
+	parts := make([]string, len(e.Short))
+	for i, s := range e.Short {
+		parts[i] = fmt.Sprintf("%d lack %s (want %d, most free %d)", s.Nodes, s.Resource, s.Want, s.MostFree)
+	}
+	return fmt.Sprintf("none of the %d %s nodes has room: %s", e.Nodes, e.InstanceType, strings.Join(parts, ", "))
+}
 
 // IsUnschedulable reports whether err is (or wraps) an *UnschedulableError.
 func IsUnschedulable(err error) bool {
@@ -161,7 +190,7 @@ func (c *Cluster) Place(replicaID, instanceType string, req Resources) (string, 
 	}
 	nodes := c.byType[instanceType]
 	if len(nodes) == 0 {
-		return "", &UnschedulableError{Reason: fmt.Sprintf("no instance group of type %s in the cluster", instanceType)}
+		return "", &UnschedulableError{InstanceType: instanceType}
 	}
 	var best *node
 	bestScore := -1.0
@@ -174,7 +203,7 @@ func (c *Cluster) Place(replicaID, instanceType string, req Resources) (string, 
 		}
 	}
 	if best == nil {
-		return "", &UnschedulableError{Reason: unschedulable(nodes, req)}
+		return "", unschedulable(instanceType, nodes, req)
 	}
 	best.Allocated = best.Allocated.add(req)
 	best.replicas[replicaID] = true
@@ -200,56 +229,27 @@ func allocatedShare(n *node) float64 {
 		share(n.Allocated.MilliCPU, n.Capacity.MilliCPU) + share(n.Allocated.MemoryBytes, n.Capacity.MemoryBytes)
 }
 
-// unschedulable explains, per resource, how many nodes lack it, as the
-// Kubernetes scheduler does, with the most any node has free.
-func unschedulable(nodes []*node, req Resources) string {
-	type short struct {
-		name      string
-		count     int
-		want, max int64
-		format    func(int64) string
-	}
-	gpu := &short{name: "nvidia.com/gpu", want: int64(req.GPUs), format: func(v int64) string { return fmt.Sprint(v) }}
-	cpu := &short{name: "cpu", want: req.MilliCPU, format: formatMilli}
-	mem := &short{name: "memory", want: req.MemoryBytes, format: formatBytes}
+// unschedulable counts, per resource, how many nodes lack it, with the most
+// any node has free.
+func unschedulable(instanceType string, nodes []*node, req Resources) *UnschedulableError {
+	short := []Shortfall{{Resource: ResourceGPU, Want: int64(req.GPUs)}, {Resource: ResourceCPU, Want: req.MilliCPU},
+		{Resource: ResourceMemory, Want: req.MemoryBytes}}
 	for _, n := range nodes {
 		free := n.Capacity.sub(n.Allocated)
-		for _, s := range []struct {
-			sh   *short
-			free int64
-		}{{gpu, int64(free.GPUs)}, {cpu, free.MilliCPU}, {mem, free.MemoryBytes}} {
-			if s.free > s.sh.max {
-				s.sh.max = s.free
-			}
-			if s.sh.want > s.free {
-				s.sh.count++
+		for i, f := range []int64{int64(free.GPUs), free.MilliCPU, free.MemoryBytes} {
+			short[i].MostFree = max(short[i].MostFree, f)
+			if short[i].Want > f {
+				short[i].Nodes++
 			}
 		}
 	}
-	var parts []string
-	for _, s := range []*short{gpu, cpu, mem} {
-		if s.count > 0 {
-			parts = append(parts, fmt.Sprintf("%d Insufficient %s (want %s, most free %s)", s.count, s.name, s.format(s.want), s.format(s.max)))
+	e := &UnschedulableError{InstanceType: instanceType, Nodes: len(nodes)}
+	for _, s := range short {
+		if s.Nodes > 0 {
+			e.Short = append(e.Short, s)
 		}
 	}
-	return fmt.Sprintf("0/%d nodes are available: %s", len(nodes), strings.Join(parts, ", "))
-}
-
-func formatMilli(v int64) string {
-	if v%1000 == 0 {
-		return fmt.Sprint(v / 1000)
-	}
-	return fmt.Sprintf("%dm", v)
-}
-
-func formatBytes(v int64) string {
-	if v%(1<<30) == 0 {
-		return fmt.Sprintf("%dGi", v>>30)
-	}
-	if v%(1<<20) == 0 {
-		return fmt.Sprintf("%dMi", v>>20)
-	}
-	return fmt.Sprint(v)
+	return e
 }
 
 // Release frees what replicaID holds; releasing an unknown id is a no-op.

@@ -123,11 +123,11 @@ func TestPlace(t *testing.T) {
 			{id: "a", instanceType: "ml.g5.24xlarge", req: gpu(3), wantNode: "g5-0"},
 			{id: "b", instanceType: "ml.g5.24xlarge", req: gpu(2), wantNode: "g5-1"},
 			{id: "c", instanceType: "ml.g5.24xlarge", req: gpu(4),
-				wantErr: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu (want 4, most free 2)"},
+				wantErr: "none of the 2 ml.g5.24xlarge nodes has room: 2 lack gpu (want 4, most free 2)"},
 		}},
 		{name: "room appears after release", steps: []step{
 			{id: "a", instanceType: "ml.p4d.24xlarge", req: gpu(8), wantNode: "p4-0"},
-			{id: "b", instanceType: "ml.p4d.24xlarge", req: gpu(8), wantErr: "0/1 nodes are available: 1 Insufficient nvidia.com/gpu (want 8, most free 0)"},
+			{id: "b", instanceType: "ml.p4d.24xlarge", req: gpu(8), wantErr: "none of the 1 ml.p4d.24xlarge nodes has room: 1 lack gpu (want 8, most free 0)"},
 			{id: "a", release: true},
 			{id: "b", instanceType: "ml.p4d.24xlarge", req: gpu(8), wantNode: "p4-0"},
 		}},
@@ -135,13 +135,13 @@ func TestPlace(t *testing.T) {
 			{id: "a", instanceType: "ml.g5.24xlarge", req: Resources{MilliCPU: 90000, MemoryBytes: 10 * gi}, wantNode: "g5-0"},
 			{id: "b", instanceType: "ml.g5.24xlarge", req: Resources{MilliCPU: 6000, MemoryBytes: 380 * gi}, wantNode: "g5-1"},
 			{id: "c", instanceType: "ml.g5.24xlarge", req: Resources{MilliCPU: 6500, MemoryBytes: 30 * gi},
-				wantErr: "0/2 nodes are available: 1 Insufficient cpu (want 6500m, most free 90), 1 Insufficient memory (want 30Gi, most free 374Gi)"},
+				wantErr: "none of the 2 ml.g5.24xlarge nodes has room: 1 lack cpu (want 6500, most free 90000), 1 lack memory (want 32212254720, most free 401579442176)"},
 		}},
 		{name: "unknown instance type", steps: []step{
-			{id: "a", instanceType: "ml.p5.48xlarge", req: gpu(1), wantErr: "no instance group of type ml.p5.48xlarge in the cluster"},
+			{id: "a", instanceType: "ml.p5.48xlarge", req: gpu(1), wantErr: "no node of type ml.p5.48xlarge in the cluster"},
 		}},
 		{name: "more than a node holds", steps: []step{
-			{id: "a", instanceType: "ml.g5.24xlarge", req: gpu(8), wantErr: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu (want 8, most free 4)"},
+			{id: "a", instanceType: "ml.g5.24xlarge", req: gpu(8), wantErr: "none of the 2 ml.g5.24xlarge nodes has room: 2 lack gpu (want 8, most free 4)"},
 		}},
 		{name: "release of unknown id is a no-op", steps: []step{
 			{id: "zz", release: true},

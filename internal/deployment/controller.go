@@ -711,7 +711,7 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 		req := p.request(it)
 		node, err := c.o.Cluster.Place(id, t, req)
 		if err != nil {
-			reasons = append(reasons, err.Error())
+			reasons = append(reasons, schedulingMessage(err))
 			room = room || cluster.IsUnschedulable(err) && c.o.Cluster.CouldFit(t, req)
 			continue
 		}
