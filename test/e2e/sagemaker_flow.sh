@@ -65,6 +65,17 @@ expect_error ValidationError "Endpoint nope of account $acct not found" \
   smr invoke-endpoint --endpoint-name nope --body "fileb://$work/in.json" --content-type application/json "$work/x.json"
 echo "error cases ok"
 
+# The capstan:routing-strategy tag (docs/gateway.md): a cache-aware policy on
+# a SageMaker endpoint config; an unknown strategy is refused naming the tag.
+sm create-endpoint-config --endpoint-config-name cfg \
+  --tags Key=capstan:routing-strategy,Value=kvaware \
+  --production-variants '[{"VariantName":"AllTraffic","ModelName":"my-model","InitialInstanceCount":4,"InstanceType":"ml.g5.xlarge"}]' >/dev/null
+expect_error ValidationException "capstan:routing-strategy" \
+  sm create-endpoint-config --endpoint-config-name cfg-bad --tags Key=capstan:routing-strategy,Value=fastest \
+  --production-variants '[{"VariantName":"AllTraffic","ModelName":"my-model","InitialInstanceCount":1,"InstanceType":"ml.g5.xlarge"}]'
+sm delete-endpoint-config --endpoint-config-name cfg
+echo "routing strategy tag ok"
+
 # Dev clock.
 "$CAPSTAN_BIN" clock advance 168h --server "$url" | grep "offset 168h" >/dev/null || fail "clock advance"
 
