@@ -3,6 +3,10 @@
 #   cleanup          kill and reap them (also run on EXIT)
 #   free_port        a TCP port on 127.0.0.1 that was free a moment ago
 #   wait_addr FILE   the host:port a process printed as "listening on http://…"
+#   capstan_binary   sets CAPSTAN: as given, else a fresh build into $OUT
+#   shared_prefix_knobs  defaults of the routing benchmarks' fleet and
+#                    shared-prefix workload (REPLICAS TIME_SCALE GPU_UTIL
+#                    SP_WORKLOAD RATE REQUESTS; QUICK=1 for fewer requests)
 
 PIDS=()
 cleanup() {
@@ -25,4 +29,31 @@ wait_addr() {
 	echo "no listening line in $1:" >&2
 	cat "$1" >&2
 	exit 1
+}
+
+capstan_binary() {
+	if [[ -z "${CAPSTAN:-}" ]]; then
+		CAPSTAN="$OUT/capstan"
+		go build -o "$CAPSTAN" ./cmd/capstan
+	fi
+}
+
+# The shared-prefix workload keeps the reference preset's shape (a long
+# system prompt per group, 10:1 against the question, short answers so runs
+# stay short) and sizes each replica's KV cache (GPU_UTIL 0.48 = 2,669 blocks
+# = 42.7k tokens) so round robin, which shows every group to every replica
+# (groups × system = 96k tokens), thrashes, while affinity routing needs
+# about an eighth of that per replica. RATE is about twice what round robin
+# sustains on this fleet.
+shared_prefix_knobs() {
+	REPLICAS=${REPLICAS:-8}
+	TIME_SCALE=${TIME_SCALE:-1}
+	GPU_UTIL=${GPU_UTIL:-0.48}
+	SP_WORKLOAD=${SP_WORKLOAD:-shared-prefix:groups=32,prompts=5,system=3000,question=300,output=60}
+	RATE=${RATE:-72}
+	if [[ "${QUICK:-0}" == 1 ]]; then
+		REQUESTS=${REQUESTS:-640}
+	else
+		REQUESTS=${REQUESTS:-2000}
+	fi
 }

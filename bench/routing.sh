@@ -18,35 +18,18 @@ cd "$(dirname "$0")/.."
 QUICK=${QUICK:-0}
 OUT=${OUT:-$(mktemp -d /tmp/capstan-routing.XXXXXX)}
 mkdir -p "$OUT"
-if [[ -z "${CAPSTAN:-}" ]]; then
-	CAPSTAN="$OUT/capstan"
-	go build -o "$CAPSTAN" ./cmd/capstan
-fi
-REPLICAS=${REPLICAS:-8}
-# The shared-prefix workload keeps the reference preset's shape (a long
-# system prompt per group, 10:1 against the question, short answers so runs
-# stay short) and sizes each replica's KV cache (GPU_UTIL 0.48 = 2,669 blocks
-# = 42.7k tokens) so round robin, which shows every group to every replica
-# (groups × system = 96k tokens), thrashes, while affinity routing needs
-# about an eighth of that per replica. RATE is about twice what round robin
-# sustains on this fleet.
-TIME_SCALE=${TIME_SCALE:-1}
-GPU_UTIL=${GPU_UTIL:-0.48}
-SP_WORKLOAD=${SP_WORKLOAD:-shared-prefix:groups=32,prompts=5,system=3000,question=300,output=60}
-RATE=${RATE:-72}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+capstan_binary
+shared_prefix_knobs
 MT_WORKLOAD=${MT_WORKLOAD:-multi-turn:sessions=48,turns=5,system=1000,question=200,output=60,think=200ms}
 MT_RATE=${MT_RATE:-6}
 if [[ "$QUICK" == 1 ]]; then
-	REQUESTS=${REQUESTS:-640}
 	MT_REQUESTS=${MT_REQUESTS:-240}
 else
-	REQUESTS=${REQUESTS:-2000}
 	MT_REQUESTS=${MT_REQUESTS:-720}
 	MT_WORKLOAD=${MT_WORKLOAD_FULL:-multi-turn:sessions=144,turns=5,system=1000,question=200,output=60,think=200ms}
 fi
-
-# shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
 
 # run STRATEGY WORKLOAD RATE REQUESTS TAG: a fresh fleet, a gateway, a bench.
 run() {

@@ -21,26 +21,14 @@ command -v aws >/dev/null || { echo "the aws CLI is required" >&2; exit 1; }
 QUICK=${QUICK:-0}
 OUT=${OUT:-$(mktemp -d /tmp/capstan-routing-sm.XXXXXX)}
 mkdir -p "$OUT"
-if [[ -z "${CAPSTAN:-}" ]]; then
-	CAPSTAN="$OUT/capstan"
-	go build -o "$CAPSTAN" ./cmd/capstan
-fi
-# The replicas and workload of bench/routing.sh (see there for the sizing):
-# Qwen3-32B on one H100 pair per replica, each KV cache shrunk by GPU_UTIL.
-REPLICAS=${REPLICAS:-8}
-TIME_SCALE=${TIME_SCALE:-1}
-GPU_UTIL=${GPU_UTIL:-0.48}
-SP_WORKLOAD=${SP_WORKLOAD:-shared-prefix:groups=32,prompts=5,system=3000,question=300,output=60}
-RATE=${RATE:-72}
-if [[ "$QUICK" == 1 ]]; then
-	REQUESTS=${REQUESTS:-640}
-else
-	REQUESTS=${REQUESTS:-2000}
-fi
-STRATEGIES=${STRATEGIES:-roundrobin kvaware}
-
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
+capstan_binary
+# The replicas and workload of bench/routing.sh (see bench/lib.sh for the
+# sizing): Qwen3-32B on one H100 pair per replica, each KV cache shrunk by
+# GPU_UTIL.
+shared_prefix_knobs
+STRATEGIES=${STRATEGIES:-roundrobin kvaware}
 
 export AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_DEFAULT_REGION=us-east-1
 export AWS_PAGER="" AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
