@@ -180,8 +180,8 @@ type Endpoint struct {
 	// stopping (old blue side, or instances removed by a capacity change).
 	Retiring []string `json:"retiring,omitempty"`
 	// ReservationExpired is set when the plan under the serving deployment
-	// ended: its instances were taken back and invocations fail with
-	// ExpiredMessage until the endpoint is updated.
+	// ended: its instances were taken back and invocations fail as
+	// gateway.UnavailableExpired until the endpoint is updated.
 	ReservationExpired bool `json:"reservationExpired,omitempty"`
 	// ManagedBy names the manifest that registered this endpoint (e.g.
 	// "InferenceEndpointConfig/default/demo"); such endpoints are run by the
