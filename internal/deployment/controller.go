@@ -159,14 +159,20 @@ func (c *Controller) Run(ctx context.Context) {
 	}, tick.C(), func() { c.resync(ctx) })
 }
 
-// resync enqueues every object and stops replicas no record lists.
-func (c *Controller) resync(ctx context.Context) {
+// records reads every stored manifest record.
+func (c *Controller) records() ([]record, error) {
 	var recs []record
 	err := c.o.Store.View(func(tx *store.Tx) error {
 		var err error
 		recs, err = store.List[record](tx, bucket)
 		return err
 	})
+	return recs, err
+}
+
+// resync enqueues every object and stops replicas no record lists.
+func (c *Controller) resync(ctx context.Context) {
+	recs, err := c.records()
 	if err != nil {
 		c.log.Error("list deployments", "err", err)
 		return
@@ -242,12 +248,7 @@ func (c *Controller) Activate(route string) {
 // hold their route's name, get none. The model and the replicas come with
 // the first reconcile.
 func (c *Controller) Prime() error {
-	var recs []record
-	err := c.o.Store.View(func(tx *store.Tx) error {
-		var err error
-		recs, err = store.List[record](tx, bucket)
-		return err
-	})
+	recs, err := c.records()
 	if err != nil {
 		return fmt.Errorf("list deployments: %w", err)
 	}
