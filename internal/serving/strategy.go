@@ -30,10 +30,9 @@ type Step struct {
 	// Old is how many old-revision replicas to keep; the others leave the
 	// route, drain and stop (serving ones last).
 	Old int
-	// Share is the new revision's traffic share while both serve; with
-	// Pooled, both revisions' healthy replicas share one pool instead.
-	Share  float64
-	Pooled bool
+	// Share is the new revision's traffic share while both serve under
+	// blue/green; a rolling update pools both revisions' healthy replicas.
+	Share float64
 	// Done: the old revision is gone and the new one serves alone.
 	Done bool
 }
@@ -45,13 +44,10 @@ type Strategy interface {
 	Next(p Progress) Step
 }
 
-// changed reports whether s moves the rollout (so its step time restarts).
-func (s Step) changed(p Progress) bool {
+// Changed reports whether applying s moves the rollout (restarting Since).
+func Changed(p Progress, s Step) bool {
 	return s.New != p.New || s.Old != p.Old || s.Share != p.Share
 }
-
-// Changed reports whether applying s is a step (restarting Since).
-func Changed(p Progress, s Step) bool { return s.changed(p) }
 
 // BlueGreenStrategy starts every new replica beside the old ones, shifts
 // traffic once all are healthy, and retires the old side last.
@@ -116,7 +112,7 @@ type RollingStrategy struct {
 
 func (s RollingStrategy) Next(p Progress) Step {
 	b := s.Batch.Of(p.Target)
-	st := Step{New: p.New, Pooled: true}
+	st := Step{New: p.New}
 	// Old replicas cover the part of the target new ones do not serve yet.
 	st.Old = min(p.Old, max(0, p.Target-p.NewHealthy))
 	starting := p.New - p.NewHealthy - p.NewBlocked
