@@ -607,37 +607,21 @@ func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired 
 	return retire, changed
 }
 
-// pickVictims keeps n of rs, giving up replicas that do not serve (pending,
-// starting, failed) first, then the newest.
+// pickVictims keeps n of rs by serving.Engine.Victims.
 func (c *Controller) pickVictims(rs []replicaRec, n int) (keep, victims []replicaRec) {
-	order := slices.Clone(rs)
-	sort.SliceStable(order, func(i, j int) bool {
-		hi, hj := c.eng.Healthy(order[i].ID), c.eng.Healthy(order[j].ID)
-		if hi != hj {
-			return hi
-		}
-		return indexOf(rs, order[i].ID) < indexOf(rs, order[j].ID)
-	})
-	gone := map[string]bool{}
-	for _, r := range order[n:] {
-		gone[r.ID] = true
-		victims = append(victims, r)
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
 	}
+	_, gone := c.eng.Victims(ids, n)
 	for _, r := range rs {
-		if !gone[r.ID] {
+		if slices.Contains(gone, r.ID) {
+			victims = append(victims, r)
+		} else {
 			keep = append(keep, r)
 		}
 	}
 	return keep, victims
-}
-
-func indexOf(rs []replicaRec, id string) int {
-	for i, r := range rs {
-		if r.ID == id {
-			return i
-		}
-	}
-	return -1
 }
 
 // retire drains and stops replica id (already out of the route) through the

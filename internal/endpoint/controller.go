@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -518,7 +517,7 @@ func (c *Controller) reconcileRollout(ctx context.Context, ep *Endpoint, pass in
 		// Old side first, so what it gives up is room for the new side.
 		if o != nil && step.Old < len(o.Replicas) {
 			var victims []string
-			o.Replicas, victims = c.pickVictims(o.Replicas, step.Old)
+			o.Replicas, victims = c.eng.Victims(o.Replicas, step.Old)
 			ep.Retiring = append(ep.Retiring, victims...)
 		}
 		room := MaxInstancesPerVariant
@@ -535,7 +534,7 @@ func (c *Controller) reconcileRollout(ctx context.Context, ep *Endpoint, pass in
 		}
 		if len(v.Replicas) > step.New {
 			var victims []string
-			v.Replicas, victims = c.pickVictims(v.Replicas, step.New)
+			v.Replicas, victims = c.eng.Victims(v.Replicas, step.New)
 			ep.Retiring = append(ep.Retiring, victims...)
 		}
 		done = done && step.Done
@@ -578,34 +577,6 @@ func laterOf(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// pickVictims keeps n of ids, giving up replicas that do not serve first,
-// then the newest.
-func (c *Controller) pickVictims(ids []string, n int) (keep, victims []string) {
-	n = max(n, 0)
-	if len(ids) <= n {
-		return ids, nil
-	}
-	order := slices.Clone(ids)
-	sort.SliceStable(order, func(i, j int) bool {
-		hi, hj := c.eng.Healthy(order[i]), c.eng.Healthy(order[j])
-		if hi != hj {
-			return hi
-		}
-		return slices.Index(ids, order[i]) < slices.Index(ids, order[j])
-	})
-	gone := map[string]bool{}
-	for _, id := range order[n:] {
-		gone[id] = true
-		victims = append(victims, id)
-	}
-	for _, id := range ids {
-		if !gone[id] {
-			keep = append(keep, id)
-		}
-	}
-	return keep, victims
 }
 
 // finish ends a rollout whose every variant is done: forward, the new side

@@ -258,3 +258,32 @@ func (e *Engine) StopAll(ctx context.Context, mine func(runtime.ReplicaSpec) boo
 	}
 	return nil
 }
+
+// Victims keeps n of ids and gives up the rest: replicas that do not serve
+// (pending, starting, failed) first, then the newest (last in ids). Both
+// controllers choose whom to scale in or retire by it.
+func (e *Engine) Victims(ids []string, n int) (keep, victims []string) {
+	n = max(n, 0)
+	if len(ids) <= n {
+		return ids, nil
+	}
+	order := slices.Clone(ids)
+	sort.SliceStable(order, func(i, j int) bool {
+		hi, hj := e.Healthy(order[i]), e.Healthy(order[j])
+		if hi != hj {
+			return hi
+		}
+		return slices.Index(ids, order[i]) < slices.Index(ids, order[j])
+	})
+	gone := map[string]bool{}
+	for _, id := range order[n:] {
+		gone[id] = true
+		victims = append(victims, id)
+	}
+	for _, id := range ids {
+		if !gone[id] {
+			keep = append(keep, id)
+		}
+	}
+	return keep, victims
+}

@@ -108,3 +108,33 @@ func TestSweepOrphansNeedsTwoSweeps(t *testing.T) {
 		t.Fatalf("a replica recorded between sweeps was stopped: %v", got)
 	}
 }
+
+func TestVictims(t *testing.T) {
+	e, rt, _ := newEngine(t, fake.Manual())
+	ctx := context.Background()
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if _, err := e.Ensure(ctx, runtime.ReplicaSpec{ID: id, Engine: "sim", Model: "m"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"a", "c", "d"} {
+		if err := rt.SetState(id, runtime.StateHealthy, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		n            int
+		keep, victim []string
+	}{
+		{4, []string{"a", "b", "c", "d"}, nil},
+		{3, []string{"a", "c", "d"}, []string{"b"}}, // the one not serving first
+		{2, []string{"a", "c"}, []string{"d", "b"}}, // then the newest
+		{0, nil, []string{"a", "c", "d", "b"}},
+		{-1, nil, []string{"a", "c", "d", "b"}},
+	} {
+		keep, victims := e.Victims([]string{"a", "b", "c", "d"}, tc.n)
+		if !slices.Equal(keep, tc.keep) || !slices.Equal(victims, tc.victim) {
+			t.Errorf("Victims(n=%d) = %v, %v; want %v, %v", tc.n, keep, victims, tc.keep, tc.victim)
+		}
+	}
+}
