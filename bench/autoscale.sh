@@ -128,13 +128,7 @@ cp "$repo/test/e2e/testdata/models/llama-3.1-8b-instruct/config.json" "$model_di
 "$CAPSTAN" serve --listen 127.0.0.1:0 --data-dir "$data" --engine-time-scale "$ENGINE_TIME_SCALE" \
 	>"$OUT/serve.out" 2>"$OUT/serve.log" &
 PIDS+=($!)
-url=""
-for _ in $(seq 300); do
-	url=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$OUT/serve.out" | head -1)
-	[[ -n "$url" ]] && break
-	sleep 0.1
-done
-[[ -n "$url" ]] || { echo "capstan serve did not start:" >&2; tail -30 "$OUT/serve.log" >&2; exit 1; }
+url=$(wait_serving "$OUT/serve.out" "$OUT/serve.log")
 export CAPSTAN_SERVER=$url
 cap() { "$CAPSTAN" "$@"; }
 

@@ -3,6 +3,10 @@
 #   cleanup          kill and reap them (also run on EXIT)
 #   free_port        a TCP port on 127.0.0.1 that was free a moment ago
 #   wait_addr FILE   the host:port a process printed as "listening on http://…"
+#   wait_serving OUT LOG  the URL `capstan serve` printed on OUT ("capstan
+#                    serving on …"); on failure LOG's tail, and exit
+#   run_bench TAG METRICS_URL ARGS…  capstan bench ARGS into $OUT/TAG.{json,txt},
+#                    its summary on stderr, then the server's /metrics kept
 #   capstan_binary   sets CAPSTAN: as given, else a fresh build into $OUT
 #   shared_prefix_knobs  defaults of the routing benchmarks' fleet and
 #                    shared-prefix workload (REPLICAS TIME_SCALE GPU_UTIL
@@ -56,4 +60,28 @@ shared_prefix_knobs() {
 	else
 		REQUESTS=${REQUESTS:-2000}
 	fi
+}
+
+wait_serving() {
+	local u=""
+	for _ in $(seq 300); do
+		u=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$1" | head -1)
+		[[ -n "$u" ]] && break
+		sleep 0.1
+	done
+	[[ -n "$u" ]] || { echo "capstan serve did not start:" >&2; tail -30 "$2" >&2; exit 1; }
+	echo "$u"
+}
+
+run_bench() {
+	local tag=$1 metrics=$2
+	shift 2
+	"$CAPSTAN" bench "$@" --max-concurrency 512 --timeout 5m --progress 0 \
+		--out "$OUT/$tag.json" >"$OUT/$tag.txt" 2>&1 ||
+		{ cat "$OUT/$tag.txt" >&2; exit 1; }
+	echo "== $tag" >&2
+	grep -E 'requests ok|output tok/s|TTFT|cache hit' "$OUT/$tag.txt" >&2 || true
+	# The server's own view (routing decisions, request and token counts),
+	# kept for looking into a run afterwards.
+	curl -fsS "$metrics" >"$OUT/metrics-$tag.txt" 2>/dev/null || true
 }

@@ -55,15 +55,8 @@ run() {
 	local gw
 	gw=$(wait_addr "$OUT/gw-$tag-$strategy.log")
 	sleep 1 # first scrape (block size, capacity) and KV subscriptions
-	"$CAPSTAN" bench --target "http://$gw" --model qwen3-32b --workload "$workload" \
-		--rate "$rate" --requests "$requests" --max-concurrency 512 --timeout 5m --progress 0 \
-		--out "$OUT/$tag-$strategy.json" >"$OUT/$tag-$strategy.txt" 2>&1 ||
-		{ cat "$OUT/$tag-$strategy.txt" >&2; exit 1; }
-	echo "== $tag $strategy" >&2
-	grep -E 'requests ok|output tok/s|TTFT|cache hit' "$OUT/$tag-$strategy.txt" >&2 || true
-	# The gateway's own view (routing decisions by predicted hit or miss,
-	# request and token counts), kept for looking into a run afterwards.
-	curl -fsS "http://$gw/metrics" >"$OUT/metrics-$tag-$strategy.txt" 2>/dev/null || true
+	run_bench "$tag-$strategy" "http://$gw/metrics" --target "http://$gw" --model qwen3-32b --workload "$workload" \
+		--rate "$rate" --requests "$requests"
 	cleanup
 }
 

@@ -50,13 +50,7 @@ run() {
 	"$CAPSTAN" serve --config "$OUT/capstan.yaml" --listen 127.0.0.1:0 --data-dir "$OUT/data-$strategy" \
 		--log-level warn >"$OUT/serve-$strategy.out" 2>"$OUT/serve-$strategy.log" &
 	PIDS+=($!)
-	url=""
-	for _ in $(seq 300); do
-		url=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$OUT/serve-$strategy.out" | head -1)
-		[[ -n "$url" ]] && break
-		sleep 0.1
-	done
-	[[ -n "$url" ]] || { cat "$OUT/serve-$strategy.log" >&2; exit 1; }
+	url=$(wait_serving "$OUT/serve-$strategy.out" "$OUT/serve-$strategy.log")
 	sm() { aws sagemaker --endpoint-url "$url" "$@"; }
 	sm create-model --model-name qwen --execution-role-arn arn:aws:iam::000000000000:role/capstan \
 		--primary-container '{"Image":"capstan/sim","Environment":{"SM_MODEL_ID":"qwen3-32b"}}' >/dev/null
@@ -72,13 +66,8 @@ run() {
 	done
 	[[ "$status" == InService ]] || { echo "endpoint $status" >&2; cat "$OUT/serve-$strategy.log" >&2; exit 1; }
 	sleep 2 # first scrape (block size, capacity) and KV subscriptions
-	"$CAPSTAN" bench --api sagemaker --target "$url" --endpoint qwen --workload "$SP_WORKLOAD" \
-		--rate "$RATE" --requests "$REQUESTS" --max-concurrency 512 --timeout 5m --progress 0 \
-		--out "$OUT/sp-$strategy.json" >"$OUT/sp-$strategy.txt" 2>&1 ||
-		{ cat "$OUT/sp-$strategy.txt" >&2; exit 1; }
-	echo "== sagemaker $strategy" >&2
-	grep -E 'requests ok|output tok/s|TTFT|cache hit' "$OUT/sp-$strategy.txt" >&2 || true
-	curl -fsS "$url/metrics" >"$OUT/metrics-$strategy.txt" 2>/dev/null || true
+	run_bench "sp-$strategy" "$url/metrics" --api sagemaker --target "$url" --endpoint qwen --workload "$SP_WORKLOAD" \
+		--rate "$RATE" --requests "$REQUESTS"
 	cleanup
 }
 
