@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,32 @@ func fakeEngine(t testing.TB) *httptest.Server {
 	return srv
 }
 
+// failureLog keeps the server's warnings and prints them if the test
+// fails: a failure that happens once in a CI run then says why.
+func failureLog(t testing.TB) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("server warnings:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if buf.Len() < 1<<20 {
+			buf.Write(p)
+		}
+		return len(p), nil
+	}), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
 type harness struct {
 	srv *Server
 	rt  *fake.Runtime
@@ -76,7 +103,7 @@ func startHarnessOn(t testing.TB, cfg config.Config, rt *fake.Runtime, run runti
 	}
 	cfg.Default()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := Start(ctx, Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	srv, err := Start(ctx, Options{Config: cfg, Logger: failureLog(t),
 		Runtime:    func(clock.Clock, *slog.Logger, string) (runtime.Runtime, error) { return run, nil },
 		RuntimeAPI: RuntimeAPI(cfg), Resync: 50 * time.Millisecond})
 	if err != nil {
@@ -172,7 +199,7 @@ func TestFlowWithAWSSDK(t *testing.T) {
 	}
 	st.GetStream().Close()
 	if !strings.Contains(streamed.String(), "chunk2") {
-		t.Fatalf("stream: %q", streamed.String())
+		t.Fatalf("stream: %q (err %v)", streamed.String(), st.GetStream().Err())
 	}
 
 	// Blue/green update while invoking continuously.
