@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
 )
 
 // Limits on configured groups, so a typo in a config file cannot make the
@@ -40,16 +43,52 @@ func (r Resources) sub(o Resources) Resources {
 	return Resources{r.GPUs - o.GPUs, r.MilliCPU - o.MilliCPU, r.MemoryBytes - o.MemoryBytes}
 }
 
-// Node is one machine of an instance group.
+// NodeSpec is a node joining the pool.
+type NodeSpec struct {
+	Name string `json:"name"`
+	// Cluster is the HyperPod cluster the node belongs to; replicas are
+	// placed on their own cluster's nodes.
+	Cluster       string `json:"cluster"`
+	InstanceGroup string `json:"instanceGroup"`
+	InstanceType  string `json:"instanceType"`
+	GPU           string `json:"gpu"`
+	// CapacityType is on-demand, spot or reserved (informational here).
+	CapacityType string    `json:"capacityType,omitempty"`
+	Zone         string    `json:"zone,omitempty"`
+	Capacity     Resources `json:"capacity"`
+}
+
+// Node is one machine of the pool.
 type Node struct {
-	Name          string    `json:"name"`
-	InstanceGroup string    `json:"instanceGroup"`
-	InstanceType  string    `json:"instanceType"`
-	GPU           string    `json:"gpu"`
-	Capacity      Resources `json:"capacity"`
-	Allocated     Resources `json:"allocated"`
-	// Replicas placed on the node, sorted.
-	Replicas []string `json:"replicas,omitempty"`
+	NodeSpec
+	Allocated Resources `json:"allocated"`
+	// Cordoned nodes take no new replicas: the node is going away (a spot
+	// notice, consolidation, scale-in), and the replicas on it move.
+	Cordoned bool `json:"cordoned,omitempty"`
+	// Since is when a replica was last placed on or released from the node,
+	// or when it joined: consolidateAfter counts from it.
+	Since time.Time `json:"since"`
+	// Replicas placed on the node, sorted, and what each requested.
+	Replicas []string    `json:"replicas,omitempty"`
+	Placed   []Placement `json:"placed,omitempty"`
+}
+
+// Placement is one replica on a node.
+type Placement struct {
+	ReplicaID string    `json:"replicaID"`
+	Request   Resources `json:"request"`
+}
+
+// Pending is a replica that fits on no node of its cluster now: what the
+// node autoscaler provisions for.
+type Pending struct {
+	ReplicaID string
+	Cluster   string
+	// InstanceTypes the replica may run on (empty: any).
+	InstanceTypes []string
+	Request       Resources
+	// Since is when it first failed to place.
+	Since time.Time
 }
 
 // UnschedulableError says why a replica fits on no node: the cluster has no
@@ -95,6 +134,11 @@ func IsUnschedulable(err error) bool {
 	return errors.As(err, &u)
 }
 
+// DefaultName is the cluster manifests run on when they name none, and the
+// name of the cluster the embedded server seeds at first start: the name
+// the HyperPod documentation's commands use.
+const DefaultName = "ml-cluster"
+
 // DefaultInstanceGroups is the embedded server's cluster when the config
 // names none: two nodes of every instance type the published examples use.
 func DefaultInstanceGroups() []InstanceGroup {
@@ -113,12 +157,17 @@ func groupName(instanceType string) string {
 
 var reGroupName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
-// Cluster is the node pool. It is safe for concurrent use.
+// Cluster is the node pool of every HyperPod cluster: nodes join when they
+// are ready and leave when they go, and replicas are placed on them. It is
+// safe for concurrent use.
 type Cluster struct {
-	mu     sync.Mutex
-	nodes  []*node // in group order, then index
-	byType map[string][]*node
-	where  map[string]placement // replica id → where it sits
+	clock   clock.Clock
+	mu      sync.Mutex
+	nodes   []*node // in the order they joined
+	byName  map[string]*node
+	where   map[string]placement // replica id → where it sits
+	pending map[string]Pending
+	changes chan struct{}
 }
 
 type node struct {
@@ -131,12 +180,20 @@ type placement struct {
 	req  Resources
 }
 
-// New builds the nodes of groups; their capacity comes from cat.
+// NewPool returns an empty pool; clk stamps Node.Since and Pending.Since.
+func NewPool(clk clock.Clock) *Cluster {
+	return &Cluster{clock: clk, byName: map[string]*node{}, where: map[string]placement{},
+		pending: map[string]Pending{}, changes: make(chan struct{}, 1)}
+}
+
+// New builds a static pool: the nodes of groups in cluster DefaultName,
+// named <group>-<i>, with capacity from cat. Tests and tools use it; the
+// server's nodes come and go through AddNode and RemoveNode.
 func New(cat *catalog.Catalog, groups []InstanceGroup) (*Cluster, error) {
 	if len(groups) > MaxGroups {
 		return nil, fmt.Errorf("cluster: %d instance groups; the limit is %d", len(groups), MaxGroups)
 	}
-	c := &Cluster{byType: map[string][]*node{}, where: map[string]placement{}}
+	c := NewPool(clock.Real{})
 	seen := map[string]bool{}
 	var errs []error
 	for i, g := range groups {
@@ -159,12 +216,11 @@ func New(cat *catalog.Catalog, groups []InstanceGroup) (*Cluster, error) {
 			errs = append(errs, fmt.Errorf("%s.count: %d must be in [0, %d]", p, g.Count, MaxNodesPerGroup))
 			continue
 		}
-		capacity := Resources{GPUs: it.GPUCount, MilliCPU: int64(it.VCPU) * 1000, MemoryBytes: int64(it.MemoryGiB) << 30}
 		for j := 0; j < g.Count; j++ {
-			n := &node{Node: Node{Name: fmt.Sprintf("%s-%d", g.Name, j), InstanceGroup: g.Name,
-				InstanceType: it.Name, GPU: it.GPU, Capacity: capacity}, replicas: map[string]bool{}}
-			c.nodes = append(c.nodes, n)
-			c.byType[it.Name] = append(c.byType[it.Name], n)
+			if err := c.AddNode(NodeSpec{Name: fmt.Sprintf("%s-%d", g.Name, j), Cluster: DefaultName, InstanceGroup: g.Name,
+				InstanceType: it.Name, GPU: it.GPU, CapacityType: "on-demand", Capacity: CapacityOf(it)}); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if len(errs) > 0 {
@@ -173,13 +229,119 @@ func New(cat *catalog.Catalog, groups []InstanceGroup) (*Cluster, error) {
 	return c, nil
 }
 
-// Place puts replicaID on a node of instanceType with room for req and
-// returns the node's name. It prefers the most allocated node that fits, so
-// replicas share nodes and whole nodes stay free for large requests; ties go
-// to the first node in group order, so placement is deterministic. Placing a
-// replica that is already placed returns its node. When nothing fits the
-// error is an *UnschedulableError.
-func (c *Cluster) Place(replicaID, instanceType string, req Resources) (string, error) {
+// CapacityOf is what a node of instance type it offers.
+func CapacityOf(it catalog.InstanceType) Resources {
+	return Resources{GPUs: it.GPUCount, MilliCPU: int64(it.VCPU) * 1000, MemoryBytes: int64(it.MemoryGiB) << 30}
+}
+
+// AddNode adds a ready node. Adding a node whose name is taken is an error.
+func (c *Cluster) AddNode(spec NodeSpec) error {
+	if spec.Name == "" {
+		return errors.New("cluster: a node needs a name")
+	}
+	if spec.Capacity.GPUs < 0 || spec.Capacity.MilliCPU < 0 || spec.Capacity.MemoryBytes < 0 {
+		return fmt.Errorf("cluster: node %s: negative capacity %+v", spec.Name, spec.Capacity)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byName[spec.Name]; ok {
+		return fmt.Errorf("cluster: node %s already in the pool", spec.Name)
+	}
+	n := &node{Node: Node{NodeSpec: spec, Since: c.clock.Now()}, replicas: map[string]bool{}}
+	c.nodes = append(c.nodes, n)
+	c.byName[spec.Name] = n
+	c.changed()
+	return nil
+}
+
+// RemoveNode takes a node out of the pool and returns the replicas that were
+// placed on it, which lose their placement (their controller sees NodeOf
+// fail and reschedules them). Removing an unknown node is a no-op.
+func (c *Cluster) RemoveNode(name string) (evicted []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.byName[name]
+	if !ok {
+		return nil
+	}
+	for id := range n.replicas {
+		evicted = append(evicted, id)
+		delete(c.where, id)
+	}
+	sort.Strings(evicted)
+	delete(c.byName, name)
+	c.nodes = slices.DeleteFunc(c.nodes, func(m *node) bool { return m == n })
+	c.changed()
+	return evicted
+}
+
+// Cordon marks a node as taking no new replicas (or, with on false, as
+// taking them again) and returns the replicas on it.
+func (c *Cluster) Cordon(name string, on bool) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("cluster: no node %s", name)
+	}
+	if n.Cordoned != on {
+		n.Cordoned = on
+		c.changed()
+	}
+	return c.snapshot(n).Replicas, nil
+}
+
+// Changes is signalled (without blocking, coalesced) whenever a node joins,
+// leaves or is cordoned: the moment pending replicas may fit, or placed ones
+// must move. One consumer reads it.
+func (c *Cluster) Changes() <-chan struct{} { return c.changes }
+
+func (c *Cluster) changed() {
+	select {
+	case c.changes <- struct{}{}:
+	default:
+	}
+}
+
+// SetPending records that replica p.ReplicaID fits nowhere now; a later
+// call keeps the first Since. Place and Release clear it.
+func (c *Cluster) SetPending(p Pending) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.pending[p.ReplicaID]; ok {
+		p.Since = old.Since
+	} else {
+		p.Since = c.clock.Now()
+	}
+	p.InstanceTypes = slices.Clone(p.InstanceTypes)
+	c.pending[p.ReplicaID] = p
+}
+
+// Pending returns the pending replicas, oldest first.
+func (c *Cluster) Pending() []Pending {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Pending, 0, len(c.pending))
+	for _, p := range c.pending {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Since.Equal(out[j].Since) {
+			return out[i].Since.Before(out[j].Since)
+		}
+		return out[i].ReplicaID < out[j].ReplicaID
+	})
+	return out
+}
+
+// Place puts replicaID on an uncordoned node of clusterName and
+// instanceType with room for req and returns the node's name. It prefers
+// the most allocated node that fits, so replicas share nodes and whole
+// nodes stay free for large requests; ties go to the node that joined
+// first, so placement is deterministic. Placing a replica that is already
+// placed returns its node. When nothing fits the error is an
+// *UnschedulableError.
+func (c *Cluster) Place(replicaID, clusterName, instanceType string, req Resources) (string, error) {
 	if req.GPUs < 0 || req.MilliCPU < 0 || req.MemoryBytes < 0 {
 		return "", fmt.Errorf("cluster: negative request %+v", req)
 	}
@@ -188,7 +350,7 @@ func (c *Cluster) Place(replicaID, instanceType string, req Resources) (string, 
 	if p, ok := c.where[replicaID]; ok {
 		return p.node.Name, nil
 	}
-	nodes := c.byType[instanceType]
+	nodes := c.eligible(clusterName, instanceType)
 	if len(nodes) == 0 {
 		return "", &UnschedulableError{InstanceType: instanceType}
 	}
@@ -207,8 +369,21 @@ func (c *Cluster) Place(replicaID, instanceType string, req Resources) (string, 
 	}
 	best.Allocated = best.Allocated.add(req)
 	best.replicas[replicaID] = true
+	best.Since = c.clock.Now()
 	c.where[replicaID] = placement{node: best, req: req}
+	delete(c.pending, replicaID)
 	return best.Name, nil
+}
+
+// eligible is the uncordoned nodes of a cluster and instance type.
+func (c *Cluster) eligible(clusterName, instanceType string) []*node {
+	var out []*node
+	for _, n := range c.nodes {
+		if n.Cluster == clusterName && n.InstanceType == instanceType && !n.Cordoned {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func fits(n *node, req Resources) bool {
@@ -252,15 +427,18 @@ func unschedulable(instanceType string, nodes []*node, req Resources) *Unschedul
 	return e
 }
 
-// Release frees what replicaID holds; releasing an unknown id is a no-op.
+// Release frees what replicaID holds and forgets it as pending; releasing
+// an unknown id is a no-op.
 func (c *Cluster) Release(replicaID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.pending, replicaID)
 	p, ok := c.where[replicaID]
 	if !ok {
 		return
 	}
 	p.node.Allocated = p.node.Allocated.sub(p.req)
+	p.node.Since = c.clock.Now()
 	delete(p.node.replicas, replicaID)
 	delete(c.where, replicaID)
 }
@@ -273,48 +451,55 @@ func (c *Cluster) NodeOf(replicaID string) (Node, bool) {
 	if !ok {
 		return Node{}, false
 	}
-	return snapshot(p.node), true
+	return c.snapshot(p.node), true
 }
 
-// Nodes returns a copy of every node, in group order.
+// Nodes returns a copy of every node, in the order they joined.
 func (c *Cluster) Nodes() []Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]Node, 0, len(c.nodes))
 	for _, n := range c.nodes {
-		out = append(out, snapshot(n))
+		out = append(out, c.snapshot(n))
 	}
 	return out
 }
 
-// InstanceTypes returns the instance types that have at least one node, sorted.
-func (c *Cluster) InstanceTypes() []string {
+// InstanceTypes returns the instance types clusterName has nodes of, sorted.
+func (c *Cluster) InstanceTypes(clusterName string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ts := make([]string, 0, len(c.byType))
-	for t := range c.byType {
-		ts = append(ts, t)
+	var ts []string
+	for _, n := range c.nodes {
+		if n.Cluster == clusterName && !slices.Contains(ts, n.InstanceType) {
+			ts = append(ts, n.InstanceType)
+		}
 	}
 	sort.Strings(ts)
 	return ts
 }
 
-func snapshot(n *node) Node {
+// snapshot copies n; c.mu must be held.
+func (c *Cluster) snapshot(n *node) Node {
 	out := n.Node
 	out.Replicas = make([]string, 0, len(n.replicas))
 	for id := range n.replicas {
 		out.Replicas = append(out.Replicas, id)
 	}
 	sort.Strings(out.Replicas)
+	out.Placed = make([]Placement, len(out.Replicas))
+	for i, id := range out.Replicas {
+		out.Placed[i] = Placement{ReplicaID: id, Request: c.where[id].req}
+	}
 	return out
 }
 
-// CouldFit reports whether req fits on an empty node of instanceType, that
-// is, whether freeing capacity could ever make room for it.
-func (c *Cluster) CouldFit(instanceType string, req Resources) bool {
+// CouldFit reports whether req fits on an empty node of clusterName and
+// instanceType, that is, whether freeing capacity could ever make room.
+func (c *Cluster) CouldFit(clusterName, instanceType string, req Resources) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range c.byType[instanceType] {
+	for _, n := range c.eligible(clusterName, instanceType) {
 		if req.GPUs <= n.Capacity.GPUs && req.MilliCPU <= n.Capacity.MilliCPU && req.MemoryBytes <= n.Capacity.MemoryBytes {
 			return true
 		}

@@ -78,7 +78,7 @@ func TestDefaultInstanceGroupsCoverExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	have := map[string]bool{}
-	for _, it := range c.InstanceTypes() {
+	for _, it := range c.InstanceTypes(DefaultName) {
 		have[it] = true
 	}
 	for _, w := range want {
@@ -159,7 +159,7 @@ func TestPlace(t *testing.T) {
 					c.Release(s.id)
 					continue
 				}
-				node, err := c.Place(s.id, s.instanceType, s.req)
+				node, err := c.Place(s.id, DefaultName, s.instanceType, s.req)
 				if s.wantErr != "" {
 					if !IsUnschedulable(err) || err.Error() != s.wantErr {
 						t.Fatalf("step %d: Place(%s) = %q, %v; want unschedulable %q", i, s.id, node, err, s.wantErr)
@@ -198,11 +198,11 @@ func TestReleaseRestoresCapacity(t *testing.T) {
 	}
 	req := Resources{GPUs: 1, MilliCPU: 6000, MemoryBytes: 30 * gi}
 	for _, id := range []string{"a", "b", "c", "d"} {
-		if _, err := c.Place(id, "ml.g5.24xlarge", req); err != nil {
+		if _, err := c.Place(id, DefaultName, "ml.g5.24xlarge", req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.Place("e", "ml.g5.24xlarge", req); !IsUnschedulable(err) {
+	if _, err := c.Place("e", DefaultName, "ml.g5.24xlarge", req); !IsUnschedulable(err) {
 		t.Fatalf("fifth replica placed: %v", err)
 	}
 	for _, id := range []string{"a", "b", "c", "d"} {
@@ -216,7 +216,7 @@ func TestReleaseRestoresCapacity(t *testing.T) {
 
 func TestPlaceRejectsNegative(t *testing.T) {
 	c, _ := New(catalog.Default(), DefaultInstanceGroups())
-	if _, err := c.Place("a", "ml.g5.24xlarge", Resources{GPUs: -1}); err == nil || IsUnschedulable(err) {
+	if _, err := c.Place("a", DefaultName, "ml.g5.24xlarge", Resources{GPUs: -1}); err == nil || IsUnschedulable(err) {
 		t.Fatalf("negative request: %v", err)
 	}
 }
@@ -231,7 +231,7 @@ func BenchmarkPlaceRelease(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		id := ids[i%len(ids)]
-		if _, err := c.Place(id, "ml.g5.24xlarge", req); err != nil {
+		if _, err := c.Place(id, DefaultName, "ml.g5.24xlarge", req); err != nil {
 			b.Fatal(err)
 		}
 		if i%len(ids) == len(ids)-1 {
@@ -247,7 +247,7 @@ func TestCouldFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Place("a", "ml.g5.24xlarge", Resources{GPUs: 4}); err != nil {
+	if _, err := c.Place("a", DefaultName, "ml.g5.24xlarge", Resources{GPUs: 4}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -262,7 +262,7 @@ func TestCouldFit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := c.CouldFit(tc.instanceType, tc.req); got != tc.want {
+			if got := c.CouldFit(DefaultName, tc.instanceType, tc.req); got != tc.want {
 				t.Fatalf("CouldFit = %v, want %v", got, tc.want)
 			}
 		})

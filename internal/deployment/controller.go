@@ -78,6 +78,7 @@ type objState struct {
 	pending  map[string]string               // replica → why it is not placed
 	waitRoom map[string]bool                 // pending replicas that freed capacity would place
 	startErr map[string]string               // replica → why Start failed
+	evictWhy map[string]string               // replica → why it leaves its node
 	// autoscaling
 	scaler    *autoscale.Scaler
 	scalerKey string
@@ -125,7 +126,7 @@ func (c *Controller) state(k string) *objState {
 	st, ok := c.states[k]
 	if !ok {
 		st = &objState{instance: map[string]catalog.InstanceType{}, pending: map[string]string{}, waitRoom: map[string]bool{},
-			startErr: map[string]string{}}
+			startErr: map[string]string{}, evictWhy: map[string]string{}}
 		c.states[k] = st
 	}
 	return st
@@ -150,6 +151,17 @@ func (c *Controller) Run(ctx context.Context) {
 			c.Enqueue(k)
 		}
 	})
+	// Nodes joining or leaving may place pending replicas or move placed ones.
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.o.Cluster.Changes():
+				c.resync(ctx)
+			}
+		}
+	}()
 	tick := c.o.Clock.NewTicker(c.o.Resync)
 	defer tick.Stop()
 	reconcile.Loop(ctx, c.queue, watch, func(k store.Key) {
@@ -428,10 +440,16 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 		c.owners[r.ID] = k
 	}
 	c.mu.Unlock()
-	// Victims leave the route before they are drained.
-	c.setRoute(p, &rec, st, res.Model, retire)
+	// Victims, and replicas whose node left or is leaving, leave the route
+	// before they are drained.
+	evicted := c.evicted(&rec, st)
+	c.setRoute(p, &rec, st, res.Model, append(slices.Clip(retire), evicted...))
 	for _, id := range retire {
 		c.retire(ctx, k, id, st)
+	}
+	for _, id := range evicted {
+		c.event(k, manifest.EventNormal, "Evicted", fmt.Sprintf("replica %s moves: %s", id, st.evictWhy[id]))
+		c.unplace(ctx, k, id, st)
 	}
 	if mfail == nil {
 		c.placeAndStart(ctx, k, &rec, p, st, res)
@@ -636,6 +654,12 @@ func (c *Controller) retire(ctx context.Context, k, id string, st *objState) {
 		delete(c.owners, id)
 		c.mu.Unlock()
 	}()
+	c.unplace(ctx, k, id, st)
+}
+
+// unplace drains and stops replica id and frees its node; the record keeps
+// an evicted replica, so the next placement puts it on another node.
+func (c *Controller) unplace(ctx context.Context, k, id string, st *objState) {
 	if err := c.eng.Retire(ctx, id); err != nil {
 		c.log.Warn("retire replica", "object", k, "replica", id, "err", err)
 	}
@@ -644,6 +668,30 @@ func (c *Controller) retire(ctx context.Context, k, id string, st *objState) {
 	delete(st.pending, id)
 	delete(st.waitRoom, id)
 	delete(st.startErr, id)
+	delete(st.evictWhy, id)
+}
+
+// evicted lists the placed replicas whose node left the pool (a scale-in,
+// a spot interruption, a failure, a plan's end) or is cordoned (it is about
+// to leave), with the reason in st.evictWhy.
+func (c *Controller) evicted(rec *record, st *objState) []string {
+	var out []string
+	for _, r := range rec.Replicas {
+		if _, placed := st.instance[r.ID]; !placed {
+			continue
+		}
+		n, ok := c.o.Cluster.NodeOf(r.ID)
+		switch {
+		case !ok:
+			st.evictWhy[r.ID] = "its node left the cluster"
+		case n.Cordoned:
+			st.evictWhy[r.ID] = fmt.Sprintf("node %s is being removed", n.Name)
+		default:
+			continue
+		}
+		out = append(out, r.ID)
+	}
+	return out
 }
 
 // placeAndStart places every listed replica that has no node yet and starts
@@ -683,7 +731,7 @@ func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p
 func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.InstanceType, bool) {
 	types := p.instanceTypes
 	if len(types) == 0 {
-		types = c.o.Cluster.InstanceTypes()
+		types = c.o.Cluster.InstanceTypes(p.cluster)
 	}
 	var reasons []string
 	room := false
@@ -694,10 +742,10 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 			continue
 		}
 		req := p.request(it)
-		node, err := c.o.Cluster.Place(id, t, req)
+		node, err := c.o.Cluster.Place(id, p.cluster, t, req)
 		if err != nil {
 			reasons = append(reasons, schedulingMessage(err))
-			room = room || cluster.IsUnschedulable(err) && c.o.Cluster.CouldFit(t, req)
+			room = room || cluster.IsUnschedulable(err) && c.o.Cluster.CouldFit(p.cluster, t, req)
 			continue
 		}
 		st.instance[id] = it
@@ -716,6 +764,15 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 	if st.pending[id] != reason {
 		c.event(k, manifest.EventWarning, "FailedScheduling", fmt.Sprintf("replica %s: %s", id, reason))
 	}
+	// Recorded in the pool for the node autoscaler, with the request on the
+	// first type it may use (a JumpStartModel asks for all of its GPUs).
+	pend := cluster.Pending{ReplicaID: id, Cluster: p.cluster, InstanceTypes: p.instanceTypes, Request: p.req}
+	if len(types) > 0 {
+		if it, err := c.o.Catalog.InstanceType(types[0]); err == nil {
+			pend.Request = p.request(it)
+		}
+	}
+	c.o.Cluster.SetPending(pend)
 	st.pending[id] = reason
 	st.waitRoom[id] = room
 	return catalog.InstanceType{}, false

@@ -25,6 +25,8 @@ type plan struct {
 	// is set) name.
 	route        string
 	endpointName string
+	// cluster is the HyperPod cluster the replicas run on.
+	cluster string
 	// instanceTypes in preference order; empty means any type in the cluster.
 	instanceTypes []string
 	req           cluster.Resources
@@ -52,7 +54,10 @@ func (p *plan) owner() string { return p.kind + "/" + p.namespace + "/" + p.name
 
 func planFor(obj manifest.Object) (*plan, error) {
 	m := obj.GetMeta()
-	p := &plan{kind: obj.GetKind(), namespace: m.Namespace, name: m.Name, env: map[string]string{}}
+	p := &plan{kind: obj.GetKind(), namespace: m.Namespace, name: m.Name, env: map[string]string{}, cluster: manifest.ClusterOf(m)}
+	if p.cluster == "" {
+		p.cluster = cluster.DefaultName
+	}
 	var kvs *manifest.KVCacheSpec
 	var ir *manifest.IntelligentRoutingSpec
 	var lb *manifest.LoadBalancer

@@ -266,7 +266,19 @@ func validateMeta(m *ObjectMeta, errs *ErrorList) {
 	if len(m.Annotations) > maxListItems {
 		errs.add(mp.child("annotations"), "at most %d entries", maxListItems)
 	}
+	if c, ok := m.Annotations[AnnotationCluster]; ok && (c == "" || len(c) > 63 || !reClusterName.MatchString(c)) {
+		errs.add(mp.child("annotations").child(AnnotationCluster), "%q must be a HyperPod cluster name: 1 to 63 letters, digits and '-', starting and ending with a letter or digit", c)
+	}
 }
+
+// AnnotationCluster names the HyperPod cluster an object runs on; without
+// it, the default cluster (cluster.DefaultName).
+const AnnotationCluster = "capstan.dev/cluster"
+
+var reClusterName = regexp.MustCompile(`^[a-zA-Z0-9](-*[a-zA-Z0-9])*$`)
+
+// ClusterOf is the cluster m names, "" when it names none.
+func ClusterOf(m *ObjectMeta) string { return m.Annotations[AnnotationCluster] }
 
 func validateModelName(v string, p path, required bool, errs *ErrorList) {
 	switch {
