@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -58,11 +60,35 @@ type Config struct {
 	Alarms []alarm.Alarm `json:"alarms,omitempty"`
 }
 
-// Cluster is the embedded server's default cluster.
+// Cluster seeds the default HyperPod cluster at first start and sets how
+// every cluster's simulated nodes behave.
 type Cluster struct {
-	// InstanceGroups provide the nodes; empty means the default groups
-	// (two nodes of every instance type the published examples use).
+	// InstanceGroups provide the nodes of the default cluster, ml-cluster,
+	// the one manifests run on when they name none; empty means the default
+	// groups (two nodes of every instance type the published examples use).
+	// They seed it at first start; after that it is an ordinary cluster
+	// (UpdateCluster changes it) and the seed is not applied again.
 	InstanceGroups []InstanceGroup `json:"instanceGroups,omitempty"`
+	// LaunchTime is how long a new node takes to become ready (default
+	// 30s); LaunchTimes overrides it per instance type.
+	LaunchTime  Duration            `json:"launchTime,omitempty"`
+	LaunchTimes map[string]Duration `json:"launchTimes,omitempty"`
+	// Spot sets the simulated spot market of spot instance groups.
+	Spot Spot `json:"spot,omitempty"`
+	// DrainTimeout bounds how long a leaving node waits for its replicas to
+	// move (default 2m).
+	DrainTimeout Duration `json:"drainTimeout,omitempty"`
+}
+
+// Spot is the simulated spot market.
+type Spot struct {
+	// Seed makes the interruption schedule reproducible (default 1).
+	Seed int64 `json:"seed,omitempty"`
+	// MeanTimeToInterruption is the mean of a spot node's exponentially
+	// distributed lifetime (default 6h; "-1s" disables interruptions).
+	MeanTimeToInterruption Duration `json:"meanTimeToInterruption,omitempty"`
+	// PriceFactor is the spot price as a share of on-demand (default 0.35).
+	PriceFactor float64 `json:"priceFactor,omitempty"`
 }
 
 // InstanceGroup is Count nodes of one instance type.
@@ -216,6 +242,12 @@ func (c *Config) Default() {
 	if c.Engine.TimeScale == 0 {
 		c.Engine.TimeScale = 1
 	}
+	if c.Cluster.LaunchTime.Duration == 0 {
+		c.Cluster.LaunchTime.Duration = 30 * time.Second
+	}
+	if c.Cluster.DrainTimeout.Duration == 0 {
+		c.Cluster.DrainTimeout.Duration = 2 * time.Minute
+	}
 	if c.Endpoints.StartTimeout.Duration == 0 {
 		c.Endpoints.StartTimeout.Duration = 10 * time.Minute
 	}
@@ -315,6 +347,23 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 				errs = append(errs, fmt.Errorf("fleet.%s.%s: count %d must not be negative", t, z, n))
 			}
 		}
+	}
+	if d := c.Cluster.LaunchTime.Duration; d < 0 || d > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("cluster.launchTime: %v must be in [0, 24h]", d))
+	}
+	for _, t := range slices.Sorted(maps.Keys(c.Cluster.LaunchTimes)) {
+		if _, err := cat.InstanceType(t); err != nil {
+			errs = append(errs, fmt.Errorf("cluster.launchTimes.%s: unknown instance type", t))
+		}
+		if d := c.Cluster.LaunchTimes[t].Duration; d < 0 || d > 24*time.Hour {
+			errs = append(errs, fmt.Errorf("cluster.launchTimes.%s: %v must be in [0, 24h]", t, d))
+		}
+	}
+	if f := c.Cluster.Spot.PriceFactor; f < 0 || f > 1 {
+		errs = append(errs, fmt.Errorf("cluster.spot.priceFactor: %v must be in [0, 1]", f))
+	}
+	if d := c.Cluster.DrainTimeout.Duration; d < 0 || d > time.Hour {
+		errs = append(errs, fmt.Errorf("cluster.drainTimeout: %v must be in [0, 1h]", d))
 	}
 	names := map[string]bool{}
 	for i, g := range c.Cluster.InstanceGroups {
