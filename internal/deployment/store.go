@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/store"
 )
@@ -368,4 +369,27 @@ func (s *Service) Events(_ context.Context, kind, namespace, name string) ([]man
 		return nil, fmt.Errorf("%s %s/%s: %w", kind, namespace, name, manifest.ErrNotFound)
 	}
 	return s.ctrl.events(k), nil
+}
+
+// InCluster names the objects that run on HyperPod cluster name
+// ("Kind namespace/name"), sorted: a cluster is not deleted under them.
+func (s *Service) InCluster(name string) ([]string, error) {
+	recs, err := s.all()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range recs {
+		o := r.obj()
+		m := o.GetMeta()
+		c := manifest.ClusterOf(m)
+		if c == "" {
+			c = cluster.DefaultName
+		}
+		if c == name {
+			out = append(out, fmt.Sprintf("%s %s/%s", o.GetKind(), m.Namespace, m.Name))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
