@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -27,13 +28,15 @@ func applyCommand(o *manifestsOptions) *cobra.Command {
 	var namespace string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|- [-f ...]",
-		Short: "Create or update InferenceEndpointConfig and JumpStartModel manifests",
+		Short: "Create or update InferenceEndpointConfig, JumpStartModel, NodePool and HyperpodNodeClass manifests",
 		Long: `Send manifests to capstan serve, which validates and stores them and rolls out
 any change. -f takes a file (YAML or JSON, several documents separated by ---), a
 directory (every *.yaml, *.yml and *.json in it, in name order) or - for stdin,
 and may be repeated. Each file is applied as a whole: when any of its documents
 is invalid nothing in that file is stored, and every field error is printed with
-its path. Re-applying an unchanged manifest changes nothing.`,
+its path. Re-applying an unchanged manifest changes nothing. Karpenter NodePool
+(karpenter.sh/v1) and HyperpodNodeClass (karpenter.sagemaker.amazonaws.com/v1)
+documents go to the node API and are applied before the file's other documents.`,
 		Example: `  capstan apply -f deploy/demo.yaml
   capstan apply -f deploy/ -n team-a
   cat demo.yaml | capstan apply -f -`,
@@ -53,6 +56,19 @@ its path. Re-applying an unchanged manifest changes nothing.`,
 			c := o.client()
 			var errs []error
 			for _, s := range srcs {
+				// NodePools and HyperpodNodeClasses go to the node API; a
+				// file holding both kinds is applied as two halves.
+				nodeDocs, rest := splitNodeDocuments(s.data)
+				if len(nodeDocs) > 0 {
+					if err := o.applyNodeDocuments(cmd, cmd.OutOrStdout(), nodeDocs); err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+						continue
+					}
+					if len(bytes.TrimSpace(rest)) == 0 {
+						continue
+					}
+					s.data = rest
+				}
 				var res manifestapi.ApplyResultList
 				if err := c.do(cmd.Context(), http.MethodPost, path, s.data, &res); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %s", s.name, formatAPIError(err)))

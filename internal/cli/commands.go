@@ -15,6 +15,7 @@ func registerCommands(root *cobra.Command, g *globalOptions) {
 		newGetCommand(g),
 		newDescribeCommand(g),
 		newDeleteCommand(g),
+		newNodeCommand(g),
 		newVersionCommand(),
 	)
 }

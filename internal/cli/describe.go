@@ -39,6 +39,9 @@ reasons (including why replicas are pending), and the most recent events.`,
   capstan describe jumpstartmodel deepseek -n team-a`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if k, ok := resolveNodeKind(args[0]); ok && k.name == "node" {
+				return o.describeNode(cmd, args[1])
+			}
 			res, err := resolveKind(args[0])
 			if err != nil {
 				return err

@@ -24,7 +24,7 @@ func newGetCommand(g *globalOptions) *cobra.Command {
 }
 
 func getCommand(o *manifestsOptions) *cobra.Command {
-	var namespace, output string
+	var namespace, output, clusterName string
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "get KIND [NAME]",
@@ -33,12 +33,33 @@ func getCommand(o *manifestsOptions) *cobra.Command {
 kind, plural, singular or short name: inferenceendpointconfig (iec) or
 jumpstartmodel (jsm). Columns: NAME, STATE, REPLICAS (ready/desired), ENDPOINT
 (the SageMaker endpoint name), AGE; -o wide adds INSTANCE TYPE, MODEL and URL.
--o yaml and -o json print the stored objects with their status.`,
+-o yaml and -o json print the stored objects with their status.
+
+KIND may also be nodes (no), clusters, nodepools (np) or hyperpodnodeclasses
+(nodeclass): the HyperPod clusters' nodes with their capacity type, status,
+GPUs allocated, replicas, price and age (--cluster narrows them to one
+cluster), the clusters with their groups' current/target counts, and the
+applied Karpenter NodePools and HyperpodNodeClasses.`,
 		Example: `  capstan get iec
   capstan get jsm deepseek -o yaml
-  capstan get inferenceendpointconfigs -A -o wide`,
+  capstan get inferenceendpointconfigs -A -o wide
+  capstan get nodes --cluster ml-cluster
+  capstan get clusters
+  capstan get nodepools`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if k, ok := resolveNodeKind(args[0]); ok {
+				switch output {
+				case "", "yaml", "json":
+				default:
+					return fmt.Errorf("-o %s: want yaml or json", output)
+				}
+				name := ""
+				if len(args) == 2 {
+					name = args[1]
+				}
+				return o.getNodeKind(cmd, k, name, clusterName, output)
+			}
 			res, err := resolveKind(args[0])
 			if err != nil {
 				return err
@@ -129,6 +150,7 @@ jumpstartmodel (jsm). Columns: NAME, STATE, REPLICAS (ready/desired), ENDPOINT
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace (default \"default\")")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "list across every namespace")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml, json, wide or name")
+	cmd.Flags().StringVar(&clusterName, "cluster", "", "with get nodes: only this cluster's nodes")
 	o.addFlags(cmd)
 	return cmd
 }

@@ -35,24 +35,14 @@ type deploymentDeps struct {
 	endpoints  *endpoint.Service
 	cat        *catalog.Catalog
 	gatewayURL string
+	pool       *cluster.Cluster
 }
 
-// newDeployments builds the manifests' side of capstan: the default cluster,
-// the model-source fetcher and the deployment service that runs
+// newDeployments builds the manifests' side of capstan: the model-source
+// fetcher and the deployment service that runs
 // InferenceEndpointConfig and JumpStartModel objects on the serving engine
 // the SageMaker endpoints share.
 func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
-	groups := cluster.DefaultInstanceGroups()
-	if gs := d.cfg.Cluster.InstanceGroups; len(gs) > 0 {
-		groups = make([]cluster.InstanceGroup, 0, len(gs))
-		for _, g := range gs {
-			groups = append(groups, cluster.InstanceGroup{Name: g.Name, InstanceType: g.InstanceType, Count: g.Count})
-		}
-	}
-	cl, err := cluster.New(d.cat, groups)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
 	ms := d.cfg.ModelSources
 	models, err := modelsource.New(modelsource.Options{
 		CacheDir: ms.CacheDir, FSxRoot: ms.FSxRoot, HuggingFaceEndpoint: ms.HuggingFaceEndpoint,
@@ -65,7 +55,7 @@ func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
 	}
 	return deployment.New(deployment.Options{
 		Store: d.store, Clock: d.clock, Logger: d.log, Registerer: d.reg,
-		Engine: d.eng, Cluster: cl, Gateway: d.gw, Models: models, Endpoints: d.endpoints,
+		Engine: d.eng, Cluster: d.pool, Gateway: d.gw, Models: models, Endpoints: d.endpoints,
 		Triggers: triggers.Build, Catalog: d.cat, StartTimeout: d.cfg.Endpoints.StartTimeout.Duration,
 		Resync: o.Resync, GatewayURL: d.gatewayURL, Region: d.cfg.Region, AccountID: d.cfg.AccountID,
 	})

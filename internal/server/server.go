@@ -28,6 +28,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/gateway/openai"
 	"github.com/capstan-dev/capstan/internal/manifestapi"
+	"github.com/capstan-dev/capstan/internal/nodeapi"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
 	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
@@ -141,11 +142,17 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	// The clusters' nodes are in the pool before deployments place on it.
+	cls, err := newClusters(ctx, cfg, st, fl, cat, clk, log, reg, o.Resync)
+	if err != nil {
+		return fail(fmt.Errorf("clusters: %w", err))
+	}
 	dep, err := newDeployments(deploymentDeps{cfg: cfg, store: st, clock: clk, log: log, reg: reg, eng: eng, gw: gw,
-		endpoints: svc, cat: cat, gatewayURL: "http://" + ln.Addr().String()}, o)
+		endpoints: svc, cat: cat, gatewayURL: "http://" + ln.Addr().String(), pool: cls.pool}, o)
 	if err != nil {
 		return fail(fmt.Errorf("deployments: %w", err))
 	}
+	cls.workloads.dep.Store(dep)
 	// Deployments' routes too exist before the listener serves.
 	if err := dep.Controller().Prime(); err != nil {
 		return fail(fmt.Errorf("deployments: %w", err))
@@ -157,12 +164,17 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	aas := appautoscaling.NewAPI(st, variantsAdapter{svc}, appautoscaling.Options{AccountID: cfg.AccountID, Region: cfg.Region,
 		Clock: clk, Logger: log, Registerer: reg, Source: gw})
 
-	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log, Capacity: fl})
+	nodesH, err := cls.handler(st, clk, log)
+	if err != nil {
+		return fail(err)
+	}
+	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log,
+		Capacity: fl, Clusters: cls.svc})
 	var control, runtimeH http.Handler = awsJSONDispatch(api, aas), http.NotFoundHandler()
 	if o.RuntimeAPI != nil {
 		runtimeH = o.RuntimeAPI(gw, log)
 	}
-	var manifestsH http.Handler = manifests
+	var manifestsH, nodeAPIH http.Handler = manifests, nodesH
 	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
 	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
 	if len(cfg.Credentials) > 0 {
@@ -185,6 +197,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 		front = bearerAuth(front, doorOpenAI, "apiKeys", cfg.APIKeys)
 		manifestsH = bearerAuth(manifestsH, doorManifests, "adminTokens", cfg.AdminTokens)
+		nodeAPIH = bearerAuth(nodeAPIH, doorManifests, "adminTokens", cfg.AdminTokens)
 		metricsH = bearerAuth(metricsH, doorAdmin, "adminTokens", cfg.AdminTokens)
 		clockH = bearerAuth(clockH, doorAdmin, "adminTokens", cfg.AdminTokens)
 	}
@@ -192,6 +205,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	mux.Handle("/", control)
 	mux.Handle("/endpoints/", runtimeH)
 	mux.Handle("/apis/", manifestsH)
+	for _, p := range []string{nodeapi.CapstanPath, nodeapi.NodePoolPath, nodeapi.NodeClassPath} {
+		mux.Handle(p, nodeAPIH)
+	}
 	mux.Handle("/metrics", metricsH)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.Handle("/_capstan/clock", clockH)
@@ -203,10 +219,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
 		ln: limited, cancel: cancel, http: httpSrv}
-	// The controllers: SageMaker endpoints, manifests' deployments and
-	// Application Auto Scaling's target tracking. Stop waits for all three
-	// before it stops the replicas.
-	for _, run := range []func(context.Context){ctrl.Run, dep.Run, aas.Run} {
+	// The controllers: SageMaker endpoints, manifests' deployments,
+	// Application Auto Scaling's target tracking, the clusters' nodes and
+	// the node autoscaler. Stop waits for all of them before it stops the
+	// replicas.
+	for _, run := range []func(context.Context){ctrl.Run, dep.Run, aas.Run, cls.svc.Run, cls.autoscaler.Run} {
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()

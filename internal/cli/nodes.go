@@ -1,0 +1,315 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/manifestapi"
+	"github.com/capstan-dev/capstan/internal/nodeapi"
+)
+
+// nodeKind is a kind the node API serves, with the names the CLI accepts.
+type nodeKind struct {
+	name  string // what messages call it
+	path  string // the collection's path
+	names []string
+}
+
+var nodeKinds = []nodeKind{
+	{"node", nodeapi.CapstanPath + "nodes", []string{"node", "nodes", "no"}},
+	{"cluster", nodeapi.CapstanPath + "clusters", []string{"cluster", "clusters"}},
+	{"nodepool", nodeapi.NodePoolPath + "nodepools", []string{"nodepool", "nodepools", "np", "nodepool.karpenter.sh", "nodepools.karpenter.sh"}},
+	{"hyperpodnodeclass", nodeapi.NodeClassPath + "hyperpodnodeclasses", []string{"hyperpodnodeclass", "hyperpodnodeclasses", "nodeclass", "nodeclasses"}},
+}
+
+func resolveNodeKind(s string) (nodeKind, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	for _, k := range nodeKinds {
+		for _, n := range k.names {
+			if s == n {
+				return k, true
+			}
+		}
+	}
+	return nodeKind{}, false
+}
+
+// getNodeKind prints nodes, clusters, node pools or node classes.
+func (o *manifestsOptions) getNodeKind(cmd *cobra.Command, k nodeKind, name, clusterName, output string) error {
+	path := k.path
+	if name != "" {
+		if k.name == "cluster" {
+			return errors.New("get cluster takes no NAME; use aws sagemaker describe-cluster for one cluster")
+		}
+		path += "/" + url.PathEscape(name)
+	} else if clusterName != "" && k.name == "node" {
+		path += "?cluster=" + url.QueryEscape(clusterName)
+	}
+	var raw json.RawMessage
+	if err := o.client().do(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
+		return errors.New(formatAPIError(err))
+	}
+	w := cmd.OutOrStdout()
+	switch output {
+	case "json":
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return fmt.Errorf("format JSON: %w", err)
+		}
+		buf.WriteByte('\n')
+		_, err := w.Write(buf.Bytes())
+		return err
+	case "yaml":
+		y, err := yaml.JSONToYAML(raw)
+		if err != nil {
+			return fmt.Errorf("format YAML: %w", err)
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	if name != "" {
+		raw = append(append([]byte(`{"items":[`), raw...), "]}"...)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	defer tw.Flush()
+	switch k.name {
+	case "node":
+		var l nodeapi.List[nodeapi.NodeView]
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return fmt.Errorf("decode nodes: %w", err)
+		}
+		if len(l.Items) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
+			return nil
+		}
+		fmt.Fprintln(tw, "NAME\tCLUSTER\tGROUP\tINSTANCE TYPE\tCAPACITY\tSTATUS\tGPUS\tREPLICAS\tPRICE/H\tAGE")
+		for _, n := range l.Items {
+			status := string(n.Status)
+			if n.Cordoned && n.Status == "Running" {
+				status += ",Cordoned"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t$%.2f\t%s\n", n.Name, n.Cluster, n.Group, n.InstanceType,
+				n.CapacityType, status, n.Allocated.GPUs, n.Capacity.GPUs, len(n.Replicas), n.PricePerHour, o.ageOf(n.Launched))
+		}
+	case "cluster":
+		var l nodeapi.List[nodeapi.ClusterView]
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return fmt.Errorf("decode clusters: %w", err)
+		}
+		if len(l.Items) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
+			return nil
+		}
+		fmt.Fprintln(tw, "NAME\tSTATUS\tNODES\tGROUPS\tAUTOSCALING\tNODE RECOVERY\tAGE")
+		for _, c := range l.Items {
+			cur, target := 0, 0
+			var gs []string
+			for _, g := range c.Groups {
+				cur, target = cur+g.Current, target+g.Target
+				gs = append(gs, fmt.Sprintf("%s(%s %d/%d)", g.Name, g.CapacityType, g.Current, g.Target))
+			}
+			as := "Disabled"
+			if c.AutoScaling.Mode == "Enable" {
+				as = "Karpenter"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", c.Name, c.Status, cur, target, orNone(strings.Join(gs, ",")),
+				as, c.NodeRecovery, o.ageOf(c.Created))
+		}
+	default:
+		var l nodeapi.List[nodeapi.ObjectView]
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return fmt.Errorf("decode %s: %w", k.name, err)
+		}
+		if len(l.Items) == 0 {
+			fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
+			return nil
+		}
+		if k.name == "nodepool" {
+			fmt.Fprintln(tw, "NAME\tCLUSTER\tNODECLASS\tNODES\tREADY\tCONSOLIDATION\tLIMITS\tAGE")
+			for _, v := range l.Items {
+				p := v.Pool
+				cl := p.Cluster
+				if cl == "" {
+					cl = cluster.DefaultName
+				}
+				after := p.Disruption.ConsolidateAfter.String()
+				if p.Disruption.Never {
+					after = "Never"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%t\t%s after %s\t%s\t%s\n", v.Name, cl, p.NodeClass, v.Nodes, v.Ready,
+					p.Disruption.ConsolidationPolicy, after, limitsText(p.Limits.Nodes, p.Limits.GPUs), o.ageOf(v.Created))
+			}
+			return nil
+		}
+		fmt.Fprintln(tw, "NAME\tINSTANCE GROUPS\tNODES\tAGE")
+		for _, v := range l.Items {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", v.Name, strings.Join(v.Class.InstanceGroups, ","), v.Nodes, o.ageOf(v.Created))
+		}
+	}
+	return nil
+}
+
+func limitsText(nodes, gpus int) string {
+	var parts []string
+	if nodes > 0 {
+		parts = append(parts, "nodes="+strconv.Itoa(nodes))
+	}
+	if gpus > 0 {
+		parts = append(parts, "gpus="+strconv.Itoa(gpus))
+	}
+	return orNone(strings.Join(parts, ","))
+}
+
+func (o *manifestsOptions) ageOf(t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return humanAge(clock.Since(o.clk, t))
+}
+
+// describeNode prints one node: what it is, why it exists, what runs on it,
+// what it costs and what happened to it.
+func (o *manifestsOptions) describeNode(cmd *cobra.Command, name string) error {
+	var n nodeapi.NodeView
+	if err := o.client().do(cmd.Context(), http.MethodGet, nodeapi.CapstanPath+"nodes/"+url.PathEscape(name), nil, &n); err != nil {
+		return errors.New(formatAPIError(err))
+	}
+	w := cmd.OutOrStdout()
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("Name", n.Name)
+	row("Instance ID", n.ID)
+	row("Cluster", n.Cluster)
+	row("Instance Group", n.Group)
+	row("Instance Type", n.InstanceType)
+	row("Capacity Type", string(n.CapacityType))
+	if n.Plan.Key != "" {
+		row("Training Plan", n.Plan.Key)
+	}
+	row("Zone", orNone(n.Zone))
+	status := string(n.Status)
+	if n.Message != "" {
+		status += " (" + n.Message + ")"
+	}
+	row("Status", status)
+	row("Cordoned", strconv.FormatBool(n.Cordoned))
+	row("Launched", n.Launched.UTC().Format(time.RFC3339)+" ("+o.ageOf(n.Launched)+" ago)")
+	if !n.Ready.IsZero() {
+		row("Ready", n.Ready.UTC().Format(time.RFC3339)+" (launch took "+n.Ready.Sub(n.Launched).String()+")")
+	}
+	if !n.InterruptAt.IsZero() {
+		row("Spot Interruption", n.InterruptAt.UTC().Format(time.RFC3339))
+	}
+	row("Price", fmt.Sprintf("$%.4f/hour", n.PricePerHour))
+	row("Why", n.Reason)
+	row("Capacity", fmt.Sprintf("gpu=%d cpu=%s memory=%s", n.Capacity.GPUs, strconv.FormatInt(n.Capacity.MilliCPU/1000, 10), bytesText(n.Capacity.MemoryBytes)))
+	row("Allocated", fmt.Sprintf("gpu=%d cpu=%sm memory=%s", n.Allocated.GPUs, strconv.FormatInt(n.Allocated.MilliCPU, 10), bytesText(n.Allocated.MemoryBytes)))
+	row("Replicas", orNone(strings.Join(n.Replicas, ", ")))
+	tw.Flush()
+	fmt.Fprintln(w, "Events:")
+	if len(n.Events) == 0 {
+		fmt.Fprintln(w, "  <none>")
+		return nil
+	}
+	ew := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(ew, "  TYPE\tREASON\tAGE\tMESSAGE")
+	for _, e := range n.Events {
+		fmt.Fprintf(ew, "  %s\t%s\t%s\t%s\n", e.Type, e.Reason, o.ageOf(e.Time), e.Message)
+	}
+	return ew.Flush()
+}
+
+func bytesText(b int64) string {
+	if b%(1<<30) == 0 {
+		return strconv.FormatInt(b>>30, 10) + "Gi"
+	}
+	return strconv.FormatInt(b, 10)
+}
+
+func newNodeCommand(g *globalOptions) *cobra.Command {
+	return nodeCommand(newManifestsOptions(g, clock.Real{}))
+}
+
+func nodeCommand(o *manifestsOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Act on cluster nodes (fault injection)",
+	}
+	fail := &cobra.Command{
+		Use:   "fail NAME",
+		Short: "Make a node fail its health check now",
+		Long: `Mark a node failed, as if it had failed its health check: it leaves the node
+pool at once and the replicas on it are rescheduled. With the cluster's
+NodeRecovery Automatic (the default) capstan replaces the node; with None it
+stays in Failure and is reported. NAME is the node name (hyperpod-i-…) or the
+instance id (i-…), as capstan get nodes shows.`,
+		Example: `  capstan node fail hyperpod-i-0a1b2c3d4e5f60718`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var n nodeapi.NodeView
+			if err := o.client().do(cmd.Context(), http.MethodPost, nodeapi.CapstanPath+"nodes/"+url.PathEscape(args[0])+"/fail", nil, &n); err != nil {
+				return errors.New(formatAPIError(err))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node/%s failed (cluster %s, status %s)\n", n.Name, n.Cluster, n.Status)
+			return nil
+		},
+	}
+	o.addFlags(fail)
+	cmd.AddCommand(fail)
+	return cmd
+}
+
+// splitNodeDocuments separates the NodePool and HyperpodNodeClass documents
+// of a file (for the node API) from the rest (for the manifests API).
+func splitNodeDocuments(data []byte) (nodeDocs, rest []byte) {
+	var nb, rb bytes.Buffer
+	for _, d := range manifestapi.SplitDocuments(data) {
+		b := &rb
+		if nodeapi.IsNodeDocument(d.Text) {
+			b = &nb
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n---\n")
+		}
+		b.Write(d.Text)
+	}
+	return nb.Bytes(), rb.Bytes()
+}
+
+// applyNodeDocuments sends node documents and prints what became of them.
+func (o *manifestsOptions) applyNodeDocuments(cmd *cobra.Command, w io.Writer, data []byte) error {
+	var res struct {
+		Items []struct {
+			Kind, Name, Action string
+			Warnings           []string
+		} `json:"items"`
+	}
+	if err := o.client().do(cmd.Context(), http.MethodPost, nodeapi.ApplyPath, data, &res); err != nil {
+		return errors.New(formatAPIError(err))
+	}
+	for _, r := range res.Items {
+		group := "karpenter.sh"
+		if r.Kind == nodeapi.KindNodeClass {
+			group = "karpenter.sagemaker.amazonaws.com"
+		}
+		fmt.Fprintf(w, "%s.%s/%s %s\n", strings.ToLower(r.Kind), group, r.Name, r.Action)
+		for _, warn := range r.Warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s %s: %s\n", r.Kind, r.Name, warn)
+		}
+	}
+	return nil
+}

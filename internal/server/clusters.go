@@ -1,0 +1,216 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capstan-dev/capstan/internal/autoscale/nodes"
+	"github.com/capstan-dev/capstan/internal/capacity"
+	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/deployment"
+	"github.com/capstan-dev/capstan/internal/hyperpod"
+	"github.com/capstan-dev/capstan/internal/nodeapi"
+	"github.com/capstan-dev/capstan/internal/store"
+)
+
+// clusters is the HyperPod half of capstan: the clusters and their nodes,
+// the node pool deployments are placed on, and the node autoscaler.
+type clusters struct {
+	pool       *cluster.Cluster
+	svc        *hyperpod.Service
+	autoscaler *nodes.Controller
+	workloads  *workloadsAdapter
+}
+
+// newClusters builds the cluster service over the calendar fl and seeds the
+// default cluster from the config at first start. The deployment service is
+// set on the returned workloads adapter once it exists.
+func newClusters(ctx context.Context, cfg config.Config, st *store.Store, fl *capacity.Calendar, cat *catalog.Catalog,
+	clk clock.Clock, log *slog.Logger, reg prometheus.Registerer, resync time.Duration) (*clusters, error) {
+	pool := cluster.NewPool(clk)
+	wl := &workloadsAdapter{}
+	cc := cfg.Cluster
+	launch := func(instanceType string) time.Duration {
+		if d, ok := cc.LaunchTimes[instanceType]; ok {
+			return d.Duration
+		}
+		return cc.LaunchTime.Duration
+	}
+	svc, err := hyperpod.New(hyperpod.Options{Store: st, Clock: clk, Logger: log, Registerer: reg, Catalog: cat,
+		Capacity: fl, Plans: fl, PlanNodes: fl, Pool: pool, Workloads: wl, LaunchTime: launch,
+		Spot: hyperpod.SpotOptions{Seed: cc.Spot.Seed, MeanTimeToInterruption: cc.Spot.MeanTimeToInterruption.Duration,
+			PriceFactor: cc.Spot.PriceFactor},
+		DrainTimeout: cc.DrainTimeout.Duration, Resync: resync, Region: cfg.Region, AccountID: cfg.AccountID})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := svc.Seed(ctx, seedSpec(cfg)); err != nil {
+		return nil, fmt.Errorf("cluster %s (from cluster.instanceGroups): %w", cluster.DefaultName, err)
+	}
+	if err := svc.Prime(ctx); err != nil {
+		return nil, err
+	}
+	as, err := nodes.New(nodes.Options{State: &autoscalerState{svc: svc, pool: pool, store: st, cat: cat},
+		Actuator: autoscalerActuator{svc}, Clock: clk, Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	return &clusters{pool: pool, svc: svc, autoscaler: as, workloads: wl}, nil
+}
+
+// seedSpec is the default cluster as the config describes it.
+func seedSpec(cfg config.Config) hyperpod.ClusterSpec {
+	groups := cluster.DefaultInstanceGroups()
+	if gs := cfg.Cluster.InstanceGroups; len(gs) > 0 {
+		groups = groups[:0]
+		for _, g := range gs {
+			groups = append(groups, cluster.InstanceGroup{Name: g.Name, InstanceType: g.InstanceType, Count: g.Count})
+		}
+	}
+	role := fmt.Sprintf("arn:aws:iam::%s:role/capstan-default-cluster", cfg.AccountID)
+	spec := hyperpod.ClusterSpec{Name: cluster.DefaultName, NodeRecovery: hyperpod.RecoveryAutomatic}
+	for _, g := range groups {
+		spec.Groups = append(spec.Groups, hyperpod.InstanceGroupSpec{Name: g.Name, InstanceType: g.InstanceType, Count: g.Count, ExecutionRole: role})
+	}
+	return spec
+}
+
+func (c *clusters) handler(st *store.Store, clk clock.Clock, log *slog.Logger) (*nodeapi.Handler, error) {
+	return nodeapi.New(nodeapi.Options{Store: st, Clusters: c.svc, Pool: c.pool, Clock: clk, Logger: log})
+}
+
+// workloadsAdapter tells the cluster service what runs on a cluster: the
+// manifests' deployments placed there.
+type workloadsAdapter struct {
+	dep atomic.Pointer[deployment.Service]
+}
+
+func (w *workloadsAdapter) InCluster(name string) []string {
+	d := w.dep.Load()
+	if d == nil {
+		return nil
+	}
+	out, err := d.InCluster(name)
+	if err != nil {
+		// Refuse the delete rather than lose track of what runs there.
+		return []string{"(unknown: " + err.Error() + ")"}
+	}
+	return out
+}
+
+// autoscalerState is what the node autoscaler reads: the pool's pending
+// replicas and nodes, the clusters that autoscale, their offerings and the
+// applied NodePools.
+type autoscalerState struct {
+	svc   *hyperpod.Service
+	pool  *cluster.Cluster
+	store *store.Store
+	cat   *catalog.Catalog
+}
+
+func (s *autoscalerState) Pending() []nodes.PendingReplica {
+	ps := s.pool.Pending()
+	out := make([]nodes.PendingReplica, len(ps))
+	for i, p := range ps {
+		out[i] = nodes.PendingReplica{ID: p.ReplicaID, Cluster: p.Cluster, InstanceTypes: p.InstanceTypes, Request: p.Request, Since: p.Since}
+	}
+	return out
+}
+
+// Nodes joins the cluster service's nodes (every status but the gone) with
+// the pool's view of the running ones.
+func (s *autoscalerState) Nodes() []nodes.NodeState {
+	hs, err := s.svc.Nodes(context.Background(), "")
+	if err != nil {
+		return nil
+	}
+	pool := map[string]cluster.Node{}
+	for _, n := range s.pool.Nodes() {
+		pool[n.Name] = n
+	}
+	out := make([]nodes.NodeState, 0, len(hs))
+	for _, h := range hs {
+		if h.Status == hyperpod.NodeFailure || h.Status == hyperpod.NodeShuttingDown {
+			continue
+		}
+		ns := nodes.NodeState{Name: h.Name(), Cluster: h.Cluster, Group: h.Group, InstanceType: h.InstanceType,
+			CapacityType: h.CapacityType, PricePerHour: h.PricePerHour, Launching: h.Status == hyperpod.NodePending,
+			Managed: true, Since: h.Ready}
+		if it, err := s.cat.InstanceType(h.InstanceType); err == nil {
+			ns.Capacity = cluster.CapacityOf(it)
+		}
+		if pn, ok := pool[ns.Name]; ok {
+			if pn.Cordoned {
+				continue // leaving: neither room nor a consolidation candidate
+			}
+			ns.Allocated, ns.Since = pn.Allocated, pn.Since
+			for _, p := range pn.Placed {
+				ns.Replicas = append(ns.Replicas, nodes.PlacedReplica{ID: p.ReplicaID, Request: p.Request})
+			}
+		}
+		out = append(out, ns)
+	}
+	return out
+}
+
+func (s *autoscalerState) AutoScaled() []string {
+	cs, err := s.svc.Clusters(context.Background())
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, c := range cs {
+		if c.AutoScaling.Enabled() && c.Status != hyperpod.StatusDeleting {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func (s *autoscalerState) Offerings(ctx context.Context, name string) ([]hyperpod.Offering, error) {
+	return s.svc.Offerings(ctx, name)
+}
+
+func (s *autoscalerState) NodePools() []nodes.NodePool {
+	ps, err := nodeapi.Pools(s.store)
+	if err != nil {
+		return nil
+	}
+	return ps
+}
+
+func (s *autoscalerState) Capacity(instanceType string) (cluster.Resources, bool) {
+	it, err := s.cat.InstanceType(instanceType)
+	if err != nil {
+		return cluster.Resources{}, false
+	}
+	return cluster.CapacityOf(it), true
+}
+
+// autoscalerActuator carries the node autoscaler's decisions out through the
+// cluster service, like any other client of it.
+type autoscalerActuator struct{ svc *hyperpod.Service }
+
+func (a autoscalerActuator) Launch(ctx context.Context, l nodes.Launch) error {
+	_, err := a.svc.AddNodes(ctx, l.Cluster, l.Group, l.Count, l.Reason)
+	return err
+}
+
+func (a autoscalerActuator) Disrupt(ctx context.Context, d nodes.Disruption) error {
+	_, failed, err := a.svc.DeleteNodes(ctx, d.Cluster, []string{d.Node}, "consolidation: "+d.Reason)
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("disrupt %s: %s", d.Node, failed[0].Message)
+	}
+	return nil
+}
