@@ -1034,8 +1034,8 @@ func (a *API) batchAddClusterNodes(ctx context.Context, body []byte) (any, error
 		nodes, err := svc.AddNodes(ctx, *in.ClusterName, *s.InstanceGroupName, *s.IncrementTargetCountBy, reasonBatchAdd)
 		if err != nil {
 			code, ok := a.addNodesFailure(err)
-			if !ok && len(out.Successful) == 0 && len(out.Failed) == 0 {
-				return nil, err // nothing done yet: the call fails as a whole
+			if !ok && len(out.Successful) == 0 {
+				return nil, err // no node added yet: the call fails as a whole
 			}
 			if !ok {
 				// Nodes were added for earlier groups: answering an error
