@@ -25,6 +25,9 @@ type Options struct {
 	// Capacity serves the training-plan operations and the reservation
 	// counts in DescribeEndpoint; nil disables them.
 	Capacity *capacity.Calendar
+	// Clusters serves the HyperPod cluster operations (CreateCluster …
+	// BatchDeleteClusterNodes); nil disables them.
+	Clusters Clusters
 }
 
 // API is the control API handler.
@@ -73,6 +76,15 @@ func NewAPI(svc *endpoint.Service, o Options) *API {
 		"CreateTrainingPlan":                 a.createTrainingPlan,
 		"DescribeTrainingPlan":               a.describeTrainingPlan,
 		"ListTrainingPlans":                  a.listTrainingPlans,
+		"CreateCluster":                      a.createCluster,
+		"DescribeCluster":                    a.describeCluster,
+		"ListClusters":                       a.listClusters,
+		"UpdateCluster":                      a.updateCluster,
+		"DeleteCluster":                      a.deleteCluster,
+		"ListClusterNodes":                   a.listClusterNodes,
+		"DescribeClusterNode":                a.describeClusterNode,
+		"BatchAddClusterNodes":               a.batchAddClusterNodes,
+		"BatchDeleteClusterNodes":            a.batchDeleteClusterNodes,
 	}
 	a.h = &awsjson.Handler{Prefix: "SageMaker.", Name: "control API", Ops: ops, MaxBodyBytes: o.MaxBodyBytes,
 		ToWire: a.toWire, TooLargeCode: CodeTooLarge, InternalCode: CodeInternal,

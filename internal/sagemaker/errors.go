@@ -11,6 +11,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/fleet"
+	"github.com/capstan-dev/capstan/internal/hyperpod"
 	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/serving"
 )
@@ -25,6 +26,7 @@ const (
 	CodeTooLarge         = "RequestEntityTooLarge"
 	CodeNotFound         = "ResourceNotFound"
 	CodeInUse            = "ResourceInUse"
+	CodeConflict         = "ConflictException"
 )
 
 // validationError collects violations in AWS's words; the helpers in validate.go
@@ -35,6 +37,9 @@ type validationError struct{ awsjson.Violations }
 // nil for any other (awsjson.Handler maps those). It is the only place that
 // does so for the control API.
 func (a *API) toWire(err error) *awsjson.Error {
+	if we := clusterError(err); we != nil {
+		return we
+	}
 	var uce *endpoint.UpdateCapacityError
 	if errors.As(err, &uce) {
 		return a.updateCapacityError(uce)
@@ -144,4 +149,77 @@ func (a *API) updateCapacityError(e *endpoint.UpdateCapacityError) *awsjson.Erro
 	}
 	return awsjson.Validationf("Cannot update endpoint %s with a blue/green deployment: the new configuration needs %d %s. "+
 		"Update with %s to replace instances in place, or use a configuration that fits.", arn, e.Needed, where, rollingHint)
+}
+
+// clusterError maps the hyperpod service's errors. It runs before the
+// limit errors below: a CapacityError wraps a fleet or placement
+// LimitError, which is worded for clusters here, not for endpoints.
+func clusterError(err error) *awsjson.Error {
+	var nf *hyperpod.NotFoundError
+	var ex *hyperpod.ExistsError
+	var ce *hyperpod.ConflictError
+	var fe *hyperpod.FieldError
+	var ca *hyperpod.CapacityError
+	switch {
+	case errors.As(err, &nf):
+		// The real wording is unconfirmed (sagemaker-api.md §3.2); this is
+		// the "<Kind> with name X not found" form tools match on.
+		what := "name"
+		if nf.Kind == "node" {
+			what = "id"
+		}
+		return awsjson.Errorf(http.StatusBadRequest, CodeNotFound, "%s with %s %s not found.", capitalize(nf.Kind), what, nf.Name)
+	case errors.As(err, &ex):
+		return awsjson.Errorf(http.StatusBadRequest, CodeInUse,
+			"Resource Already Exists: Cluster with name %s already exists. Choose a different name.", ex.Name)
+	case errors.As(err, &ce):
+		return awsjson.Errorf(http.StatusBadRequest, CodeConflict, "%s", ce.Message)
+	case errors.As(err, &fe):
+		return awsjson.Validationf("1 validation error detected: Value at '%s' failed to satisfy constraint: %s", fe.Field, fe.Message)
+	case errors.As(err, &ca):
+		return capacityError(ca)
+	}
+	return nil
+}
+
+// capacityError words a group that asked for more instances than its
+// source has free.
+func capacityError(e *hyperpod.CapacityError) *awsjson.Error {
+	var pe *placement.LimitError
+	var le *fleet.LimitError
+	switch {
+	case errors.As(e.Err, &pe) && pe.Total == 0:
+		// Nothing to raise a limit on: the plan is not there.
+		return awsjson.Validationf("Instance group %s: training plan %s does not exist or has expired.", e.Group, pe.Name)
+	case errors.As(e.Err, &pe):
+		return awsjson.Errorf(http.StatusBadRequest, CodeLimitExceeded,
+			"Instance group %s: training plan %s has %d instances (%d available to this cluster); %d were requested. Request at most %d, or reserve more capacity.",
+			e.Group, pe.Name, pe.Total, pe.Available, pe.Requested, pe.Available)
+	case errors.As(e.Err, &le):
+		return awsjson.Errorf(http.StatusBadRequest, CodeLimitExceeded,
+			"The account-level service limit '%s for cluster usage' is %d Instances, with current utilization of %d Instances and a request delta of %d Instances (instance group %s). Please use AWS Service Quotas to request an increase for this quota. If AWS Service Quotas is not available, contact AWS support to request an increase for this quota.",
+			le.InstanceType, le.Total, le.Total-le.Available, le.Requested, e.Group)
+	}
+	return awsjson.Errorf(http.StatusBadRequest, CodeLimitExceeded, "%s", e.Error())
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// wireMessage is the message err goes to the wire with, for operations that
+// report an error inside a result (BatchAddClusterNodes' Failed).
+func (a *API) wireMessage(err error) string {
+	var we *awsjson.Error
+	if errors.As(err, &we) {
+		return we.Message
+	}
+	if we := a.toWire(err); we != nil {
+		return we.Message
+	}
+	a.opts.Logger.Error("cluster operation failed", "err", err)
+	return "An internal error occurred."
 }
