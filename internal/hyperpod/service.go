@@ -618,10 +618,10 @@ func shortGroup(rec *record, err error) string {
 	return ""
 }
 
-// mutate runs fn on the named cluster and its nodes in one transaction and
-// then converges the cluster (launching and retiring nodes) in the same
-// transaction, so a target change and the node records it implies commit
-// together.
+// mutate runs fn on the named cluster and its nodes in one transaction and,
+// with conv, holds the capacity the result needs and converges the cluster
+// (launching and retiring nodes) in the same transaction, so a target
+// change and the node records it implies commit together.
 func (s *Service) mutate(nameOrArn string, conv bool, fn func(p *pass, rec *record, nodes []Node) ([]Node, error)) (Cluster, error) {
 	now := s.o.Clock.Now().UTC()
 	s.mu.Lock()
@@ -641,12 +641,12 @@ func (s *Service) mutate(nameOrArn string, conv bool, fn func(p *pass, rec *reco
 		if nodes, err = fn(p, &rec, nodes); err != nil {
 			return err
 		}
-		if err := s.hold(tx, &rec, nodes); err != nil {
-			return err
-		}
 		rec.Updated = now
 		if !conv {
 			return errors.Join(s.save(tx, &rec), p.flush())
+		}
+		if err := s.hold(tx, &rec, nodes); err != nil {
+			return err
 		}
 		if _, err := s.converge(p, &rec, nodes); err != nil {
 			return err
