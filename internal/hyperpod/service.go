@@ -463,6 +463,9 @@ func (s *Service) CreateCluster(_ context.Context, spec ClusterSpec) (Cluster, e
 // Seed creates the config's default cluster at first start: InService
 // with its nodes Running at once. An existing cluster of that name is
 // returned as it is.
+//
+// The config names no roles, so a group without an ExecutionRole gets
+// DefaultExecutionRole of the account.
 func (s *Service) Seed(_ context.Context, spec ClusterSpec) (Cluster, error) {
 	var rec record
 	err := s.o.Store.View(func(tx *store.Tx) error {
@@ -479,7 +482,18 @@ func (s *Service) Seed(_ context.Context, spec ClusterSpec) (Cluster, error) {
 	if !errors.As(err, &nf) {
 		return Cluster{}, err
 	}
+	spec.Groups = slices.Clone(spec.Groups)
+	for i := range spec.Groups {
+		if spec.Groups[i].ExecutionRole == "" {
+			spec.Groups[i].ExecutionRole = s.DefaultExecutionRole()
+		}
+	}
 	return s.create(spec, true)
+}
+
+// DefaultExecutionRole is the role seeded groups run as.
+func (s *Service) DefaultExecutionRole() string {
+	return fmt.Sprintf("arn:aws:iam::%s:role/capstan-hyperpod-execution", s.o.AccountID)
 }
 
 func (s *Service) create(spec ClusterSpec, seed bool) (Cluster, error) {
@@ -682,17 +696,23 @@ func (s *Service) UpdateCluster(_ context.Context, nameOrArn string, u ClusterUp
 
 // DeleteCluster refuses while workloads run on the cluster; otherwise the
 // cluster is Deleting: its nodes leave, then it and its holding go.
-func (s *Service) DeleteCluster(_ context.Context, nameOrArn string) (Cluster, error) {
-	return s.mutate(nameOrArn, true, func(p *pass, rec *record, nodes []Node) ([]Node, error) {
+func (s *Service) DeleteCluster(ctx context.Context, nameOrArn string) (Cluster, error) {
+	// Workloads are asked outside the transaction: they may read the store,
+	// and a read transaction inside a write one can deadlock bbolt.
+	c, _, err := s.Cluster(ctx, nameOrArn)
+	if err != nil {
+		return Cluster{}, err
+	}
+	if s.o.Workloads != nil {
+		if ws := s.o.Workloads.InCluster(c.Name); len(ws) > 0 {
+			return Cluster{}, &ConflictError{Name: c.Name, Message: fmt.Sprintf(
+				"cluster %s still runs deployments: %s; delete them first", c.Name, strings.Join(ws, ", "))}
+		}
+	}
+	return s.mutate(c.Name, true, func(p *pass, rec *record, nodes []Node) ([]Node, error) {
 		if rec.Status != StatusInService && rec.Status != StatusFailed {
 			return nil, &ConflictError{Name: rec.Name, Message: fmt.Sprintf(
 				"cluster %s is %s; it can be deleted only when InService or Failed", rec.Name, rec.Status)}
-		}
-		if s.o.Workloads != nil {
-			if ws := s.o.Workloads.InCluster(rec.Name); len(ws) > 0 {
-				return nil, &ConflictError{Name: rec.Name, Message: fmt.Sprintf(
-					"cluster %s still runs deployments: %s; delete them first", rec.Name, strings.Join(ws, ", "))}
-			}
 		}
 		rec.Status = StatusDeleting
 		p.event(rec.Name, "", "Normal", "ClusterDeleting", "cluster deletion started")

@@ -238,12 +238,11 @@ func TestScaleUpDown(t *testing.T) {
 	if countStatus(ns, NodeRunning) != 5 {
 		t.Fatalf("nodes %+v", ns)
 	}
-	// Replicas on every node but the newest; the oldest two hold one each.
-	for i, n := range ns[:4] {
+	// One replica fills a node (one GPU): the four oldest are busy.
+	for i := range 4 {
 		if _, err := e.pool.Place("r"+string(rune('0'+i)), "c1", g5, cluster.Resources{GPUs: 1}); err != nil {
 			t.Fatal(err)
 		}
-		_ = n
 	}
 	newest := ns[4]
 	// Down to 3: the empty node goes at once, then the newest busy one
@@ -391,7 +390,19 @@ func TestReservedGroup(t *testing.T) {
 	if c.Groups[0].CapacityType() != CapacityReserved {
 		t.Fatalf("group %+v", c.Groups[0])
 	}
+	// The plan is fully held: another cluster gets a CapacityError, and
+	// growing past the plan is a field error.
+	_, err = e.svc.CreateCluster(ctx, spec("c2", InstanceGroupSpec{Name: "r", Count: 1, ExecutionRole: "r", Plan: placement.PlanNamed("hp-plan")}))
+	var ce *CapacityError
+	var le *placement.LimitError
+	if !errors.As(err, &ce) || ce.Group != "r" || !errors.As(err, &le) || le.Available != 0 {
+		t.Fatalf("second cluster on a full plan: %v", err)
+	}
 	e.step(time.Minute)
+	_, err = e.svc.UpdateCluster(ctx, "c1", ClusterUpdate{Groups: []InstanceGroupSpec{{Name: "r", Count: 3, ExecutionRole: "r", Plan: placement.PlanNamed("hp-plan")}}})
+	if fe := asField(t, err); fe.Field != "InstanceGroups[0].InstanceCount" {
+		t.Fatalf("field %s", fe.Field)
+	}
 	ns := e.nodes("c1")
 	if countStatus(ns, NodePending) != 2 || ns[0].Message != "waiting for training plan hp-plan to start" || ns[0].PricePerHour != 0 {
 		t.Fatalf("before the plan: %+v", ns)
@@ -625,8 +636,7 @@ const DefaultDrain = 2 * time.Minute
 // TestOfferings: per group, what it may still launch and at what price.
 func TestOfferings(t *testing.T) {
 	e := newEnv(t, fleet.Capacity{g5: {"a": 5}, p5: {"a": 2}}, nil)
-	plan := e.buyPlan("hp-plan", 2, placement.TargetHyperPodCluster)
-	_ = plan
+	e.buyPlan("hp-plan", 2, placement.TargetHyperPodCluster)
 	sp := group("spot", g5, 1)
 	sp.Spot = true
 	if _, err := e.svc.CreateCluster(ctx, spec("c1", group("od", g5, 2), sp,
@@ -664,8 +674,8 @@ func TestOfferings(t *testing.T) {
 // pool; a second Seed leaves it as it is.
 func TestSeed(t *testing.T) {
 	e := newEnv(t, fleet.Capacity{g5: {"a": 4}}, nil)
-	c, err := e.svc.Seed(ctx, spec(cluster.DefaultName, group("w", g5, 2)))
-	if err != nil || c.Status != StatusInService {
+	c, err := e.svc.Seed(ctx, spec(cluster.DefaultName, InstanceGroupSpec{Name: "w", InstanceType: g5, Count: 2}))
+	if err != nil || c.Status != StatusInService || c.Groups[0].ExecutionRole != e.svc.DefaultExecutionRole() {
 		t.Fatalf("seed %+v %v", c, err)
 	}
 	if ns := e.nodes(""); countStatus(ns, NodeRunning) != 2 || len(e.poolNodes(cluster.DefaultName)) != 2 {
@@ -701,7 +711,9 @@ func TestEventsBounded(t *testing.T) {
 		t.Fatalf("%d events", len(evs))
 	}
 	var log eventLog
-	_ = e.st.View(func(tx *store.Tx) error { _, err := tx.Get(KindEvents, "c1", &log); return err })
+	if err := e.st.View(func(tx *store.Tx) error { _, err := tx.Get(KindEvents, "c1", &log); return err }); err != nil {
+		t.Fatal(err)
+	}
 	if len(log.Events) != MaxEvents {
 		t.Fatalf("stored %d", len(log.Events))
 	}
