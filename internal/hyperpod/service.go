@@ -19,6 +19,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/fleet"
 	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/store"
 )
@@ -620,12 +621,10 @@ func wantEqual(a, b placement.Want) bool {
 // is about.
 func shortGroup(rec *record, err error) string {
 	var pl *placement.LimitError
-	isPlan := errors.As(err, &pl)
+	var fl *fleet.LimitError
+	isPlan, isFleet := errors.As(err, &pl), errors.As(err, &fl)
 	for _, g := range rec.Groups {
-		if isPlan && g.Plan.Key == pl.Plan.Key {
-			return g.Name
-		}
-		if !isPlan && g.Plan.IsZero() && strings.Contains(err.Error(), g.InstanceType) {
+		if isPlan && g.Plan.Key == pl.Plan.Key || isFleet && g.Plan.IsZero() && g.InstanceType == fl.InstanceType {
 			return g.Name
 		}
 	}
