@@ -55,3 +55,14 @@ type NodeError struct {
 	Code    string // InstanceIdNotFound | InvalidInstanceStatus
 	Message string
 }
+
+// LimitError: the account is at a limit (MaxClusters); the wire says
+// ResourceLimitExceeded.
+type LimitError struct {
+	What  string // "clusters"
+	Limit int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("the account-level service limit for %s is %d; delete one first", e.What, e.Limit)
+}

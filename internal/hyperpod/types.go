@@ -195,6 +195,12 @@ type Node struct {
 	// InterruptAt is when a spot node is reclaimed (its notice comes two
 	// minutes before); zero for other nodes.
 	InterruptAt time.Time `json:"interruptAt,omitzero"`
+	// Leaving is when the node began ShuttingDown: it leaves once it has
+	// no replicas or DrainTimeout after this.
+	Leaving time.Time `json:"leaving,omitzero"`
+	// Noticed is set once a spot node has had its interruption warning
+	// (and was cordoned), so the warning comes once.
+	Noticed bool `json:"noticed,omitempty"`
 }
 
 // Name is the node's name in the pool and in `capstan get nodes`: its
