@@ -160,7 +160,10 @@ func clusterError(err error) *awsjson.Error {
 	var ce *hyperpod.ConflictError
 	var fe *hyperpod.FieldError
 	var ca *hyperpod.CapacityError
+	var le *hyperpod.LimitError
 	switch {
+	case errors.As(err, &le):
+		return awsjson.Errorf(http.StatusBadRequest, CodeLimitExceeded, "%s", le.Error())
 	case errors.As(err, &nf):
 		// The real wording is unconfirmed (sagemaker-api.md §3.2); this is
 		// the "<Kind> with name X not found" form tools match on.
