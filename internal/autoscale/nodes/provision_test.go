@@ -132,8 +132,8 @@ func TestProvision(t *testing.T) {
 				Replicas: []string{"r1"}, Reason: "provisioner: 1 pending replicas (nodepool p)"}}},
 		},
 		{
-			name:    "heavier pool wins even when dearer; groups from the node class",
-			pending: []PendingReplica{pend("r1", gpus(1))},
+			name:      "heavier pool wins even when dearer; groups from the node class",
+			pending:   []PendingReplica{pend("r1", gpus(1))},
 			offerings: []hyperpod.Offering{offer("cheap", "ml.g5.xlarge", od, 1, 10), offer("dear", "ml.g5.xlarge", od, 2, 10)},
 			pools: []NodePool{
 				{Name: "a", Cluster: "c", Weight: 1},
