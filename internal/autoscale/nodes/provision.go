@@ -47,9 +47,9 @@ func effectivePrice(o *hyperpod.Offering) float64 {
 	return o.PricePerHour
 }
 
+// slot is room on an existing, launching or planned node.
 type slot struct {
 	name    string
-	cluster string
 	typ     string
 	free    cluster.Resources
 	pods    int
@@ -106,7 +106,7 @@ func Provision(pending []PendingReplica, nodes []NodeState, offerings []hyperpod
 		if n.Deleting {
 			continue
 		}
-		existing[n.Cluster] = append(existing[n.Cluster], slot{name: n.Name, cluster: n.Cluster, typ: n.InstanceType, free: sub(n.Capacity, n.Allocated)})
+		existing[n.Cluster] = append(existing[n.Cluster], slot{name: n.Name, typ: n.InstanceType, free: sub(n.Capacity, n.Allocated)})
 		if n.Managed {
 			if p := ps.poolOf(n); p != nil {
 				u := used[p]
@@ -175,7 +175,7 @@ func Provision(pending []PendingReplica, nodes []NodeState, offerings []hyperpod
 		u.res = add(u.res, c)
 		pn := &plannedNode{offering: o, pool: p, replicas: []string{r.ID}}
 		plannedOrder = append(plannedOrder, pn)
-		planned[r.Cluster] = append(planned[r.Cluster], &slot{cluster: r.Cluster, typ: o.InstanceType, free: sub(c, r.Request), pods: 1, planned: pn})
+		planned[r.Cluster] = append(planned[r.Cluster], &slot{typ: o.InstanceType, free: sub(c, r.Request), pods: 1, planned: pn})
 	}
 
 	type key struct {
