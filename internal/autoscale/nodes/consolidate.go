@@ -1,0 +1,197 @@
+package nodes
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/capstan-dev/capstan/internal/cluster"
+)
+
+// Consolidate decides, in Karpenter's order, which managed nodes to remove.
+// First every empty node whose pool consolidates and whose Since is at least
+// consolidateAfter ago, in parallel up to each pool's Empty budget; if there
+// are none, one under-used node (pool policy WhenEmptyOrUnderutilized) whose
+// replicas all fit on other ready, non-deleting nodes of its cluster, most
+// expensive and then least utilised first. Launching and deleting nodes, and
+// nodes nominated for pending replicas (Plan.Nominated's values), are never
+// disrupted.
+func Consolidate(now time.Time, nodes []NodeState, pools []NodePool, nominated map[string]string) []Disruption {
+	ps := newPoolSet(pools)
+	busy := map[string]bool{}
+	for _, n := range nominated {
+		busy[n] = true
+	}
+	type poolStat struct{ total, disrupting int }
+	stats := map[*NodePool]*poolStat{}
+	var cands []int
+	owner := make([]*NodePool, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
+		if !n.Managed {
+			continue
+		}
+		p := ps.poolOf(n)
+		if p == nil {
+			continue
+		}
+		owner[i] = p
+		st := stats[p]
+		if st == nil {
+			st = &poolStat{}
+			stats[p] = st
+		}
+		st.total++
+		// Karpenter subtracts deleting and not-ready nodes from the budget.
+		if n.Deleting || n.Launching {
+			st.disrupting++
+			continue
+		}
+		d := p.Disruption
+		if d.Never || busy[n.Name] || now.Sub(n.Since) < d.ConsolidateAfter {
+			continue
+		}
+		cands = append(cands, i)
+	}
+	slices.SortStableFunc(cands, func(a, b int) int {
+		x, y := &nodes[a], &nodes[b]
+		if c := cmp.Compare(y.PricePerHour, x.PricePerHour); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(utilisation(x), utilisation(y)); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Name, y.Name)
+	})
+
+	var out []Disruption
+	for _, i := range cands {
+		n := &nodes[i]
+		if len(n.Replicas) > 0 {
+			continue
+		}
+		p, st := owner[i], stats[owner[i]]
+		if allowed(p.Disruption.Budgets, ReasonEmpty, st.total, st.disrupting) <= 0 {
+			continue
+		}
+		st.disrupting++
+		out = append(out, Disruption{Cluster: n.Cluster, Node: n.Name, NodePool: p.Name, Reason: ReasonEmpty})
+	}
+	if len(out) > 0 {
+		return out
+	}
+
+	for _, i := range cands {
+		n := &nodes[i]
+		p, st := owner[i], stats[owner[i]]
+		if len(n.Replicas) == 0 || p.Disruption.ConsolidationPolicy == WhenEmpty ||
+			allowed(p.Disruption.Budgets, ReasonUnderutilized, st.total, st.disrupting) <= 0 {
+			continue
+		}
+		if moves := simulate(nodes, i); moves != nil {
+			return []Disruption{{Cluster: n.Cluster, Node: n.Name, NodePool: p.Name, Reason: ReasonUnderutilized, Moves: moves}}
+		}
+	}
+	return nil
+}
+
+func utilisation(n *NodeState) float64 {
+	switch {
+	case n.Capacity.GPUs > 0:
+		return float64(n.Allocated.GPUs) / float64(n.Capacity.GPUs)
+	case n.Capacity.MilliCPU > 0:
+		return float64(n.Allocated.MilliCPU) / float64(n.Capacity.MilliCPU)
+	}
+	return 0
+}
+
+// simulate places node i's replicas, largest first, on the first other
+// ready, non-deleting node of its cluster with room; nil if one fits nowhere.
+func simulate(nodes []NodeState, i int) map[string]string {
+	from := &nodes[i]
+	type target struct {
+		name string
+		free cluster.Resources
+	}
+	var targets []target
+	for j := range nodes {
+		n := &nodes[j]
+		if j == i || n.Cluster != from.Cluster || n.Launching || n.Deleting {
+			continue
+		}
+		targets = append(targets, target{n.Name, sub(n.Capacity, n.Allocated)})
+	}
+	slices.SortFunc(targets, func(a, b target) int { return cmp.Compare(a.name, b.name) })
+	reps := slices.Clone(from.Replicas)
+	slices.SortStableFunc(reps, func(a, b PlacedReplica) int {
+		if c := cmp.Compare(b.Request.GPUs, a.Request.GPUs); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Request.MilliCPU, a.Request.MilliCPU); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Request.MemoryBytes, a.Request.MemoryBytes)
+	})
+	moves := make(map[string]string, len(reps))
+	for _, r := range reps {
+		placed := false
+		for k := range targets {
+			if fits(targets[k].free, r.Request) {
+				targets[k].free = sub(targets[k].free, r.Request)
+				moves[r.ID] = targets[k].name
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			return nil
+		}
+	}
+	return moves
+}
+
+// allowed is how many more of a pool's nodes may be disrupted for reason:
+// the minimum over the budgets that apply (no reasons, or reason listed) of
+// roundup(total × pct) or the absolute number, less those disrupting. No
+// budgets means Karpenter's default, 10 %. A budget that does not parse
+// (ParseNodePool rejects them) allows nothing.
+func allowed(budgets []Budget, reason string, total, disrupting int) int {
+	if len(budgets) == 0 {
+		budgets = []Budget{{Nodes: "10%"}}
+	}
+	best := -1
+	for _, b := range budgets {
+		if len(b.Reasons) > 0 && !contains(b.Reasons, reason) {
+			continue
+		}
+		n, ok := budgetNodes(b.Nodes, total)
+		if !ok {
+			n = 0
+		}
+		if best < 0 || n < best {
+			best = n
+		}
+	}
+	if best < 0 {
+		return total - disrupting // no budget applies to this reason
+	}
+	return best - disrupting
+}
+
+// budgetNodes resolves a budget's nodes value against the pool's size.
+func budgetNodes(s string, total int) (int, bool) {
+	if pct, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.Atoi(pct)
+		if err != nil || v < 0 || v > 100 {
+			return 0, false
+		}
+		return (total*v + 99) / 100, true
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
