@@ -60,12 +60,14 @@ type Clusters interface {
 // Patterns and ARN shapes from the SageMaker model.
 var (
 	patClusterNameOrArn = regexp.MustCompile(`^(arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster/[a-z0-9]{12}|[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})$`)
-	patRoleArn          = regexp.MustCompile(`^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+$`)
-	patTrainingPlanArn  = regexp.MustCompile(`^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*$`)
-	patEksClusterArn    = regexp.MustCompile(`^arn:aws[a-z\-]*:eks:[a-z0-9\-]*:[0-9]{12}:cluster\/[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$`)
-	patS3Uri            = regexp.MustCompile(`^(https|s3)://([^/]+)/?(.*)$`)
-	patClusterNodeID    = regexp.MustCompile(`^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$`)
-	patNodeLogicalID    = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]$`)
+	// Role ARNs also take the account placeholder the HyperPod documentation
+	// prints (XXXXXXXXXXXX), so its commands run as published.
+	patRoleArn         = regexp.MustCompile(`^arn:aws[a-z\-]*:iam::(\d{12}|X{12}):role/?[a-zA-Z_0-9+=,.@\-_/]+$`)
+	patTrainingPlanArn = regexp.MustCompile(`^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*$`)
+	patEksClusterArn   = regexp.MustCompile(`^arn:aws[a-z\-]*:eks:[a-z0-9\-]*:[0-9]{12}:cluster\/[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$`)
+	patS3Uri           = regexp.MustCompile(`^(https|s3)://([^/]+)/?(.*)$`)
+	patClusterNodeID   = regexp.MustCompile(`^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$`)
+	patNodeLogicalID   = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]$`)
 )
 
 const (

@@ -138,19 +138,20 @@ func (s *autoscalerState) Nodes() []nodes.NodeState {
 	}
 	out := make([]nodes.NodeState, 0, len(hs))
 	for _, h := range hs {
-		if h.Status == hyperpod.NodeFailure || h.Status == hyperpod.NodeShuttingDown {
+		if h.Status == hyperpod.NodeFailure {
 			continue
 		}
+		// Every node of an autoscaled cluster is the autoscaler's to
+		// consolidate, as HyperPod's Karpenter scales instance groups that
+		// start above zero down to zero.
 		ns := nodes.NodeState{Name: h.Name(), Cluster: h.Cluster, Group: h.Group, InstanceType: h.InstanceType,
 			CapacityType: h.CapacityType, PricePerHour: h.PricePerHour, Launching: h.Status == hyperpod.NodePending,
-			Managed: true, Since: h.Ready}
+			Deleting: h.Status == hyperpod.NodeShuttingDown, Managed: true, Since: h.Ready}
 		if it, err := s.cat.InstanceType(h.InstanceType); err == nil {
 			ns.Capacity = cluster.CapacityOf(it)
 		}
 		if pn, ok := pool[ns.Name]; ok {
-			if pn.Cordoned {
-				continue // leaving: neither room nor a consolidation candidate
-			}
+			ns.Deleting = ns.Deleting || pn.Cordoned
 			ns.Allocated, ns.Since = pn.Allocated, pn.Since
 			for _, p := range pn.Placed {
 				ns.Replicas = append(ns.Replicas, nodes.PlacedReplica{ID: p.ReplicaID, Request: p.Request})

@@ -70,7 +70,7 @@ create() {
 
 # --- bad input: each refused, naming what is wrong, and nothing created
 expect_error ValidationException "InstanceGroups[0].InstanceType" create "$(groups 0 "$plan" ml.nope.48xlarge)"
-expect_error ResourceLimitExceeded "hp-plan" create "$(groups 2 "$plan")"
+expect_error ValidationException "InstanceGroups[0].InstanceCount' failed to satisfy constraint: 2 exceeds training plan hp-plan" create "$(groups 2 "$plan")"
 expect_error ValidationException "InstanceGroups[0].TrainingPlanArn" create "$(groups 0 "$eplan")"
 [ "$(sm list-clusters --name-contains inf --query 'length(ClusterSummaries)')" = 0 ] || fail "a refused create left a cluster"
 echo "bad input refused, nothing created"
