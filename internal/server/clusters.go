@@ -52,7 +52,7 @@ func newClusters(ctx context.Context, cfg config.Config, st *store.Store, fl *ca
 	if err != nil {
 		return nil, err
 	}
-	if _, err := svc.Seed(ctx, seedSpec(cfg)); err != nil {
+	if _, err := svc.Seed(ctx, seedSpec(cfg, cat)); err != nil {
 		return nil, fmt.Errorf("cluster %s (from cluster.instanceGroups): %w", cluster.DefaultName, err)
 	}
 	if err := svc.Prime(ctx); err != nil {
@@ -66,13 +66,26 @@ func newClusters(ctx context.Context, cfg config.Config, st *store.Store, fl *ca
 	return &clusters{pool: pool, svc: svc, autoscaler: as, workloads: wl}, nil
 }
 
-// seedSpec is the default cluster as the config describes it.
-func seedSpec(cfg config.Config) hyperpod.ClusterSpec {
-	groups := cluster.DefaultInstanceGroups()
+// seedSpec is the default cluster as the config describes it. Without
+// configured groups it is the default groups, each cut to what the fleet
+// has of its type (a fleet configured for other types seeds fewer nodes,
+// down to empty groups, instead of failing the start); configured groups are taken as
+// written, and a shortage is an error that names them.
+func seedSpec(cfg config.Config, cat *catalog.Catalog) hyperpod.ClusterSpec {
+	var groups []cluster.InstanceGroup
 	if gs := cfg.Cluster.InstanceGroups; len(gs) > 0 {
-		groups = groups[:0]
 		for _, g := range gs {
 			groups = append(groups, cluster.InstanceGroup{Name: g.Name, InstanceType: g.InstanceType, Count: g.Count})
+		}
+	} else {
+		fleet := cfg.FleetCapacity(cat)
+		for _, g := range cluster.DefaultInstanceGroups() {
+			total := 0
+			for _, n := range fleet[g.InstanceType] {
+				total += max(n, 0)
+			}
+			g.Count = min(g.Count, total)
+			groups = append(groups, g)
 		}
 	}
 	role := fmt.Sprintf("arn:aws:iam::%s:role/capstan-default-cluster", cfg.AccountID)
