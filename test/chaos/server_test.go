@@ -46,6 +46,8 @@ func capstanBinary(t *testing.T) string {
 // per request.
 type server struct {
 	bin, dataDir, logPath string
+	// args are extra `capstan serve` flags (e.g. --config) for every start.
+	args []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -102,8 +104,9 @@ func (s *server) start() error {
 		return err
 	}
 	fmt.Fprintf(logf, "=== chaos: start at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(s.bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", s.dataDir,
-		"--engine-time-scale", "0.01", "--dev-clock")
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", s.dataDir,
+		"--engine-time-scale", "0.01", "--dev-clock"}, s.args...)
+	cmd := exec.Command(s.bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		logf.Close()
