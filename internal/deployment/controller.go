@@ -449,6 +449,9 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 	}
 	for _, id := range evicted {
 		c.event(k, manifest.EventNormal, "Evicted", fmt.Sprintf("replica %s moves: %s", id, st.evictWhy[id]))
+		if n, ok := c.o.Cluster.NodeOf(id); ok {
+			c.nodeEvent(n.Name, "Evicted", fmt.Sprintf("replica %s of %s moves off the node", id, k))
+		}
 		c.unplace(ctx, k, id, st)
 	}
 	if mfail == nil {
@@ -671,6 +674,17 @@ func (c *Controller) unplace(ctx context.Context, k, id string, st *objState) {
 	delete(st.evictWhy, id)
 }
 
+// nodeEvent records an event on node for `capstan describe node`; a
+// failure to record is logged, never fatal to the reconcile.
+func (c *Controller) nodeEvent(node, reason, msg string) {
+	if c.o.NodeEvents == nil {
+		return
+	}
+	if err := c.o.NodeEvents.NodeEvent(context.Background(), node, reason, msg); err != nil {
+		c.log.Warn("record node event", "node", node, "reason", reason, "err", err)
+	}
+}
+
 // evicted lists the placed replicas whose node left the pool (a scale-in,
 // a spot interruption, a failure, a plan's end) or is cordoned (it is about
 // to leave), with the reason in st.evictWhy.
@@ -752,6 +766,7 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 		delete(st.pending, id)
 		delete(st.waitRoom, id)
 		c.log.Info("replica placed", "object", k, "replica", id, "node", node)
+		c.nodeEvent(node, "Scheduled", fmt.Sprintf("replica %s of %s bound to the node", id, k))
 		return it, true
 	}
 	reason := "no instance type to place on"

@@ -74,6 +74,14 @@ type Options struct {
 	Region, AccountID string
 	// MaxEvents bounds the events kept per object (default 64).
 	MaxEvents int
+	// NodeEvents, when set, hears which replica is bound to or moved off
+	// which node, for the node's own events (`capstan describe node`).
+	NodeEvents NodeEvents
+}
+
+// NodeEvents records events on nodes (*hyperpod.Service).
+type NodeEvents interface {
+	NodeEvent(ctx context.Context, nodeName, reason, message string) error
 }
 
 // Service stores manifests and runs their deployments.

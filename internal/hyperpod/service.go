@@ -356,6 +356,30 @@ func (s *Service) Events(_ context.Context, clusterName, node string) ([]Event, 
 	return out, err
 }
 
+// NodeEvent records an event of a node's own, from outside the service:
+// the deployment controller records where it binds replicas and which it
+// moves off. A node that is gone is not an error; there is nothing to add
+// the event to.
+func (s *Service) NodeEvent(_ context.Context, nodeName, reason, message string) error {
+	now := s.o.Clock.Now()
+	return s.o.Store.Update(func(tx *store.Tx) error {
+		var n Node
+		found, err := tx.Get(KindNode, nodeID(nodeName), &n)
+		if err != nil || !found || !tx.Exists(KindCluster, n.Cluster) {
+			return err
+		}
+		var log eventLog
+		if _, err := tx.Get(KindEvents, n.Cluster, &log); err != nil {
+			return err
+		}
+		log.Events = append(log.Events, Event{Time: now, Cluster: n.Cluster, Node: n.ID, Type: "Normal", Reason: reason, Message: message})
+		if k := len(log.Events); k > MaxEvents {
+			log.Events = log.Events[k-MaxEvents:]
+		}
+		return tx.Put(KindEvents, n.Cluster, log)
+	})
+}
+
 // Offerings lists, for each group of a cluster that is not being deleted,
 // what a node costs and how many more it may launch now.
 func (s *Service) Offerings(_ context.Context, clusterName string) ([]Offering, error) {

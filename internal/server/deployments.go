@@ -35,6 +35,7 @@ type deploymentDeps struct {
 	cat        *catalog.Catalog
 	gatewayURL string
 	pool       *cluster.Cluster
+	nodeEvents deployment.NodeEvents
 }
 
 // newDeployments builds the manifests' side of capstan: the model-source
@@ -54,7 +55,7 @@ func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
 	}
 	return deployment.New(deployment.Options{
 		Store: d.store, Clock: d.clock, Logger: d.log, Registerer: d.reg,
-		Engine: d.eng, Cluster: d.pool, Gateway: d.gw, Models: models, Endpoints: d.endpoints,
+		Engine: d.eng, Cluster: d.pool, NodeEvents: d.nodeEvents, Gateway: d.gw, Models: models, Endpoints: d.endpoints,
 		Triggers: triggers.Build, Catalog: d.cat, StartTimeout: d.cfg.Endpoints.StartTimeout.Duration,
 		Resync: o.Resync, GatewayURL: d.gatewayURL, Region: d.cfg.Region, AccountID: d.cfg.AccountID,
 	})
