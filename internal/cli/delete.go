@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -25,15 +26,24 @@ func deleteCommand(o *manifestsOptions) *cobra.Command {
 		Long: `Delete InferenceEndpointConfigs and JumpStartModels: those named in -f files
 (only kind, metadata.name and metadata.namespace are read, so a file that no
 longer validates still works), or KIND NAME... in -n NAMESPACE. The server
-drains and stops the deployment's replicas and removes its endpoint.`,
+drains and stops the deployment's replicas and removes its endpoint.
+NodePools and HyperpodNodeClasses (nodepool, hyperpodnodeclass) are deleted the
+same ways; a cluster's nodes stay until the node autoscaler consolidates them.`,
 		Example: `  capstan delete -f deploy/demo.yaml
   capstan delete iec demo
-  capstan delete jsm deepseek -n team-a --ignore-not-found`,
+  capstan delete jsm deepseek -n team-a --ignore-not-found
+  capstan delete nodepool inference`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			type target struct {
-				res       manifestapi.Resource
-				ns, name  string
-				whereFrom string
+				path, label string // the object's URL path; what the output calls it
+				name        string
+				whereFrom   string
+			}
+			manifestTarget := func(res manifestapi.Resource, ns, name, from string) target {
+				return target{path: manifestapi.ObjectPath(res, ns, name), label: res.GroupResource(), name: name, whereFrom: from}
+			}
+			nodeTarget := func(k nodeKind, name, from string) target {
+				return target{path: k.path + "/" + url.PathEscape(name), label: k.label(), name: name, whereFrom: from}
 			}
 			var targets []target
 			switch {
@@ -50,24 +60,37 @@ drains and stops the deployment's replicas and removes its endpoint.`,
 						return fmt.Errorf("%s: %w", s.name, err)
 					}
 					for _, r := range refs {
+						if k, ok := nodeKindOf(r.Kind); ok {
+							targets = append(targets, nodeTarget(k, r.Name, s.name))
+							continue
+						}
 						res, ok := manifestapi.ResourceForKind(r.Kind)
 						if !ok {
-							return fmt.Errorf("%s (line %d): kind %q is not served: want InferenceEndpointConfig or JumpStartModel", s.name, r.Line, r.Kind)
+							return fmt.Errorf("%s (line %d): kind %q is not served: want InferenceEndpointConfig, JumpStartModel, NodePool or HyperpodNodeClass", s.name, r.Line, r.Kind)
 						}
 						ns := r.Namespace
 						if ns == "" {
 							ns = namespaceOr(namespace)
 						}
-						targets = append(targets, target{res: res, ns: ns, name: r.Name, whereFrom: s.name})
+						targets = append(targets, manifestTarget(res, ns, r.Name, s.name))
 					}
 				}
 			case len(args) >= 2:
+				if k, ok := resolveNodeKind(args[0]); ok {
+					if k.name == "node" || k.name == "cluster" {
+						return fmt.Errorf("delete %s: use aws sagemaker batch-delete-cluster-nodes / delete-cluster", k.name)
+					}
+					for _, n := range args[1:] {
+						targets = append(targets, nodeTarget(k, n, ""))
+					}
+					break
+				}
 				res, err := resolveKind(args[0])
 				if err != nil {
 					return err
 				}
 				for _, n := range args[1:] {
-					targets = append(targets, target{res: res, ns: namespaceOr(namespace), name: n})
+					targets = append(targets, manifestTarget(res, namespaceOr(namespace), n, ""))
 				}
 			default:
 				return errors.New("delete needs -f FILE|DIR|- or KIND NAME")
@@ -75,10 +98,10 @@ drains and stops the deployment's replicas and removes its endpoint.`,
 			c := o.client()
 			var errs []error
 			for _, t := range targets {
-				err := c.do(cmd.Context(), http.MethodDelete, manifestapi.ObjectPath(t.res, t.ns, t.name), nil, nil)
+				err := c.do(cmd.Context(), http.MethodDelete, t.path, nil, nil)
 				switch {
 				case err == nil:
-					fmt.Fprintf(cmd.OutOrStdout(), "%s %q deleted\n", t.res.GroupResource(), t.name)
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %q deleted\n", t.label, t.name)
 				case ignoreNotFound && isNotFound(err):
 				case t.whereFrom != "":
 					errs = append(errs, fmt.Errorf("%s: %s", t.whereFrom, formatAPIError(err)))

@@ -36,6 +36,27 @@ var nodeKinds = []nodeKind{
 	{"hyperpodnodeclass", nodeapi.NodeClassPath + "hyperpodnodeclasses", []string{"hyperpodnodeclass", "hyperpodnodeclasses", "nodeclass", "nodeclasses"}},
 }
 
+// label is kubectl's resource.group spelling of the kind.
+func (k nodeKind) label() string {
+	switch k.name {
+	case "nodepool":
+		return "nodepool.karpenter.sh"
+	case "hyperpodnodeclass":
+		return "hyperpodnodeclass.karpenter.sagemaker.amazonaws.com"
+	}
+	return k.name
+}
+
+// nodeKindOf is the node kind of a manifest kind (NodePool,
+// HyperpodNodeClass).
+func nodeKindOf(kind string) (nodeKind, bool) {
+	switch kind {
+	case nodeapi.KindNodePool, nodeapi.KindNodeClass:
+		return resolveNodeKind(kind)
+	}
+	return nodeKind{}, false
+}
+
 func resolveNodeKind(s string) (nodeKind, bool) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	for _, k := range nodeKinds {

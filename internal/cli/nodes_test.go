@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -269,17 +268,13 @@ func TestApplyNodeDocuments(t *testing.T) {
 		}
 	})
 
-	// capstan delete has no node kinds (see the report), so the pool goes
-	// through the node API's DELETE, and get shows it gone.
+	// capstan delete takes the node kinds by name and from files.
 	t.Run("delete nodepool", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodDelete, e.url+"/apis/karpenter.sh/v1/nodepools/g5-pool", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		if out := e.mustRun(t, "delete", "nodepool", "g5-pool"); out != "nodepool.karpenter.sh \"g5-pool\" deleted\n" {
+			t.Fatalf("delete nodepool: %q", out)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("DELETE nodepool: %d", resp.StatusCode)
+		if _, _, err := e.run("delete", "nodepool", "g5-pool"); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Fatalf("deleting it again: %v", err)
 		}
 		out, errOut, err := e.run("get", "nodepools")
 		if err != nil || out != "" || errOut != "No resources found\n" {
@@ -325,4 +320,17 @@ spec:
 			}
 		})
 	}
+
+	t.Run("delete -f the mixed file", func(t *testing.T) {
+		out := e.mustRun(t, "delete", "-f", filepath.Join("testdata", "nodes-mixed.yaml"), "--ignore-not-found")
+		for _, want := range []string{`hyperpodnodeclass.karpenter.sagemaker.amazonaws.com "g5-groups" deleted`,
+			`jumpstartmodel.inference.sagemaker.aws.amazon.com "`} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("delete -f printed %q, want %q", out, want)
+			}
+		}
+		if _, _, err := e.run("get", "hyperpodnodeclass", "g5-groups"); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Fatalf("the class is still there: %v", err)
+		}
+	})
 }
