@@ -35,6 +35,8 @@ type API struct {
 	svc  *endpoint.Service
 	opts Options
 	h    *awsjson.Handler
+	// batchAddTokens makes BatchAddClusterNodes idempotent by ClientToken.
+	batchAddTokens idempotency
 }
 
 var _ http.Handler = (*API)(nil)

@@ -200,8 +200,8 @@ func capacityError(e *hyperpod.CapacityError) *awsjson.Error {
 			e.Group, pe.Name, pe.Total, pe.Available, pe.Requested, pe.Available)
 	case errors.As(e.Err, &le):
 		return awsjson.Errorf(http.StatusBadRequest, CodeLimitExceeded,
-			"The account-level service limit '%s for cluster usage' is %d Instances, with current utilization of %d Instances and a request delta of %d Instances (instance group %s). Please use AWS Service Quotas to request an increase for this quota. If AWS Service Quotas is not available, contact AWS support to request an increase for this quota.",
-			le.InstanceType, le.Total, le.Total-le.Available, le.Requested, e.Group)
+			"The account-level service limit '%s for cluster usage' is %d Instances, of which %d are available to this cluster; instance group %s would hold %d. Please use AWS Service Quotas to request an increase for this quota. If AWS Service Quotas is not available, contact AWS support to request an increase for this quota.",
+			le.InstanceType, le.Total, le.Available, e.Group, le.Requested)
 	}
 	return awsjson.Errorf(http.StatusBadRequest, CodeLimitExceeded, "%s", e.Error())
 }

@@ -47,7 +47,6 @@ type Clusters interface {
 //     ImageId, KubernetesConfig, SlurmConfig, NetworkInterface,
 //     LifeCycleConfig.OnInitComplete
 //   - UpdateCluster: Orchestrator (the EKS cluster is fixed at creation)
-//   - BatchAddClusterNodes: ClientToken (no idempotency records)
 //   - ListClusterNodes: IncludeNodeLogicalIds (a node's logical id is its
 //     instance id)
 //
@@ -1028,10 +1027,22 @@ func (a *API) batchAddClusterNodes(ctx context.Context, body []byte) (any, error
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
+	// A retry with the same ClientToken gets the first answer and adds no
+	// more nodes; the token with another request is refused.
+	tokenKey := *in.ClusterName + "\x00" + in.ClientToken
 	if in.ClientToken != "" {
-		a.warnIgnored("BatchAddClusterNodes", []string{"ClientToken"})
+		if prev, mismatch, ok := a.batchAddTokens.answered(tokenKey, body); ok {
+			return prev, nil
+		} else if mismatch {
+			return nil, awsjson.Validationf("ClientToken %s was already used with a different BatchAddClusterNodes request.", in.ClientToken)
+		}
 	}
 	out := batchAddOutput{Successful: []nodeAdditionResult{}, Failed: []batchAddError{}}
+	defer func() {
+		if in.ClientToken != "" && len(out.Successful) > 0 {
+			a.batchAddTokens.remember(tokenKey, body, out)
+		}
+	}()
 	for _, s := range in.NodesToAdd {
 		nodes, err := svc.AddNodes(ctx, *in.ClusterName, *s.InstanceGroupName, *s.IncrementTargetCountBy, reasonBatchAdd)
 		if err != nil {

@@ -554,7 +554,7 @@ func TestClusterErrors(t *testing.T) {
 		{"field", &hyperpod.FieldError{Field: "InstanceGroups[1].TrainingPlanArn", Message: "the plan targets endpoint, not hyperpod-cluster"}, CodeValidation,
 			"1 validation error detected: Value at 'InstanceGroups[1].TrainingPlanArn' failed to satisfy constraint: the plan targets endpoint, not hyperpod-cluster"},
 		{"fleet limit", &hyperpod.CapacityError{Group: "w", Err: &fleet.LimitError{InstanceType: "ml.g5.xlarge", Requested: 10, Available: 4, Total: 8}}, CodeLimitExceeded,
-			"The account-level service limit 'ml.g5.xlarge for cluster usage' is 8 Instances, with current utilization of 4 Instances and a request delta of 10 Instances (instance group w)."},
+			"The account-level service limit 'ml.g5.xlarge for cluster usage' is 8 Instances, of which 4 are available to this cluster; instance group w would hold 10."},
 		{"plan limit", &hyperpod.CapacityError{Group: "r", Err: &placement.LimitError{Name: "P5-Week", Requested: 3, Available: 2, Total: 4}}, CodeLimitExceeded,
 			"Instance group r: training plan P5-Week has 4 instances (2 available to this cluster); 3 were requested."},
 		{"plan missing", &hyperpod.CapacityError{Group: "r", Err: &placement.LimitError{Name: "nope"}}, CodeValidation,

@@ -465,6 +465,32 @@ func TestClusterLifecycleWithSDK(t *testing.T) {
 		if g := groupDetails(h.describeCluster(t, "inf-cluster"), "on-demand"); aws.ToInt32(g.TargetCount) != 2 {
 			t.Fatalf("on-demand target after batch add: %d, want 2", aws.ToInt32(g.TargetCount))
 		}
+		// The SDK's ClientToken (the same one on a retry) makes the call
+		// idempotent: the retry answers the same node and adds none.
+		spec := []smtypes.AddClusterNodeSpecification{{InstanceGroupName: aws.String("on-demand"), IncrementTargetCountBy: aws.Int32(1)}}
+		first, err := h.sm.BatchAddClusterNodes(ctx, &sm.BatchAddClusterNodesInput{ClusterName: aws.String("inf-cluster"),
+			ClientToken: aws.String("retry-1"), NodesToAdd: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := h.sm.BatchAddClusterNodes(ctx, &sm.BatchAddClusterNodesInput{ClusterName: aws.String("inf-cluster"),
+			ClientToken: aws.String("retry-1"), NodesToAdd: spec})
+		if err != nil || len(again.Successful) != 1 || aws.ToString(again.Successful[0].NodeLogicalId) != aws.ToString(first.Successful[0].NodeLogicalId) {
+			t.Fatalf("retry with the same ClientToken: %+v, %v; want node %s again", again, err, aws.ToString(first.Successful[0].NodeLogicalId))
+		}
+		if g := groupDetails(h.describeCluster(t, "inf-cluster"), "on-demand"); aws.ToInt32(g.TargetCount) != 3 {
+			t.Fatalf("on-demand target after a retried add: %d, want 3", aws.ToInt32(g.TargetCount))
+		}
+		spec[0].IncrementTargetCountBy = aws.Int32(2)
+		_, err = h.sm.BatchAddClusterNodes(ctx, &sm.BatchAddClusterNodesInput{ClusterName: aws.String("inf-cluster"),
+			ClientToken: aws.String("retry-1"), NodesToAdd: spec})
+		if !strings.Contains(fmt.Sprint(err), "ClientToken retry-1 was already used with a different") {
+			t.Fatalf("the token with another request: %v", err)
+		}
+		if _, err := h.sm.BatchDeleteClusterNodes(ctx, &sm.BatchDeleteClusterNodesInput{ClusterName: aws.String("inf-cluster"),
+			NodeIds: []string{aws.ToString(first.Successful[0].NodeLogicalId)}}); err != nil {
+			t.Fatal(err)
+		}
 		del, err := h.sm.BatchDeleteClusterNodes(ctx, &sm.BatchDeleteClusterNodesInput{ClusterName: aws.String("inf-cluster"),
 			NodeIds: []string{added, hpNotFound}})
 		if err != nil {
