@@ -91,22 +91,8 @@ applied Karpenter NodePools and HyperpodNodeClasses.`,
 				return errors.New(formatAPIError(err))
 			}
 			w := cmd.OutOrStdout()
-			switch output {
-			case "json":
-				var buf bytes.Buffer
-				if err := json.Indent(&buf, raw, "", "  "); err != nil {
-					return fmt.Errorf("format JSON: %w", err)
-				}
-				buf.WriteByte('\n')
-				_, err := w.Write(buf.Bytes())
-				return err
-			case "yaml":
-				y, err := yaml.JSONToYAML(raw)
-				if err != nil {
-					return fmt.Errorf("format YAML: %w", err)
-				}
-				_, err = w.Write(y)
-				return err
+			if output == "json" || output == "yaml" {
+				return writeRaw(w, raw, output)
 			}
 			var objs []manifest.Object
 			if len(args) == 2 {
@@ -242,4 +228,23 @@ func (o *manifestsOptions) printTable(w io.Writer, objs []manifest.Object, withN
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
+}
+
+// writeRaw prints an API answer as indented JSON or as YAML.
+func writeRaw(w io.Writer, raw json.RawMessage, output string) error {
+	if output == "yaml" {
+		y, err := yaml.JSONToYAML(raw)
+		if err != nil {
+			return fmt.Errorf("format YAML: %w", err)
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return fmt.Errorf("format JSON: %w", err)
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
 }

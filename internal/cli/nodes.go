@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/cluster"
@@ -85,22 +84,8 @@ func (o *manifestsOptions) getNodeKind(cmd *cobra.Command, k nodeKind, name, clu
 		return errors.New(formatAPIError(err))
 	}
 	w := cmd.OutOrStdout()
-	switch output {
-	case "json":
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, raw, "", "  "); err != nil {
-			return fmt.Errorf("format JSON: %w", err)
-		}
-		buf.WriteByte('\n')
-		_, err := w.Write(buf.Bytes())
-		return err
-	case "yaml":
-		y, err := yaml.JSONToYAML(raw)
-		if err != nil {
-			return fmt.Errorf("format YAML: %w", err)
-		}
-		_, err = w.Write(y)
-		return err
+	if output == "json" || output == "yaml" {
+		return writeRaw(w, raw, output)
 	}
 	if name != "" {
 		raw = append(append([]byte(`{"items":[`), raw...), "]}"...)
