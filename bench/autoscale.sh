@@ -44,7 +44,8 @@
 # node_hours_ratio ≤ 0.50, zero_after_s ≤ consolidate_after_s + 30. The
 # script reports; it does not fail on a bar.
 #
-#   bench/autoscale.sh            full run, ~12 minutes (trace at scale 0.5: 5 minutes per deployment)
+#   bench/autoscale.sh            full run, ~24 minutes (trace at scale 0.5: 5 minutes per deployment;
+#                                 parts 1–2 ~12, part 3 ~12; NODES=0 skips part 3, NODES_ONLY=1 runs only it)
 #   QUICK=1 bench/autoscale.sh    ~4.5 minutes on 2 cores (trace at scale 0.1: 1 minute each; a
 #                                 6 s spike, too short to judge the autoscaler: a smoke test)
 #
