@@ -20,14 +20,32 @@
 #     ZERO_ROUNDS rounds (median reported), then CONCURRENT requests at once
 #     at zero, none of which may be lost.
 #
-# Ends with two machine-readable lines:
+#  3. Node autoscaling (NODES=1, the default; NODES_ONLY=1 runs only this
+#     part): the same trace against the same model on HyperPod clusters made
+#     with the aws CLI, each replica asking for a whole node (the one A10G of
+#     an NODE_INSTANCE_TYPE, ml.g5.2xlarge). First a static cluster of
+#     STATIC_REPLICAS nodes (no autoscaler) serving STATIC_REPLICAS fixed
+#     replicas; then a cluster with one on-demand group at 0 nodes and
+#     Karpenter on, a NodePool (limit MAX_REPLICAS nodes, consolidateAfter
+#     CONSOLIDATE_AFTER) and the part-1 deployment with minReplicaCount 0.
+#     Node-hours are the increase of capstan_cluster_node_hours_total for each
+#     cluster over its trace; zero_after_s is the time from the trace's end
+#     until the autoscaled cluster has no node at all. Nodes take NODE_LAUNCH
+#     to launch (cluster.launchTime of the server's capstan.yaml).
+#
+# Ends with machine-readable lines:
 #   RESULT autoscale slo_attainment=… replica_hours_ratio=… (autoscaled / static)
 #          static_slo_attainment=… … static_spike_ttft_p95_ms=… spike_ttft_p95_ms=…
 #   RESULT activator overhead_ms=… lost=… first_request_ttft_ms=… cold_start_ms=… …
+#   RESULT nodes slo_attainment=… node_hours_ratio=… (autoscaled / static)
+#          zero_after_s=… consolidate_after_s=… launch_s=… peak_nodes=… …
 # The issue's bars: slo_attainment ≥ 0.99, replica_hours_ratio ≤ 0.60,
-# overhead_ms ≤ 100, lost=0. The script reports; it does not fail on a bar.
+# overhead_ms ≤ 100, lost=0; for nodes slo_attainment ≥ 0.99,
+# node_hours_ratio ≤ 0.50, zero_after_s ≤ consolidate_after_s + 30. The
+# script reports; it does not fail on a bar.
 #
-#   bench/autoscale.sh            full run, ~12 minutes (trace at scale 0.5: 5 minutes per deployment)
+#   bench/autoscale.sh            full run, ~24 minutes (trace at scale 0.5: 5 minutes per deployment;
+#                                 parts 1–2 ~12, part 3 ~12; NODES=0 skips part 3, NODES_ONLY=1 runs only it)
 #   QUICK=1 bench/autoscale.sh    ~4.5 minutes on 2 cores (trace at scale 0.1: 1 minute each; a
 #                                 6 s spike, too short to judge the autoscaler: a smoke test)
 #
@@ -38,7 +56,10 @@
 # 12), ARRIVAL_TARGET (req/s per replica for the capstan/ArrivalRate trigger,
 # 5; 0 = off) and ARRIVAL_PERIOD (its window, seconds, 1), DOWN_WINDOW
 # (scale-down stabilisation, seconds), ENGINE_TIME_SCALE, WORKLOAD,
-# ZERO_ROUNDS, CONCURRENT, INSTANCE_TYPE.
+# ZERO_ROUNDS, CONCURRENT, INSTANCE_TYPE. Part 3: NODES (1; 0 = off),
+# NODES_ONLY (0), NODE_LAUNCH (node launch time, 2s), NODE_INSTANCE_TYPE
+# (ml.g5.2xlarge), CONSOLIDATE_AFTER (seconds, 30 × trace scale),
+# NODE_COOLDOWN (the min-0 deployment's cooldownPeriod, seconds, 10).
 # Extra triggers for experiments (the autoscaled deployment's triggers are a
 # cloudWatchTriggerList plus an optional prometheusTrigger; the HPA takes the
 # largest proposal): INFLIGHT_STAT (the in-flight trigger's metricStat,
@@ -114,6 +135,15 @@ INSTANCE_TYPE=${INSTANCE_TYPE:-ml.g5.24xlarge}
 # The scale-down window follows the trace's time scale (30 s at scale 1), so
 # a compressed trace is not judged against an uncompressed autoscaler.
 DOWN_WINDOW=${DOWN_WINDOW:-$(python3 -c "print(max(1, round(30 * $TRACE_SCALE)))")}
+NODES=${NODES:-1}
+NODES_ONLY=${NODES_ONLY:-0}
+[[ "$NODES_ONLY" == 1 ]] && NODES=1
+NODE_LAUNCH=${NODE_LAUNCH:-2s}
+NODE_INSTANCE_TYPE=${NODE_INSTANCE_TYPE:-ml.g5.2xlarge}
+# Karpenter's consolidateAfter follows the trace's time scale too (30 s at
+# scale 1), as the replicas' scale-down window does.
+CONSOLIDATE_AFTER=${CONSOLIDATE_AFTER:-$(python3 -c "print(max(1, round(30 * $TRACE_SCALE)))")}
+NODE_COOLDOWN=${NODE_COOLDOWN:-10}
 
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -125,7 +155,14 @@ rm -rf "$data"
 model_dir="$data/fsx/fs-0123456789abcdef0/capstan/llama-3.1-8b-instruct"
 mkdir -p "$model_dir"
 cp "$repo/test/e2e/testdata/models/llama-3.1-8b-instruct/config.json" "$model_dir/"
-"$CAPSTAN" serve --listen 127.0.0.1:0 --data-dir "$data" --engine-time-scale "$ENGINE_TIME_SCALE" \
+# Nodes launch in NODE_LAUNCH (part 3; parts 1 and 2 run on ml-cluster's
+# seeded nodes and launch none). No spot group is used; interruptions off.
+cat >"$OUT/capstan.yaml" <<EOF
+cluster:
+  launchTime: $NODE_LAUNCH
+  spot: {meanTimeToInterruption: -1s}
+EOF
+"$CAPSTAN" serve --listen 127.0.0.1:0 --data-dir "$data" --engine-time-scale "$ENGINE_TIME_SCALE" --config "$OUT/capstan.yaml" \
 	>"$OUT/serve.out" 2>"$OUT/serve.log" &
 PIDS+=($!)
 url=$(wait_serving "$OUT/serve.out" "$OUT/serve.log")
@@ -163,17 +200,23 @@ die() {
 	exit 1
 }
 
-# manifest NAME REPLICAS [AUTOSCALING-YAML]: an InferenceEndpointConfig for
-# the fsx model folder above, one A10G per replica.
+# manifest NAME REPLICAS [AUTOSCALING-YAML [CLUSTER]]: an
+# InferenceEndpointConfig for the fsx model folder above, one A10G per
+# replica; with CLUSTER, on that HyperPod cluster's NODE_INSTANCE_TYPE nodes.
 manifest() {
+	local meta="{name: $1, namespace: default}" type=$INSTANCE_TYPE
+	if [[ -n "${4:-}" ]]; then
+		meta="{name: $1, namespace: default, annotations: {capstan.dev/cluster: $4}}"
+		type=$NODE_INSTANCE_TYPE
+	fi
 	cat <<EOF
 apiVersion: inference.sagemaker.aws.amazon.com/v1
 kind: InferenceEndpointConfig
-metadata: {name: $1, namespace: default}
+metadata: $meta
 spec:
   modelName: $1
   endpointName: $1
-  instanceType: $INSTANCE_TYPE
+  instanceType: $type
   replicas: $2
   invocationEndpoint: v1/chat/completions
   modelSourceConfig:
@@ -271,13 +314,14 @@ wait_replicas() { # NAME N SECONDS
 	die "$1: replicas not $2 within $3 s (last: $r)"
 }
 
-# metric NAME SERIES-SUFFIX: the value of capstan_deployment_<series> for
-# deployment NAME from /metrics (0 when absent).
+# metric NAME SERIES [LABEL]: the sum of SERIES over the series whose LABEL
+# (default name, the deployment) is NAME, from /metrics (0 when absent); an
+# empty LABEL sums every series.
 metric() {
 	curl -fsS "$url/metrics" | python3 -c '
 import re, sys
-name, series = sys.argv[1], sys.argv[2]
-label = re.compile(r"[{,]name=\"" + re.escape(name) + "\"")
+name, series, key = sys.argv[1], sys.argv[2], sys.argv[3]
+label = re.compile(r"[{,]" + key + r"=\"" + re.escape(name) + "\"")
 total = 0.0
 for line in sys.stdin:
     if line.startswith("#") or not line.startswith(series):
@@ -286,9 +330,9 @@ for line in sys.stdin:
     rest = head[len(series):]
     if rest and not rest.startswith("{"):
         continue
-    if label.search(rest):
+    if not key or label.search(rest):
         total += float(value)
-print(total)' "$1" "$2"
+print(total)' "$1" "$2" "${3-name}"
 }
 
 # trace NAME: the bursty trace against deployment NAME; prints
@@ -307,6 +351,161 @@ trace() {
 		'.stages[0].summaries[0] | "\(.goodput.attainment) \($rs) \(.failed) \(.requests) \([.phases[] | select(.phase == "spike") | .ttft_ms.p95][0])"' \
 		"$OUT/trace-$name.json"
 }
+
+# --- 3. node autoscaling --------------------------------------------------------
+# Two clusters made with the aws CLI against the server, one after the other
+# (the default fleet has 8 nodes of a type, fewer than both together):
+#  - bench-static: STATIC_REPLICAS nodes, no autoscaler, nd-static at
+#    STATIC_REPLICAS fixed replicas: the cluster sized for the peak;
+#  - bench-auto: one on-demand group at 0 nodes, Karpenter on, a NodePool of
+#    at most MAX_REPLICAS nodes, and nd-auto: part 1's triggers with
+#    minReplicaCount 0 (so that the cluster can reach zero nodes after the
+#    trace) and cooldownPeriod NODE_COOLDOWN. It is applied at 1 replica and
+#    the trace starts once that replica serves: the trace's idle trickle keeps
+#    it from scaling to zero (initialCooldownPeriod 600 covers the wait for
+#    the first node).
+# Each replica asks for the node's only GPU, so every replica needs a node.
+sm() {
+	AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_DEFAULT_REGION=us-east-1 AWS_PAGER="" \
+		AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null aws sagemaker --endpoint-url "$url" "$@"
+}
+node_role="arn:aws:iam::000000000000:role/capstan-bench"
+create_cluster() { # NAME COUNT [karpenter]
+	local groups extra=()
+	groups=$(printf '[{"InstanceGroupName":"on-demand","InstanceType":"%s","InstanceCount":%s,"ExecutionRole":"%s","LifeCycleConfig":{"SourceS3Uri":"s3://bucket/lifecycle","OnCreate":"on_create.sh"}}]' \
+		"$NODE_INSTANCE_TYPE" "$2" "$node_role")
+	[[ -n "${3:-}" ]] && extra=(--auto-scaling '{"Mode":"Enable","AutoScalerType":"Karpenter"}' --cluster-role "$node_role")
+	sm create-cluster --cluster-name "$1" --instance-groups "$groups" --node-recovery Automatic \
+		--orchestrator '{"Eks":{"ClusterArn":"arn:aws:eks:us-east-1:000000000000:cluster/bench"}}' "${extra[@]}" \
+		>"$OUT/create-$1.json" 2>&1 || { cat "$OUT/create-$1.json" >&2; die "create-cluster $1"; }
+	local s=""
+	for _ in $(seq 2400); do
+		s=$(sm describe-cluster --cluster-name "$1" --query ClusterStatus --output text 2>/dev/null) || true
+		[[ "$s" == InService ]] && return 0
+		sleep 0.25
+	done
+	die "cluster $1 not InService (last: $s)"
+}
+node_count() { # CLUSTER [STATUS]: its nodes (every status but gone), or those of STATUS
+	cap get nodes --cluster "$1" -o json | jq --arg s "${2:-}" '[.items[] | select($s == "" or .status == $s)] | length'
+}
+node_hours() { metric "$1" capstan_cluster_node_hours_total cluster; }
+
+nodes_part() {
+	local nh0 nh1 t_end zero_after="nan" n sampler
+	# The static cluster sized for the peak.
+	create_cluster bench-static "$STATIC_REPLICAS"
+	manifest nd-static "$STATIC_REPLICAS" "" bench-static >"$OUT/nd-static.yaml"
+	cap apply -f "$OUT/nd-static.yaml" >/dev/null || die "apply nd-static"
+	wait_complete nd-static
+	wait_replicas nd-static "$STATIC_REPLICAS" 600
+	nh0=$(node_hours bench-static)
+	trace nd-static >"$OUT/nd-static.res"
+	nh1=$(node_hours bench-static)
+	echo "$(python3 -c "print($nh1 - $nh0)")" >"$OUT/nd-static.nh"
+	cap delete iec nd-static >/dev/null || die "delete nd-static"
+	for _ in $(seq 600); do
+		sm delete-cluster --cluster-name bench-static >/dev/null 2>&1 && break
+		sleep 0.5
+	done
+	for _ in $(seq 1200); do
+		sm describe-cluster --cluster-name bench-static >/dev/null 2>&1 || break
+		sleep 0.25
+	done
+	sm describe-cluster --cluster-name bench-static >/dev/null 2>&1 && die "bench-static not deleted"
+
+	# The autoscaled cluster.
+	create_cluster bench-auto 0 karpenter
+	cat >"$OUT/nodepool.yaml" <<EOF
+apiVersion: karpenter.sagemaker.amazonaws.com/v1
+kind: HyperpodNodeClass
+metadata: {name: bench-groups}
+spec:
+  instanceGroups: [on-demand]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: bench
+  annotations: {capstan.dev/cluster: bench-auto}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.sagemaker.amazonaws.com, kind: HyperpodNodeClass, name: bench-groups}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [$NODE_INSTANCE_TYPE]}
+  limits: {nodes: "$MAX_REPLICAS"}
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: ${CONSOLIDATE_AFTER}s
+    budgets: [{nodes: "100%"}]
+EOF
+	cap apply -f "$OUT/nodepool.yaml" >"$OUT/nodepool.out" 2>&1 || { cat "$OUT/nodepool.out" >&2; die "apply nodepool"; }
+	manifest nd-auto 1 "$(autoscaling 0 "$MAX_REPLICAS" "$NODE_COOLDOWN" 600 nd-auto)" bench-auto >"$OUT/nd-auto.yaml"
+	cap apply -f "$OUT/nd-auto.yaml" >/dev/null || die "apply nd-auto"
+	wait_complete nd-auto
+	wait_replicas nd-auto 1 600
+	# Running nodes and replicas, sampled through the trace and the tail.
+	(
+		while :; do
+			echo "$(date +%s.%N) $(node_count bench-auto Running 2>/dev/null) $(obj nd-auto | jq -r '.status.replicas // 0' 2>/dev/null)"
+			sleep 0.5
+		done
+	) >"$OUT/nd-auto.samples" &
+	sampler=$!
+	PIDS+=("$sampler")
+	nh0=$(node_hours bench-auto)
+	trace nd-auto >"$OUT/nd-auto.res"
+	t_end=$(date +%s.%N)
+	nh1=$(node_hours bench-auto)
+	echo "$(python3 -c "print($nh1 - $nh0)")" >"$OUT/nd-auto.nh"
+	# Until no node is left (launching and shutting-down ones included).
+	for _ in $(seq $(((CONSOLIDATE_AFTER + NODE_COOLDOWN + 600) * 4))); do
+		n=$(node_count bench-auto) || n=""
+		if [[ "$n" == 0 ]]; then
+			zero_after=$(python3 -c "print($(date +%s.%N) - $t_end)")
+			break
+		fi
+		sleep 0.25
+	done
+	[[ "$zero_after" == nan ]] && echo "bench-auto still has nodes: $(cap get nodes --cluster bench-auto)" >&2
+	kill "$sampler" 2>/dev/null || true
+	local tail_nh launch_sum launch_n
+	tail_nh=$(python3 -c "print($(node_hours bench-auto) - $nh1)")
+	launch_sum=$(metric "" capstan_cluster_node_launch_seconds_sum "")
+	launch_n=$(metric "" capstan_cluster_node_launch_seconds_count "")
+	cap get nodes --cluster bench-auto >"$OUT/nd-auto.nodes-after.txt" 2>&1 || true
+	cap delete iec nd-auto >/dev/null || die "delete nd-auto"
+
+	python3 - "$OUT" "$zero_after" "$CONSOLIDATE_AFTER" "$launch_sum" "$launch_n" "$tail_nh" "$SLO_TTFT" \
+		"$TRACE_SCALE" "$NODE_LAUNCH" "$t_end" <<'PY'
+import sys
+out, zero_after, ca, lsum, ln, tail_nh, slo, scale, launch_cfg, t_end = sys.argv[1:]
+def res(n):
+    att, rs, failed, reqs, p95 = open(f"{out}/{n}.res").read().split()
+    return float(att), int(failed), int(reqs), float(p95), float(open(f"{out}/{n}.nh").read())
+st_att, st_failed, st_reqs, st_p95, st_nh = res("nd-static")
+au_att, au_failed, au_reqs, au_p95, au_nh = res("nd-auto")
+peak_nodes = peak_replicas = 0
+for line in open(f"{out}/nd-auto.samples"):
+    f = line.split()
+    if len(f) == 3 and float(f[0]) <= float(t_end):
+        peak_nodes, peak_replicas = max(peak_nodes, int(f[1])), max(peak_replicas, int(f[2]))
+ratio = au_nh / st_nh if st_nh > 0 else float("nan")
+launch = float(lsum) / float(ln) if float(ln) > 0 else float("nan")
+print(f"RESULT nodes slo_attainment={au_att:.3f} node_hours_ratio={ratio:.2f} zero_after_s={float(zero_after):.1f} "
+      f"consolidate_after_s={ca} launch_s={launch:.1f} peak_nodes={peak_nodes} static_slo_attainment={st_att:.3f} "
+      f"node_hours={au_nh:.4f} static_node_hours={st_nh:.4f} tail_node_hours={float(tail_nh):.4f} "
+      f"peak_replicas={peak_replicas} requests={au_reqs} failed={au_failed} static_failed={st_failed} "
+      f"spike_ttft_p95_ms={au_p95:.0f} static_spike_ttft_p95_ms={st_p95:.0f} slo_ttft={slo} "
+      f"launch_time={launch_cfg} trace_scale={scale}")
+PY
+}
+
+if [[ "$NODES_ONLY" == 1 ]]; then
+	nodes_part
+	exit 0
+fi
 
 # --- 1. static vs autoscaled on the bursty trace ----------------------------
 manifest as-static "$STATIC_REPLICAS" >"$OUT/as-static.yaml"
@@ -390,3 +589,4 @@ med = lambda i: statistics.median(r[i] for r in rows) if rows else float("nan")
 print(f"RESULT activator overhead_ms={med(2):.1f} lost={lost} first_request_ttft_ms={med(0):.1f} "
       f"cold_start_ms={med(1):.1f} warm_ttft_ms={med(3):.1f} rounds={len(rows)} burst_ok={burst_ok}")
 PY
+[[ "$NODES" == 0 ]] || nodes_part
