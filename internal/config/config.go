@@ -78,6 +78,17 @@ type Cluster struct {
 	// DrainTimeout bounds how long a leaving node waits for its replicas to
 	// move (default 2m).
 	DrainTimeout Duration `json:"drainTimeout,omitempty"`
+	// Autoscaler sets the node autoscaler's batching windows.
+	Autoscaler NodeAutoscaler `json:"autoscaler,omitempty"`
+}
+
+// NodeAutoscaler is Karpenter's batching of pending replicas: a batch is
+// provisioned BatchIdle after its last new replica, or BatchMax after its
+// first (Karpenter's BATCH_IDLE_DURATION and BATCH_MAX_DURATION, default
+// 1s and 10s).
+type NodeAutoscaler struct {
+	BatchIdle Duration `json:"batchIdle,omitempty"`
+	BatchMax  Duration `json:"batchMax,omitempty"`
 }
 
 // Spot is the simulated spot market.
@@ -364,6 +375,11 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 	}
 	if d := c.Cluster.DrainTimeout.Duration; d < 0 || d > time.Hour {
 		errs = append(errs, fmt.Errorf("cluster.drainTimeout: %v must be in [0, 1h]", d))
+	}
+	if a := c.Cluster.Autoscaler; a.BatchIdle.Duration < 0 || a.BatchMax.Duration < 0 || a.BatchMax.Duration > 10*time.Minute ||
+		(a.BatchMax.Duration > 0 && a.BatchIdle.Duration > a.BatchMax.Duration) {
+		errs = append(errs, fmt.Errorf("cluster.autoscaler: batchIdle %v and batchMax %v must satisfy 0 ≤ batchIdle ≤ batchMax ≤ 10m",
+			a.BatchIdle.Duration, a.BatchMax.Duration))
 	}
 	names := map[string]bool{}
 	for i, g := range c.Cluster.InstanceGroups {

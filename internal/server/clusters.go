@@ -58,8 +58,15 @@ func newClusters(ctx context.Context, cfg config.Config, st *store.Store, fl *ca
 	if err := svc.Prime(ctx); err != nil {
 		return nil, err
 	}
-	as, err := nodes.New(nodes.Options{State: &autoscalerState{svc: svc, pool: pool, store: st, cat: cat},
-		Actuator: autoscalerActuator{svc}, Clock: clk, Logger: log, Registerer: reg})
+	// The autoscaler looks as often as its idle window is short, so a batch
+	// is provisioned when it is ready, not at the next whole second.
+	interval := nodes.DefaultInterval
+	if idle := cc.Autoscaler.BatchIdle.Duration; idle > 0 && idle < interval {
+		interval = idle
+	}
+	as, err := nodes.New(nodes.Options{State: &autoscalerState{svc: svc, pool: pool, store: st, cat: cat}, Interval: interval,
+		Actuator: autoscalerActuator{svc}, Clock: clk, Logger: log, Registerer: reg,
+		BatchIdle: cc.Autoscaler.BatchIdle.Duration, BatchMax: cc.Autoscaler.BatchMax.Duration})
 	if err != nil {
 		return nil, err
 	}
