@@ -59,7 +59,8 @@
 # ZERO_ROUNDS, CONCURRENT, INSTANCE_TYPE. Part 3: NODES (1; 0 = off),
 # NODES_ONLY (0), NODE_LAUNCH (node launch time, 2s), NODE_INSTANCE_TYPE
 # (ml.g5.2xlarge), CONSOLIDATE_AFTER (seconds, 30 × trace scale),
-# NODE_COOLDOWN (the min-0 deployment's cooldownPeriod, seconds, 10).
+# NODE_COOLDOWN (the min-0 deployment's cooldownPeriod, seconds, 10),
+# NODE_BATCH_IDLE (the node autoscaler's batchIdle, Karpenter's 1s).
 # Extra triggers for experiments (the autoscaled deployment's triggers are a
 # cloudWatchTriggerList plus an optional prometheusTrigger; the HPA takes the
 # largest proposal): INFLIGHT_STAT (the in-flight trigger's metricStat,
@@ -144,6 +145,7 @@ NODE_INSTANCE_TYPE=${NODE_INSTANCE_TYPE:-ml.g5.2xlarge}
 # scale 1), as the replicas' scale-down window does.
 CONSOLIDATE_AFTER=${CONSOLIDATE_AFTER:-$(python3 -c "print(max(1, round(30 * $TRACE_SCALE)))")}
 NODE_COOLDOWN=${NODE_COOLDOWN:-10}
+NODE_BATCH_IDLE=${NODE_BATCH_IDLE:-1s}
 
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -161,6 +163,7 @@ cat >"$OUT/capstan.yaml" <<EOF
 cluster:
   launchTime: $NODE_LAUNCH
   spot: {meanTimeToInterruption: -1s}
+  autoscaler: {batchIdle: $NODE_BATCH_IDLE}
 EOF
 "$CAPSTAN" serve --listen 127.0.0.1:0 --data-dir "$data" --engine-time-scale "$ENGINE_TIME_SCALE" --config "$OUT/capstan.yaml" \
 	>"$OUT/serve.out" 2>"$OUT/serve.log" &
