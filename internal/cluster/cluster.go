@@ -28,19 +28,22 @@ type InstanceGroup struct {
 	Count        int    `json:"count"`
 }
 
-// Resources is an amount of the resources placement counts.
+// Resources is an amount of the resources placement counts. As a request,
+// MIGProfile asks for one MIG slice of that profile ("1g.10gb") instead of
+// whole GPUs (GPUs is then 0); capacities and allocations leave it empty.
 type Resources struct {
-	GPUs        int   `json:"gpus"`
-	MilliCPU    int64 `json:"milliCPU"`
-	MemoryBytes int64 `json:"memoryBytes"`
+	GPUs        int    `json:"gpus"`
+	MilliCPU    int64  `json:"milliCPU"`
+	MemoryBytes int64  `json:"memoryBytes"`
+	MIGProfile  string `json:"migProfile,omitempty"`
 }
 
 func (r Resources) add(o Resources) Resources {
-	return Resources{r.GPUs + o.GPUs, r.MilliCPU + o.MilliCPU, r.MemoryBytes + o.MemoryBytes}
+	return Resources{GPUs: r.GPUs + o.GPUs, MilliCPU: r.MilliCPU + o.MilliCPU, MemoryBytes: r.MemoryBytes + o.MemoryBytes}
 }
 
 func (r Resources) sub(o Resources) Resources {
-	return Resources{r.GPUs - o.GPUs, r.MilliCPU - o.MilliCPU, r.MemoryBytes - o.MemoryBytes}
+	return Resources{GPUs: r.GPUs - o.GPUs, MilliCPU: r.MilliCPU - o.MilliCPU, MemoryBytes: r.MemoryBytes - o.MemoryBytes}
 }
 
 // NodeSpec is a node joining the pool.
@@ -56,6 +59,10 @@ type NodeSpec struct {
 	CapacityType string    `json:"capacityType,omitempty"`
 	Zone         string    `json:"zone,omitempty"`
 	Capacity     Resources `json:"capacity"`
+	// Partitions is each GPU's MIG layout by GPU index (nil or empty: a
+	// whole GPU). A partitioned GPU takes MIG requests only and a whole one
+	// whole-GPU requests only, so the two never share a GPU.
+	Partitions [][]string `json:"partitions,omitempty"`
 }
 
 // Node is one machine of the pool.
@@ -71,6 +78,15 @@ type Node struct {
 	// Replicas placed on the node, sorted, and what each requested.
 	Replicas []string    `json:"replicas,omitempty"`
 	Placed   []Placement `json:"placed,omitempty"`
+	// Slices are the MIG slices of the partitioned GPUs, with who holds each.
+	Slices []Slice `json:"slices,omitempty"`
+}
+
+// Slice is one MIG slice of a node's GPU.
+type Slice struct {
+	GPU       int    `json:"gpu"`
+	Profile   string `json:"profile"`
+	ReplicaID string `json:"replicaID,omitempty"`
 }
 
 // Placement is one replica on a node.
@@ -173,11 +189,14 @@ type Cluster struct {
 type node struct {
 	Node
 	replicas map[string]bool
+	slices   []Slice // the MIG slices, ReplicaID set while held
+	whole    int     // GPUs not partitioned
 }
 
 type placement struct {
-	node *node
-	req  Resources
+	node  *node
+	req   Resources
+	slice int // index in node.slices, or -1
 }
 
 // NewPool returns an empty pool; clk stamps Node.Since and Pending.Since.
@@ -247,7 +266,18 @@ func (c *Cluster) AddNode(spec NodeSpec) error {
 	if _, ok := c.byName[spec.Name]; ok {
 		return fmt.Errorf("cluster: node %s already in the pool", spec.Name)
 	}
-	n := &node{Node: Node{NodeSpec: spec, Since: c.clock.Now()}, replicas: map[string]bool{}}
+	if len(spec.Partitions) > spec.Capacity.GPUs {
+		return fmt.Errorf("cluster: node %s: %d GPU partitions for %d GPUs", spec.Name, len(spec.Partitions), spec.Capacity.GPUs)
+	}
+	n := &node{Node: Node{NodeSpec: spec, Since: c.clock.Now()}, replicas: map[string]bool{}, whole: spec.Capacity.GPUs}
+	for gpu, profiles := range spec.Partitions {
+		if len(profiles) > 0 {
+			n.whole--
+		}
+		for _, p := range profiles {
+			n.slices = append(n.slices, Slice{GPU: gpu, Profile: p})
+		}
+	}
 	c.nodes = append(c.nodes, n)
 	c.byName[spec.Name] = n
 	c.changed()
@@ -350,18 +380,32 @@ func (c *Cluster) Place(replicaID, clusterName, instanceType string, req Resourc
 	if p, ok := c.where[replicaID]; ok {
 		return p.node.Name, nil
 	}
+	if req.MIGProfile != "" && req.GPUs != 0 {
+		return "", fmt.Errorf("cluster: request %+v asks for whole GPUs and a MIG slice at once", req)
+	}
 	nodes := c.eligible(clusterName, instanceType)
 	if len(nodes) == 0 {
 		return "", &UnschedulableError{InstanceType: instanceType}
 	}
 	var best *node
+	bestSlice := -1
 	bestScore := -1.0
 	for _, n := range nodes {
 		if !fits(n, req) {
 			continue
 		}
-		if s := allocatedShare(n); s > bestScore {
-			best, bestScore = n, s
+		s, slice := allocatedShare(n), -1
+		if req.MIGProfile != "" {
+			// Slices pack: the GPU with the most slices held goes first, so
+			// a GPU fills before the next one is touched.
+			var used int
+			if slice, used = freeSlice(n, req.MIGProfile); slice < 0 {
+				continue
+			}
+			s = float64(used)*1000 + s
+		}
+		if s > bestScore {
+			best, bestSlice, bestScore = n, slice, s
 		}
 	}
 	if best == nil {
@@ -370,9 +414,30 @@ func (c *Cluster) Place(replicaID, clusterName, instanceType string, req Resourc
 	best.Allocated = best.Allocated.add(req)
 	best.replicas[replicaID] = true
 	best.Since = c.clock.Now()
-	c.where[replicaID] = placement{node: best, req: req}
+	if bestSlice >= 0 {
+		best.slices[bestSlice].ReplicaID = replicaID
+	}
+	c.where[replicaID] = placement{node: best, req: req, slice: bestSlice}
 	delete(c.pending, replicaID)
 	return best.Name, nil
+}
+
+// freeSlice finds a free slice of profile on n: the one on the GPU whose
+// other slices are most held (returned as used), first by index on a tie.
+func freeSlice(n *node, profile string) (slice, used int) {
+	held := map[int]int{}
+	for _, s := range n.slices {
+		if s.ReplicaID != "" {
+			held[s.GPU]++
+		}
+	}
+	slice, used = -1, -1
+	for i, s := range n.slices {
+		if s.Profile == profile && s.ReplicaID == "" && held[s.GPU] > used {
+			slice, used = i, held[s.GPU]
+		}
+	}
+	return slice, used
 }
 
 // eligible is the uncordoned nodes of a cluster and instance type.
@@ -386,9 +451,11 @@ func (c *Cluster) eligible(clusterName, instanceType string) []*node {
 	return out
 }
 
+// fits checks the whole GPUs, CPU and memory (a MIG slice is looked for
+// apart, by freeSlice).
 func fits(n *node, req Resources) bool {
 	free := n.Capacity.sub(n.Allocated)
-	return req.GPUs <= free.GPUs && req.MilliCPU <= free.MilliCPU && req.MemoryBytes <= free.MemoryBytes
+	return req.GPUs <= n.whole-n.Allocated.GPUs && req.MilliCPU <= free.MilliCPU && req.MemoryBytes <= free.MemoryBytes
 }
 
 // allocatedShare scores how full a node is, GPUs first: GPUs are what
@@ -400,18 +467,30 @@ func allocatedShare(n *node) float64 {
 		}
 		return float64(a) / float64(c)
 	}
-	return 100*share(int64(n.Allocated.GPUs), int64(n.Capacity.GPUs)) +
+	return 100*share(int64(n.Allocated.GPUs), int64(n.whole)) +
 		share(n.Allocated.MilliCPU, n.Capacity.MilliCPU) + share(n.Allocated.MemoryBytes, n.Capacity.MemoryBytes)
 }
 
 // unschedulable counts, per resource, how many nodes lack it, with the most
 // any node has free.
 func unschedulable(instanceType string, nodes []*node, req Resources) *UnschedulableError {
-	short := []Shortfall{{Resource: ResourceGPU, Want: int64(req.GPUs)}, {Resource: ResourceCPU, Want: req.MilliCPU},
-		{Resource: ResourceMemory, Want: req.MemoryBytes}}
+	gpu := Shortfall{Resource: ResourceGPU, Want: int64(req.GPUs)}
+	if req.MIGProfile != "" {
+		gpu = Shortfall{Resource: MIGResource(req.MIGProfile), Want: 1}
+	}
+	short := []Shortfall{gpu, {Resource: ResourceCPU, Want: req.MilliCPU}, {Resource: ResourceMemory, Want: req.MemoryBytes}}
 	for _, n := range nodes {
 		free := n.Capacity.sub(n.Allocated)
-		for i, f := range []int64{int64(free.GPUs), free.MilliCPU, free.MemoryBytes} {
+		gpus := int64(n.whole - n.Allocated.GPUs)
+		if req.MIGProfile != "" {
+			gpus = 0
+			for _, sl := range n.slices {
+				if sl.Profile == req.MIGProfile && sl.ReplicaID == "" {
+					gpus++
+				}
+			}
+		}
+		for i, f := range []int64{gpus, free.MilliCPU, free.MemoryBytes} {
 			short[i].MostFree = max(short[i].MostFree, f)
 			if short[i].Want > f {
 				short[i].Nodes++
@@ -438,6 +517,9 @@ func (c *Cluster) Release(replicaID string) {
 		return
 	}
 	p.node.Allocated = p.node.Allocated.sub(p.req)
+	if p.slice >= 0 {
+		p.node.slices[p.slice].ReplicaID = ""
+	}
 	p.node.Since = c.clock.Now()
 	delete(p.node.replicas, replicaID)
 	delete(c.where, replicaID)
@@ -491,6 +573,8 @@ func (c *Cluster) snapshot(n *node) Node {
 	for i, id := range out.Replicas {
 		out.Placed[i] = Placement{ReplicaID: id, Request: c.where[id].req}
 	}
+	out.Slices = slices.Clone(n.slices)
+	out.Partitions = slices.Clone(n.Partitions)
 	return out
 }
 
@@ -500,9 +584,16 @@ func (c *Cluster) CouldFit(clusterName, instanceType string, req Resources) bool
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.eligible(clusterName, instanceType) {
-		if req.GPUs <= n.Capacity.GPUs && req.MilliCPU <= n.Capacity.MilliCPU && req.MemoryBytes <= n.Capacity.MemoryBytes {
+		if req.GPUs > n.whole || req.MilliCPU > n.Capacity.MilliCPU || req.MemoryBytes > n.Capacity.MemoryBytes {
+			continue
+		}
+		if req.MIGProfile == "" || slices.ContainsFunc(n.slices, func(s Slice) bool { return s.Profile == req.MIGProfile }) {
 			return true
 		}
 	}
 	return false
 }
+
+// MIGResource is the Kubernetes resource name of a MIG profile's slices
+// ("mig-1g.10gb"; the manifest door adds the nvidia.com/ prefix).
+func MIGResource(profile string) Resource { return Resource("mig-" + profile) }
