@@ -136,11 +136,17 @@ type autoscalerState struct {
 	cat   *catalog.Catalog
 }
 
+// Pending is the pool's pending replicas but those that want a MIG slice:
+// the provisioner sizes nodes by whole GPUs and knows no group's layout, so
+// a MIG replica waits for a node with a matching layout (docs/mig.md).
 func (s *autoscalerState) Pending() []nodes.PendingReplica {
 	ps := s.pool.Pending()
-	out := make([]nodes.PendingReplica, len(ps))
-	for i, p := range ps {
-		out[i] = nodes.PendingReplica{ID: p.ReplicaID, Cluster: p.Cluster, InstanceTypes: p.InstanceTypes, Request: p.Request, Since: p.Since}
+	out := make([]nodes.PendingReplica, 0, len(ps))
+	for _, p := range ps {
+		if p.Request.MIGProfile != "" {
+			continue
+		}
+		out = append(out, nodes.PendingReplica{ID: p.ReplicaID, Cluster: p.Cluster, InstanceTypes: p.InstanceTypes, Request: p.Request, Since: p.Since})
 	}
 	return out
 }
