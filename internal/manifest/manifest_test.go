@@ -77,9 +77,9 @@ func wantOnly(t *testing.T, err error, path, msg string) {
 
 func TestExamples(t *testing.T) {
 	tests := []struct {
-		file    string
-		kind    string
-		name    string
+		file  string
+		kind  string
+		name  string
 		check func(t *testing.T, o Object)
 	}{
 		{file: "examples-jsm-mig.yaml", kind: KindJumpStartModel, name: "deepseek",
