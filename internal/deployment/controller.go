@@ -78,7 +78,11 @@ type objState struct {
 	pending  map[string]string               // replica → why it is not placed
 	waitRoom map[string]bool                 // pending replicas that freed capacity would place
 	startErr map[string]string               // replica → why Start failed
-	evictWhy map[string]string               // replica → why it leaves its node
+	// crashed is why a replica last failed while running (the engine
+	// exited, e.g. its model does not fit its MIG slice) until it is
+	// healthy again: the runtime's restarts do not hide it.
+	crashed  map[string]string
+	evictWhy map[string]string // replica → why it leaves its node
 	// autoscaling
 	scaler    *autoscale.Scaler
 	scalerKey string
@@ -126,7 +130,7 @@ func (c *Controller) state(k string) *objState {
 	st, ok := c.states[k]
 	if !ok {
 		st = &objState{instance: map[string]catalog.InstanceType{}, pending: map[string]string{}, waitRoom: map[string]bool{},
-			startErr: map[string]string{}, evictWhy: map[string]string{}}
+			startErr: map[string]string{}, crashed: map[string]string{}, evictWhy: map[string]string{}}
 		c.states[k] = st
 	}
 	return st
@@ -671,6 +675,7 @@ func (c *Controller) unplace(ctx context.Context, k, id string, st *objState) {
 	delete(st.pending, id)
 	delete(st.waitRoom, id)
 	delete(st.startErr, id)
+	delete(st.crashed, id)
 	delete(st.evictWhy, id)
 }
 
@@ -732,12 +737,43 @@ func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p
 			continue
 		}
 		delete(st.startErr, r.ID)
+		c.noteCrash(k, r.ID, st)
 		if !started {
 			continue
 		}
 		node, _ := c.o.Cluster.NodeOf(r.ID)
-		c.event(k, manifest.EventNormal, "Started", fmt.Sprintf("replica %s started on node %s (%s)", r.ID, node.Name, it.Name))
+		c.event(k, manifest.EventNormal, "Started", fmt.Sprintf("replica %s started on node %s (%s)", r.ID, node.Name, where(node, r.ID, it)))
 	}
+}
+
+// noteCrash records, with a ReplicaFailed event carrying the runtime's
+// message, a replica the runtime reports failed, and forgets the failure
+// once the replica is healthy.
+func (c *Controller) noteCrash(k, id string, st *objState) {
+	rep, err := c.rt.Get(id)
+	if err != nil {
+		return
+	}
+	switch rep.State {
+	case runtime.StateHealthy:
+		delete(st.crashed, id)
+	case runtime.StateFailed:
+		if st.crashed[id] != rep.Message {
+			c.event(k, manifest.EventWarning, manifest.ReasonReplicaFailed, fmt.Sprintf("replica %s failed: %s", id, rep.Message))
+			st.crashed[id] = rep.Message
+		}
+	}
+}
+
+// where describes what replica id holds on node: the instance type, and
+// its MIG slice with the GPU it is on ("ml.p4d.24xlarge, MIG 1g.5gb on GPU 0").
+func where(node cluster.Node, id string, it catalog.InstanceType) string {
+	for _, sl := range node.Slices {
+		if sl.ReplicaID == id {
+			return fmt.Sprintf("%s, MIG %s on GPU %d", it.Name, sl.Profile, sl.GPU)
+		}
+	}
+	return it.Name
 }
 
 // place tries the plan's instance types in order (every cluster type when
@@ -812,7 +848,7 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, re
 	}
 	return runtime.ReplicaSpec{ID: id, Endpoint: p.route, Variant: VariantName, Controller: runtime.ControllerDeployment,
 		Engine: "sim", Model: res.Model, ModelDir: res.Dir, ServedModelName: p.route, GPU: it.GPU, TensorParallel: p.tensorParallel(it),
-		Args: args, Env: env}
+		MIGProfile: p.req.MIGProfile, Args: args, Env: env}
 }
 
 // route is the deployment's gateway route: its serving replicas (minus

@@ -24,7 +24,7 @@ import (
 )
 
 // exampleJSM is the JumpStartModel of examples.md without its MIG
-// partition (capstan rejects MIG requests until it has MIG slices).
+// partition: the default pool's GPUs are whole.
 const exampleJSM = `apiVersion: inference.sagemaker.aws.amazon.com/v1
 kind: JumpStartModel
 metadata:

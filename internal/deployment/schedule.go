@@ -27,6 +27,11 @@ func schedulingMessage(err error) string {
 			name, format = "cpu", formatMilli
 		case cluster.ResourceMemory:
 			name, format = "memory", formatBytes
+		case cluster.ResourceGPU:
+		default:
+			// A MIG profile's slices (cluster.MIGResource), as the device
+			// plugin's mixed strategy names them.
+			name = "nvidia.com/" + string(s.Resource)
 		}
 		parts[i] = fmt.Sprintf("%d Insufficient %s (want %s, most free %s)", s.Nodes, name, format(s.Want), format(s.MostFree))
 	}

@@ -20,6 +20,9 @@ func TestSchedulingMessage(t *testing.T) {
 			{Resource: cluster.ResourceCPU, Nodes: 1, Want: 6500, MostFree: 90000},
 			{Resource: cluster.ResourceMemory, Nodes: 1, Want: 30 << 30, MostFree: 374 << 30}}},
 			"0/2 nodes are available: 1 Insufficient cpu (want 6500m, most free 90), 1 Insufficient memory (want 30Gi, most free 374Gi)"},
+		{&cluster.UnschedulableError{InstanceType: "ml.p4d.24xlarge", Nodes: 1, Short: []cluster.Shortfall{
+			{Resource: cluster.MIGResource("1g.5gb"), Nodes: 1, Want: 1, MostFree: 0}}},
+			"0/1 nodes are available: 1 Insufficient nvidia.com/mig-1g.5gb (want 1, most free 0)"},
 		{errors.New("cluster: negative request"), "cluster: negative request"},
 	}
 	for _, tc := range tests {

@@ -109,6 +109,7 @@ func planFor(obj manifest.Object) (*plan, error) {
 		}
 		if s.Server != nil {
 			p.instanceTypes = []string{s.Server.InstanceType}
+			p.req.MIGProfile = s.Server.MIGProfile()
 		}
 		for _, e := range s.EnvironmentVariables {
 			p.env[e.Name] = e.Value
@@ -177,7 +178,7 @@ func requests(r *manifest.ResourceRequirements) (cluster.Resources, int, error) 
 		}
 		return v, nil
 	}
-	var out cluster.Resources
+	out := cluster.Resources{MIGProfile: manifest.MIGProfileOf(r)}
 	cpu, err := get(manifest.ResourceCPU)
 	if err != nil {
 		return out, 0, err
@@ -196,18 +197,23 @@ func requests(r *manifest.ResourceRequirements) (cluster.Resources, int, error) 
 	return out, out.GPUs, nil
 }
 
-// request is what one replica asks of a node of instance type it.
+// request is what one replica asks of a node of instance type it: one
+// slice of the plan's MIG profile (no whole GPU), or its GPUs.
 func (p *plan) request(it catalog.InstanceType) cluster.Resources {
 	r := p.req
-	if p.kind == manifest.KindJumpStartModel {
+	if p.kind == manifest.KindJumpStartModel && r.MIGProfile == "" {
 		// A JumpStart server takes the whole instance, as on SageMaker.
 		r.GPUs = it.GPUCount
 	}
 	return r
 }
 
-// tensorParallel is the number of GPUs a replica on it spans.
+// tensorParallel is the number of GPUs a replica on it spans; a replica on
+// a MIG slice spans none but runs as one rank.
 func (p *plan) tensorParallel(it catalog.InstanceType) int {
+	if p.req.MIGProfile != "" {
+		return 1
+	}
 	if p.kind == manifest.KindJumpStartModel {
 		return max(it.GPUCount, 1)
 	}

@@ -60,6 +60,10 @@ func (c *Controller) count(rec *record, st *objState, desired int) counts {
 		case rep.State == runtime.StateFailed:
 			n.failed++
 			n.failMessage = fmt.Sprintf("replica %s failed: %s", r.ID, rep.Message)
+		case rep.State == runtime.StateStarting && st.crashed[r.ID] != "":
+			// Restarting after a crash: still failed until it is healthy.
+			n.failed++
+			n.failMessage = fmt.Sprintf("replica %s failed: %s (restarting)", r.ID, st.crashed[r.ID])
 		case rep.State == runtime.StateStarting && c.o.Clock.Now().Sub(rep.Since) > c.o.StartTimeout:
 			n.failed++
 			n.failMessage = fmt.Sprintf("replica %s not healthy within %s: %s", r.ID, c.o.StartTimeout, rep.Message)

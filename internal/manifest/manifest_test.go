@@ -77,22 +77,22 @@ func wantOnly(t *testing.T, err error, path, msg string) {
 
 func TestExamples(t *testing.T) {
 	tests := []struct {
-		file    string
-		kind    string
-		name    string
-		migPath []string // the only errors allowed; nil = must be valid
-		check   func(t *testing.T, o Object)
+		file  string
+		kind  string
+		name  string
+		check func(t *testing.T, o Object)
 	}{
 		{file: "examples-jsm-mig.yaml", kind: KindJumpStartModel, name: "deepseek",
-			migPath: []string{"spec.server.acceleratorPartitionType"},
 			check: func(t *testing.T, o Object) {
 				j := o.(*JumpStartModel)
 				if j.Spec.Server.InstanceType != "ml.p4d.24xlarge" || j.Spec.SageMakerEndpoint.Name != "deepseek" {
 					t.Errorf("decoded server/endpoint wrong: %+v %+v", j.Spec.Server, j.Spec.SageMakerEndpoint)
 				}
+				if got := j.Spec.Server.MIGProfile(); got != "7g.40gb" || !j.Spec.Server.PartitionValidation() {
+					t.Errorf("MIG profile %q, validation %v; want 7g.40gb, on", got, j.Spec.Server.PartitionValidation())
+				}
 			}},
 		{file: "examples-iec-mig.yaml", kind: KindInferenceEndpointConfig, name: "qwen-mig",
-			migPath: []string{"spec.worker.resources.requests[nvidia.com/mig-4g.71gb]", "spec.worker.resources.limits[nvidia.com/mig-4g.71gb]"},
 			check: func(t *testing.T, o Object) {
 				w := o.(*InferenceEndpointConfig).Spec.Worker
 				if got := w.Resources.Requests["cpu"]; got != "5600m" {
@@ -100,6 +100,9 @@ func TestExamples(t *testing.T) {
 				}
 				if got := w.Resources.Requests["nvidia.com/mig-4g.71gb"]; got != "1" {
 					t.Errorf("numeric quantity decoded as %q, want \"1\"", got)
+				}
+				if got := MIGProfileOf(w.Resources); got != "4g.71gb" {
+					t.Errorf("MIGProfileOf = %q, want 4g.71gb", got)
 				}
 			}},
 		{file: "examples-iec-kv-routing.yaml", kind: KindInferenceEndpointConfig, name: "demo",
@@ -116,8 +119,7 @@ func TestExamples(t *testing.T) {
 				}
 			}},
 		{file: "reference-iec-l1-l2-routing.yaml", kind: KindInferenceEndpointConfig, name: "demo"},
-		{file: "reference-jsm-mig-scale-to-zero.yaml", kind: KindJumpStartModel, name: "deepseek",
-			migPath: []string{"spec.server.acceleratorPartitionType"}},
+		{file: "reference-jsm-mig-scale-to-zero.yaml", kind: KindJumpStartModel, name: "deepseek"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -137,33 +139,8 @@ func TestExamples(t *testing.T) {
 			if tt.check != nil {
 				tt.check(t, o)
 			}
-			err = o.Validate()
-			if got := paths(err); !slices.Equal(got, tt.migPath) {
-				t.Fatalf("Validate errors at %v, want %v: %v", got, tt.migPath, err)
-			}
-			for _, fe := range FieldErrors(err) {
-				if !strings.Contains(fe.Message, "MIG") {
-					t.Errorf("MIG rejection does not say MIG: %v", fe)
-				}
-			}
-			if tt.migPath == nil {
-				return
-			}
-			// Without the MIG request the same manifest must be valid.
-			switch x := o.(type) {
-			case *JumpStartModel:
-				x.Spec.Server.AcceleratorPartitionType = ""
-			case *InferenceEndpointConfig:
-				for _, m := range []map[string]Quantity{x.Spec.Worker.Resources.Requests, x.Spec.Worker.Resources.Limits} {
-					for k := range m {
-						if strings.HasPrefix(k, ResourceMIGPrefix) {
-							delete(m, k)
-						}
-					}
-				}
-			}
 			if err := o.Validate(); err != nil {
-				t.Fatalf("without MIG: %v", err)
+				t.Fatalf("Validate: %v", err)
 			}
 		})
 	}
@@ -356,7 +333,6 @@ func TestValidateIEC(t *testing.T) {
 		{"modelVolumeMount required", func(o *InferenceEndpointConfig) { o.Spec.Worker.ModelVolumeMount = nil }, "spec.worker.modelVolumeMount", "required"},
 		{"modelVolumeMount name required", func(o *InferenceEndpointConfig) { o.Spec.Worker.ModelVolumeMount.Name = "" }, "spec.worker.modelVolumeMount.name", "required"},
 		{"resources required", func(o *InferenceEndpointConfig) { o.Spec.Worker.Resources = nil }, "spec.worker.resources", "required"},
-		{"resources MIG rejected", func(o *InferenceEndpointConfig) { o.Spec.Worker.Resources.Limits["nvidia.com/mig-1g.5gb"] = "1" }, "spec.worker.resources.limits[nvidia.com/mig-1g.5gb]", "MIG"},
 		{"resources bad quantity", func(o *InferenceEndpointConfig) { o.Spec.Worker.Resources.Requests["memory"] = "lots" }, "spec.worker.resources.requests[memory]", "not a quantity"},
 		{"resources whole GPUs", func(o *InferenceEndpointConfig) { o.Spec.Worker.Resources.Limits[ResourceGPU] = "500m" }, "spec.worker.resources.limits[nvidia.com/gpu]", "whole number"},
 		{"resources request above limit", func(o *InferenceEndpointConfig) { o.Spec.Worker.Resources.Limits["cpu"] = "2" }, "spec.worker.resources.requests[cpu]", "exceed the limit"},
@@ -439,7 +415,7 @@ func TestValidateJSM(t *testing.T) {
 	}{
 		{"model required", func(o *JumpStartModel) { o.Spec.Model = nil }, "spec.model", "required"},
 		{"modelId required", func(o *JumpStartModel) { o.Spec.Model.ModelID = "" }, "spec.model.modelId", "required"},
-		{"modelId from catalog", func(o *JumpStartModel) { o.Spec.Model.ModelID = "no-such-model" }, "spec.model.modelId", "unknown model"},
+		{"modelId from catalog", func(o *JumpStartModel) { o.Spec.Model.ModelID = "no-such-model" }, "spec.model.modelId", "unknown JumpStart model id"},
 		{"modelId pattern", func(o *JumpStartModel) { o.Spec.Model.ModelID = "org/model" }, "spec.model.modelId", "63"},
 		{"modelVersion semver", func(o *JumpStartModel) { o.Spec.Model.ModelVersion = "v2" }, "spec.model.modelVersion", "2.0.4"},
 		{"gatedModelDownloadRole ARN", func(o *JumpStartModel) { o.Spec.Model.GatedModelDownloadRole = "role" }, "spec.model.gatedModelDownloadRole", "IAM role"},
@@ -450,7 +426,6 @@ func TestValidateJSM(t *testing.T) {
 		{"server instanceType required", func(o *JumpStartModel) { o.Spec.Server.InstanceType = "" }, "spec.server.instanceType", "required"},
 		{"model fits the instance", func(o *JumpStartModel) { o.Spec.Model.ModelID = "llama-3.1-70b" }, "spec.server.instanceType", "GPU memory"},
 		{"server instanceType catalog", func(o *JumpStartModel) { o.Spec.Server.InstanceType = "ml.nope" }, "spec.server.instanceType", "unknown instance type"},
-		{"acceleratorPartitionType rejected", func(o *JumpStartModel) { o.Spec.Server.AcceleratorPartitionType = "mig-1g.5gb" }, "spec.server.acceleratorPartitionType", "MIG"},
 		{"acceleratorPartitionType bad pattern", func(o *JumpStartModel) { o.Spec.Server.AcceleratorPartitionType = "1g.10gb" }, "spec.server.acceleratorPartitionType", "mig-<g>g.<mem>gb"},
 		{"executionRole ARN", func(o *JumpStartModel) { o.Spec.Server.ExecutionRole = "arn:aws:s3:::x" }, "spec.server.executionRole", "IAM role"},
 		{"sageMakerEndpoint name pattern", func(o *JumpStartModel) { o.Spec.SageMakerEndpoint = &SageMakerEndpoint{Name: "a b"} }, "spec.sageMakerEndpoint.name", "63"},

@@ -193,7 +193,7 @@ func (o *JumpStartModel) Validate() error {
 		case !reModelName.MatchString(m.ModelID):
 			errs.add(mp.child("modelId"), "%q must be at most 63 letters, digits, '.', '_' and '-', starting with a letter or digit", m.ModelID)
 		default:
-			if cm, err := catalog.Default().Model(m.ModelID); err != nil {
+			if cm, err := catalog.Default().JumpStartModel(m.ModelID); err != nil {
 				errs.add(mp.child("modelId"), "%v", err)
 			} else {
 				model = &cm
@@ -214,9 +214,13 @@ func (o *JumpStartModel) Validate() error {
 		errs.add(sp.child("server"), "required")
 	} else {
 		svp := sp.child("server")
+		var instance *catalog.InstanceType
 		if sv.InstanceType == "" {
 			errs.add(svp.child("instanceType"), "required")
-		} else if it, ok := validateInstanceType(sv.InstanceType, svp.child("instanceType"), &errs); ok && model != nil {
+		} else if it, ok := validateInstanceType(sv.InstanceType, svp.child("instanceType"), &errs); ok {
+			instance = &it
+		}
+		if it := instance; it != nil && model != nil {
 			// capstan's own check (upstream checks the model's supported
 			// instance types): the weights must at least fit in the
 			// instance's GPU memory.
@@ -228,11 +232,23 @@ func (o *JumpStartModel) Validate() error {
 			}
 		}
 		if pt := sv.AcceleratorPartitionType; pt != "" {
-			hint := ""
-			if !reMIGPartType.MatchString(pt) {
-				hint = " (and the value must look like mig-<g>g.<mem>gb)"
+			pp := svp.child("acceleratorPartitionType")
+			switch {
+			case !reMIGPartType.MatchString(pt):
+				errs.add(pp, "%q must look like mig-<g>g.<mem>gb (e.g. mig-1g.10gb)", pt)
+			case instance != nil:
+				// Always checked, as the HyperPod SDK does; the flag below
+				// only turns the model fit check off.
+				g, prof, err := migProfileFor(*instance, pt)
+				switch {
+				case err != nil:
+					errs.add(pp, "%v", err)
+				case model != nil && sv.PartitionValidation():
+					if err := MIGFit(*model, g, prof); err != nil {
+						errs.add(pp, "%v", err)
+					}
+				}
 			}
-			errs.add(svp.child("acceleratorPartitionType"), "MIG partitions (%q) are not supported by capstan yet%s; remove the field to serve on whole GPUs", pt, hint)
 		}
 		if sv.ExecutionRole != "" && !reIAMRole.MatchString(sv.ExecutionRole) {
 			errs.add(svp.child("executionRole"), "%q must be an IAM role ARN", sv.ExecutionRole)
@@ -475,8 +491,9 @@ func validateResources(r *ResourceRequirements, instances []catalog.InstanceType
 		slices.Sort(keys)
 		for _, k := range keys {
 			kp := p.child(side.name).key(k)
-			if strings.HasPrefix(k, ResourceMIGPrefix) {
-				errs.add(kp, "MIG partitions are not supported by capstan yet; request whole GPUs with %s instead", ResourceGPU)
+			mig := strings.HasPrefix(k, ResourceMIGPrefix)
+			if mig && !reMIGPartType.MatchString(strings.TrimPrefix(k, "nvidia.com/")) {
+				errs.add(kp, "%q is not a MIG resource; want nvidia.com/mig-<g>g.<mem>gb (e.g. nvidia.com/mig-1g.10gb)", k)
 				continue
 			}
 			if !reResource.MatchString(k) {
@@ -496,15 +513,24 @@ func validateResources(r *ResourceRequirements, instances []catalog.InstanceType
 				errs.add(kp, "must be a whole number of GPUs, got %s", side.m[k])
 				continue
 			}
+			if mig && v != 1 {
+				errs.add(kp, "must be 1, got %s: a replica runs on one MIG slice (more replicas take more slices)", side.m[k])
+				continue
+			}
 			values[side.name][k] = v
 		}
 	}
+	validateMIGResources(r, values, instances, p, errs)
 	for _, k := range slices.Sorted(maps.Keys(values["requests"])) {
 		req := values["requests"][k]
 		if lim, ok := values["limits"][k]; ok && req > lim {
 			errs.add(p.child("requests").key(k), "must not exceed the limit (%s > %s)", r.Requests[k], r.Limits[k])
 		} else if ok && k == ResourceGPU && req != lim {
 			errs.add(p.child("requests").key(k), "must equal the limit for %s", ResourceGPU)
+		} else if !ok && strings.HasPrefix(k, ResourceMIGPrefix) && !hasKey(r, "limits", k) {
+			// Kubernetes does not overcommit extended resources: a request
+			// needs the same limit (a limit alone sets the request).
+			errs.add(p.child("limits").key(k), "required: must equal the request (%s)", r.Requests[k])
 		}
 	}
 	// The replica must fit on every instance type it may be placed on.
@@ -522,6 +548,53 @@ func validateResources(r *ResourceRequirements, instances []catalog.InstanceType
 			}
 		}
 	}
+}
+
+// validateMIGResources checks a worker's MIG slice as a whole: one profile,
+// not with whole GPUs, and offered by the GPU of every instance type the
+// replica may land on. values holds the quantities that parsed.
+func validateMIGResources(r *ResourceRequirements, values map[string]map[string]float64, instances []catalog.InstanceType, p path, errs *ErrorList) {
+	var profiles []string
+	at := map[string]path{} // where each profile is reported: its request, else its limit
+	for _, side := range []string{"limits", "requests"} {
+		for k := range values[side] {
+			if !strings.HasPrefix(k, ResourceMIGPrefix) {
+				continue
+			}
+			if _, seen := at[k]; !seen {
+				profiles = append(profiles, k)
+			}
+			at[k] = p.child(side).key(k)
+		}
+	}
+	if len(profiles) == 0 {
+		return
+	}
+	slices.Sort(profiles)
+	if len(profiles) > 1 {
+		errs.add(p, "asks for slices of %s; a replica runs on one slice of one MIG profile", strings.Join(profiles, " and "))
+		return
+	}
+	k := profiles[0]
+	for _, side := range []string{"requests", "limits"} {
+		if hasKey(r, side, ResourceGPU) {
+			errs.add(p.child(side).key(ResourceGPU), "must not be set with %s: a replica runs on whole GPUs or on one MIG slice, not both", k)
+		}
+	}
+	for _, it := range instances {
+		if _, _, err := migProfileFor(it, strings.TrimPrefix(k, "nvidia.com/")); err != nil {
+			errs.add(at[k], "%v", err)
+		}
+	}
+}
+
+func hasKey(r *ResourceRequirements, side, name string) bool {
+	m := r.Requests
+	if side == "limits" {
+		m = r.Limits
+	}
+	_, ok := m[name]
+	return ok
 }
 
 func (r *ResourceRequirements) quantity(side, name string) Quantity {
