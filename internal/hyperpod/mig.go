@@ -3,6 +3,8 @@ package hyperpod
 import (
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/cluster"
 )
@@ -75,4 +77,45 @@ func sameLayout(a, b string) bool {
 		return l
 	}
 	return norm(a) == norm(b)
+}
+
+// migCollector exports the pool's MIG slices as they are at scrape time:
+// capstan_cluster_mig_slices{cluster, instance_type, profile, state}, state
+// used or free. It reads the pool, which holds the placements, so the
+// numbers need no reconcile pass to be current.
+type migCollector struct {
+	pool *cluster.Cluster
+	desc *prometheus.Desc
+}
+
+func newMIGCollector(pool *cluster.Cluster) *migCollector {
+	return &migCollector{pool: pool, desc: prometheus.NewDesc("capstan_cluster_mig_slices",
+		"MIG slices of the clusters' partitioned GPUs, by profile and whether a replica holds them.",
+		[]string{"cluster", "instance_type", "profile", "state"}, nil)}
+}
+
+func (c *migCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *migCollector) Collect(ch chan<- prometheus.Metric) {
+	type key struct{ cluster, instanceType, profile, state string }
+	counts := map[key]int{}
+	for _, n := range c.pool.Nodes() {
+		for _, s := range n.Slices {
+			used := key{n.Cluster, n.InstanceType, s.Profile, "used"}
+			free := used
+			free.state = "free"
+			// Both states show for every profile, 0 included, so a
+			// dashboard sees a profile run out.
+			counts[used] += 0
+			counts[free] += 0
+			if s.ReplicaID != "" {
+				counts[used]++
+			} else {
+				counts[free]++
+			}
+		}
+	}
+	for k, v := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), k.cluster, k.instanceType, k.profile, k.state)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/fleet"
 )
@@ -95,6 +97,15 @@ func TestMIGGroupNodesPartitioned(t *testing.T) {
 		t.Fatalf("node record layout %q", ns[0].MIGLayout)
 	}
 	if _, err := e.pool.Place("r1", "c1", p5, cluster.Resources{MIGProfile: "1g.10gb"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP capstan_cluster_mig_slices MIG slices of the clusters' partitioned GPUs, by profile and whether a replica holds them.
+# TYPE capstan_cluster_mig_slices gauge
+capstan_cluster_mig_slices{cluster="c1",instance_type="ml.p5.48xlarge",profile="1g.10gb",state="free"} 55
+capstan_cluster_mig_slices{cluster="c1",instance_type="ml.p5.48xlarge",profile="1g.10gb",state="used"} 1
+`
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "capstan_cluster_mig_slices"); err != nil {
 		t.Fatal(err)
 	}
 	e.reopen()
