@@ -272,6 +272,9 @@ func (s *Service) Cluster(_ context.Context, nameOrArn string) (Cluster, []Group
 				if n.Group == g.Name && n.Status == NodeRunning {
 					v.Current++
 				}
+				if n.Group == g.Name && (n.Status != NodeRunning || !sameLayout(n.MIGLayout, g.MIGLayout)) {
+					v.LayoutPending++
+				}
 			}
 			views = append(views, v)
 		}

@@ -172,6 +172,10 @@ type Cluster struct {
 type GroupView struct {
 	Group
 	Current int // Running nodes
+	// LayoutPending counts the group's nodes not (yet) Running with the
+	// group's MIG layout: those still to be replaced after a layout change
+	// and those launching.
+	LayoutPending int
 }
 
 // Node is one instance of a cluster.
