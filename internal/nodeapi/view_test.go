@@ -20,7 +20,9 @@ func (o oneNode) Clusters(context.Context) ([]hyperpod.Cluster, error) { return 
 func (o oneNode) Cluster(context.Context, string) (hyperpod.Cluster, []hyperpod.GroupView, error) {
 	return hyperpod.Cluster{}, nil, nil
 }
-func (o oneNode) Nodes(context.Context, string) ([]hyperpod.Node, error) { return []hyperpod.Node{o.n}, nil }
+func (o oneNode) Nodes(context.Context, string) ([]hyperpod.Node, error) {
+	return []hyperpod.Node{o.n}, nil
+}
 func (o oneNode) Node(_ context.Context, _, id string) (hyperpod.Node, error) {
 	if id != o.n.Name() {
 		return hyperpod.Node{}, &hyperpod.NotFoundError{Kind: "node", Name: id}
