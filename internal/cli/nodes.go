@@ -108,8 +108,8 @@ func (o *manifestsOptions) getNodeKind(cmd *cobra.Command, k nodeKind, name, clu
 			if n.Cordoned && n.Status == "Running" {
 				status += ",Cordoned"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t$%.2f\t%s\n", n.Name, n.Cluster, n.Group, n.InstanceType,
-				n.CapacityType, status, n.Allocated.GPUs, n.Capacity.GPUs, len(n.Replicas), n.PricePerHour, o.ageOf(n.Launched))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t$%.2f\t%s\n", n.Name, n.Cluster, n.Group, n.InstanceType,
+				n.CapacityType, status, gpuColumn(n), len(n.Replicas), n.PricePerHour, o.ageOf(n.Launched))
 		}
 	case "cluster":
 		var l nodeapi.List[nodeapi.ClusterView]
@@ -226,6 +226,7 @@ func (o *manifestsOptions) describeNode(cmd *cobra.Command, name string) error {
 	row("Allocated", fmt.Sprintf("gpu=%d cpu=%sm memory=%s", n.Allocated.GPUs, strconv.FormatInt(n.Allocated.MilliCPU, 10), bytesText(n.Allocated.MemoryBytes)))
 	row("Replicas", orNone(strings.Join(n.Replicas, ", ")))
 	tw.Flush()
+	writeGPUs(w, n)
 	fmt.Fprintln(w, "Events:")
 	if len(n.Events) == 0 {
 		fmt.Fprintln(w, "  <none>")
@@ -237,6 +238,78 @@ func (o *manifestsOptions) describeNode(cmd *cobra.Command, name string) error {
 		fmt.Fprintf(ew, "  %s\t%s\t%s\t%s\n", e.Type, e.Reason, o.ageOf(e.Time), e.Message)
 	}
 	return ew.Flush()
+}
+
+// gpuColumn is get nodes' GPUS: whole GPUs allocated of all, and on a
+// node with MIG slices how many there are and how many are held
+// ("0/8 (56 MIG slices: 12 used)").
+func gpuColumn(n nodeapi.NodeView) string {
+	s := fmt.Sprintf("%d/%d", n.Allocated.GPUs, n.Capacity.GPUs)
+	if len(n.Slices) == 0 {
+		return s
+	}
+	used := 0
+	for _, sl := range n.Slices {
+		if sl.ReplicaID != "" {
+			used++
+		}
+	}
+	return fmt.Sprintf("%s (%d MIG slices: %d used)", s, len(n.Slices), used)
+}
+
+// writeGPUs is describe node's GPUs section: the node's MIG layout, then
+// each GPU by index, whole or with its slices: a held slice on a line of
+// its own with its replica, the free ones of a profile counted on one line
+// (a p5 split seven ways would otherwise take 56 lines).
+func writeGPUs(w io.Writer, n nodeapi.NodeView) {
+	layout := n.MIGLayout
+	if layout == "" {
+		layout = "none (whole GPUs)"
+	}
+	fmt.Fprintf(w, "GPUs:\n  MIG layout: %s\n", layout)
+	if n.Capacity.GPUs == 0 {
+		fmt.Fprintln(w, "  <none>")
+		return
+	}
+	if len(n.Slices) == 0 {
+		fmt.Fprintf(w, "  %d whole, %d allocated\n", n.Capacity.GPUs, n.Allocated.GPUs)
+		return
+	}
+	byGPU := map[int][]cluster.Slice{}
+	for _, sl := range n.Slices {
+		byGPU[sl.GPU] = append(byGPU[sl.GPU], sl)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  GPU\tSLICE\tHOLDER")
+	for gpu := range n.Capacity.GPUs {
+		slices := byGPU[gpu]
+		if len(slices) == 0 {
+			fmt.Fprintf(tw, "  %d\twhole\t-\n", gpu)
+			continue
+		}
+		idx := strconv.Itoa(gpu)
+		var free []string // profiles in first-seen order
+		freeOf := map[string]int{}
+		for _, sl := range slices {
+			if sl.ReplicaID == "" {
+				if freeOf[sl.Profile] == 0 {
+					free = append(free, sl.Profile)
+				}
+				freeOf[sl.Profile]++
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", idx, sl.Profile, sl.ReplicaID)
+			idx = ""
+		}
+		for _, p := range free {
+			if freeOf[p] > 1 {
+				p = fmt.Sprintf("%d × %s", freeOf[p], p)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t<free>\n", idx, p)
+			idx = ""
+		}
+	}
+	tw.Flush()
 }
 
 func bytesText(b int64) string {

@@ -107,6 +107,10 @@ type InstanceGroup struct {
 	Name         string `json:"name"`
 	InstanceType string `json:"instanceType"`
 	Count        int    `json:"count"`
+	// MIGLayout is the named MIG layout of every GPU of the group's nodes
+	// (all-1g.10gb, all-balanced, mixed-1-3g.40gb-1-4g.40gb; see
+	// docs/mig.md); empty leaves the GPUs whole.
+	MIGLayout string `json:"migLayout,omitempty"`
 }
 
 // ModelSources configures model downloads.
@@ -388,8 +392,13 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 			errs = append(errs, fmt.Errorf("%s.name: %q is empty or repeated", p, g.Name))
 		}
 		names[g.Name] = true
-		if _, err := cat.InstanceType(g.InstanceType); err != nil {
+		it, err := cat.InstanceType(g.InstanceType)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.instanceType: unknown instance type %q", p, g.InstanceType))
+		} else if g.MIGLayout != "" {
+			if err := validLayout(cat, it, g.MIGLayout); err != nil {
+				errs = append(errs, fmt.Errorf("%s.migLayout: %w", p, err))
+			}
 		}
 		if g.Count < 0 || g.Count > 1000 {
 			errs = append(errs, fmt.Errorf("%s.count: %d must be in [0, 1000]", p, g.Count))
@@ -478,4 +487,17 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validLayout checks a named MIG layout against the GPU of it; the error
+// names the GPU and the profile at fault.
+func validLayout(cat *catalog.Catalog, it catalog.InstanceType, layout string) error {
+	gpu, err := cat.GPU(it.GPU)
+	if err != nil {
+		return fmt.Errorf("instance type %s: %w", it.Name, err)
+	}
+	if _, err := gpu.Layout(layout); err != nil {
+		return fmt.Errorf("%s on %s: %w", layout, it.Name, err)
+	}
+	return nil
 }

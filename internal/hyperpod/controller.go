@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
-	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/fleet"
 	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/store"
@@ -123,7 +123,7 @@ func (p *pass) launch(rec *record, g *Group, reason string, nodes []Node) Node {
 	s := p.s
 	n := Node{ID: s.newNodeID(p.tx), Cluster: rec.Name, Group: g.Name, InstanceType: g.InstanceType,
 		CapacityType: g.CapacityType(), Status: NodePending, Launched: p.now, Reason: reason,
-		PricePerHour: s.price(g.InstanceGroupSpec), Plan: g.Plan}
+		PricePerHour: s.price(g.InstanceGroupSpec), Plan: g.Plan, MIGLayout: g.MIGLayout}
 	if g.CapacityType() != CapacityReserved {
 		n.Zone = p.onDemandZone(rec.Name, g.InstanceType, nodes)
 	}
@@ -201,16 +201,15 @@ func (p *pass) terminate(n Node, typ, reason, msg string) {
 func (s *Service) makeReady(p *pass, rec *record, n *Node) {
 	n.Status, n.Ready, n.Message = NodeRunning, p.now, ""
 	p.put(*n)
-	it, err := s.o.Catalog.InstanceType(n.InstanceType)
-	if err != nil {
-		s.log.Error("hyperpod: node of an unknown instance type", "node", n.ID, "err", err)
-	}
-	spec := cluster.NodeSpec{Name: n.Name(), Cluster: rec.Name, InstanceGroup: n.Group, InstanceType: n.InstanceType,
-		GPU: it.GPU, CapacityType: string(n.CapacityType), Zone: n.Zone, Capacity: cluster.CapacityOf(it)}
+	spec, specErr := s.nodeSpec(*n)
 	latency := n.Ready.Sub(n.Launched)
 	p.after = append(p.after, func() {
-		if err := s.o.Pool.AddNode(spec); err != nil {
-			s.log.Error("hyperpod: node could not join the pool", "node", n.ID, "err", err)
+		err := specErr
+		if err == nil {
+			err = s.o.Pool.AddNode(spec)
+		}
+		if err != nil {
+			s.log.Error("hyperpod: node could not join the pool", "node", spec.Name, "err", err)
 		}
 		s.metrics.launched(latency)
 	})
@@ -339,6 +338,28 @@ func (s *Service) converge(p *pass, rec *record, nodes []Node) (bool, error) {
 		}
 		for _, i := range active[:len(active)-target] {
 			p.leave(&nodes[i], why)
+		}
+	}
+
+	// A group whose MIG layout changed replaces its nodes of the old
+	// layout one at a time: one leaves (cordoned, its replicas move) and
+	// the launch below replaces it; the next goes once the group has no
+	// node leaving or launching.
+	if !rec.retiring() {
+		for gi := range rec.Groups {
+			g := &rec.Groups[gi]
+			if g.Status == GroupDeleting || count(nodes, g.Name, func(n Node) bool {
+				return n.Status == NodeShuttingDown || n.Status == NodePending
+			}) > 0 {
+				continue
+			}
+			i := slices.IndexFunc(nodes, func(n Node) bool { return n.Group == g.Name && !sameLayout(n.MIGLayout, g.MIGLayout) })
+			if i < 0 {
+				continue
+			}
+			x := &nodes[i]
+			p.leave(x, fmt.Sprintf("instance group %s's MIG layout changed from %s to %s", g.Name, layoutName(x.MIGLayout), layoutName(g.MIGLayout)))
+			replace[g.Name] = append(replace[g.Name], fmt.Sprintf("replaces %s (MIG layout %s)", x.ID, layoutName(g.MIGLayout)))
 		}
 	}
 
@@ -494,7 +515,7 @@ func (s *Service) statuses(p *pass, rec *record, nodes []Node, short map[string]
 			settled = false
 			continue
 		}
-		running := count(nodes, g.Name, func(n Node) bool { return n.Status == NodeRunning })
+		running := count(nodes, g.Name, func(n Node) bool { return n.Status == NodeRunning && sameLayout(n.MIGLayout, g.MIGLayout) })
 		failed := count(nodes, g.Name, func(n Node) bool { return n.Status == NodeFailure })
 		leaving := count(nodes, g.Name, func(n Node) bool { return n.Status == NodeShuttingDown })
 		waiting, ended := false, false
@@ -638,14 +659,12 @@ func (s *Service) Prime(_ context.Context) error {
 		if n.Ready.IsZero() || n.Status == NodePending || n.Status == NodeFailure || in[n.Name()] {
 			continue
 		}
-		it, err := s.o.Catalog.InstanceType(n.InstanceType)
+		spec, err := s.nodeSpec(n)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("hyperpod: node %s: %w", n.ID, err))
+			errs = append(errs, err)
 			continue
 		}
-		if err := s.o.Pool.AddNode(cluster.NodeSpec{Name: n.Name(), Cluster: n.Cluster, InstanceGroup: n.Group,
-			InstanceType: n.InstanceType, GPU: it.GPU, CapacityType: string(n.CapacityType), Zone: n.Zone,
-			Capacity: cluster.CapacityOf(it)}); err != nil {
+		if err := s.o.Pool.AddNode(spec); err != nil {
 			errs = append(errs, err)
 			continue
 		}

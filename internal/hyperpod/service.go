@@ -154,6 +154,11 @@ func New(o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(newMIGCollector(o.Pool)); err != nil {
+			return nil, fmt.Errorf("hyperpod: register MIG metrics: %w", err)
+		}
+	}
 	return &Service{o: o, log: o.Logger, metrics: m, rand: r, accruedAt: o.Clock.Now()}, nil
 }
 
@@ -266,6 +271,9 @@ func (s *Service) Cluster(_ context.Context, nameOrArn string) (Cluster, []Group
 			for _, n := range nodes {
 				if n.Group == g.Name && n.Status == NodeRunning {
 					v.Current++
+				}
+				if n.Group == g.Name && (n.Status != NodeRunning || !sameLayout(n.MIGLayout, g.MIGLayout)) {
+					v.LayoutPending++
 				}
 			}
 			views = append(views, v)

@@ -105,6 +105,10 @@ type InstanceGroupSpec struct {
 	PlanArn string            `json:"planArn,omitempty"`
 	// Spot makes the group's nodes spot instances (CapacityRequirements.Spot).
 	Spot bool `json:"spot,omitempty"`
+	// MIGLayout is the named MIG layout of every GPU of the group's nodes
+	// (the nvidia.com/mig.config node label: all-1g.10gb, all-balanced,
+	// mixed-…); "" leaves the GPUs whole.
+	MIGLayout string `json:"migLayout,omitempty"`
 }
 
 // CapacityType is where the group's nodes come from.
@@ -168,6 +172,10 @@ type Cluster struct {
 type GroupView struct {
 	Group
 	Current int // Running nodes
+	// LayoutPending counts the group's nodes not (yet) Running with the
+	// group's MIG layout: those still to be replaced after a layout change
+	// and those launching.
+	LayoutPending int
 }
 
 // Node is one instance of a cluster.
@@ -201,6 +209,10 @@ type Node struct {
 	// Noticed is set once a spot node has had its interruption warning
 	// (and was cordoned), so the warning comes once.
 	Noticed bool `json:"noticed,omitempty"`
+	// MIGLayout is the layout the node was launched with (its group's at
+	// the time): it joins the pool with these partitions, also after a
+	// restart, and is replaced when its group's layout changes.
+	MIGLayout string `json:"migLayout,omitempty"`
 }
 
 // Name is the node's name in the pool and in `capstan get nodes`: its

@@ -96,6 +96,9 @@ func (s *Service) validateGroup(at string, g InstanceGroupSpec, now time.Time) (
 	if _, err := s.o.Catalog.InstanceType(g.InstanceType); err != nil {
 		return g, &FieldError{Field: at + ".InstanceType", Message: err.Error()}
 	}
+	if _, err := s.partitions(g.InstanceType, g.MIGLayout); err != nil {
+		return g, fieldf(at+".KubernetesConfig.Labels."+MIGConfigLabel, "instance group %s: %v", g.Name, err)
+	}
 	if g.Count < 0 || g.Count > MaxNodesPerGroup {
 		return g, fieldf(at+".InstanceCount", "%d must be in [0, %d]", g.Count, MaxNodesPerGroup)
 	}

@@ -211,13 +211,18 @@ type NodeView struct {
 	Allocated cluster.Resources `json:"allocated"`
 	Cordoned  bool              `json:"cordoned,omitempty"`
 	Replicas  []string          `json:"replicas,omitempty"`
-	Events    []hyperpod.Event  `json:"events,omitempty"`
+	// Partitions is each GPU's MIG slices by GPU index (none: whole GPUs,
+	// as are the GPUs past its end); Slices says who holds each slice.
+	Partitions [][]string       `json:"partitions,omitempty"`
+	Slices     []cluster.Slice  `json:"slices,omitempty"`
+	Events     []hyperpod.Event `json:"events,omitempty"`
 }
 
 func (h *Handler) view(n hyperpod.Node, pool map[string]cluster.Node) NodeView {
 	v := NodeView{Node: n, Name: n.Name()}
 	if pn, ok := pool[v.Name]; ok {
 		v.Capacity, v.Allocated, v.Cordoned, v.Replicas = pn.Capacity, pn.Allocated, pn.Cordoned, pn.Replicas
+		v.Partitions, v.Slices = pn.Partitions, pn.Slices
 	}
 	return v
 }

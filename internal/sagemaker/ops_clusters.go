@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -44,8 +45,10 @@ type Clusters interface {
 //   - CreateCluster and UpdateCluster: TieredStorageConfig,
 //     NodeProvisioningMode, and in InstanceGroups[]: InstanceStorageConfigs,
 //     OnStartDeepHealthChecks, OverrideVpcConfig, ScheduledUpdateConfig,
-//     ImageId, KubernetesConfig, SlurmConfig, NetworkInterface,
-//     LifeCycleConfig.OnInitComplete
+//     ImageId, SlurmConfig, NetworkInterface,
+//     LifeCycleConfig.OnInitComplete, and KubernetesConfig but for its
+//     nvidia.com/mig.config label (Taints and every other label are
+//     ignored, each named in the warning)
 //   - UpdateCluster: Orchestrator (the EKS cluster is fixed at creation)
 //   - ListClusterNodes: IncludeNodeLogicalIds (a node's logical id is its
 //     instance id)
@@ -168,16 +171,31 @@ type instanceGroupInput struct {
 	TrainingPlanArn      string                `json:"TrainingPlanArn"`
 	CapacityRequirements *capacityRequirements `json:"CapacityRequirements"`
 	InstanceRequirements json.RawMessage       `json:"InstanceRequirements"`
+	// KubernetesConfig's nvidia.com/mig.config label is the group's MIG
+	// layout; the rest of it is accepted, not acted on.
+	KubernetesConfig *kubernetesConfigInput `json:"KubernetesConfig"`
 	// Accepted, not acted on (see the list at the top).
 	InstanceStorageConfigs  json.RawMessage `json:"InstanceStorageConfigs"`
 	OnStartDeepHealthChecks json.RawMessage `json:"OnStartDeepHealthChecks"`
 	OverrideVpcConfig       json.RawMessage `json:"OverrideVpcConfig"`
 	ScheduledUpdateConfig   json.RawMessage `json:"ScheduledUpdateConfig"`
 	ImageId                 json.RawMessage `json:"ImageId"`
-	KubernetesConfig        json.RawMessage `json:"KubernetesConfig"`
 	SlurmConfig             json.RawMessage `json:"SlurmConfig"`
 	NetworkInterface        json.RawMessage `json:"NetworkInterface"`
 }
+
+// kubernetesConfigInput is ClusterKubernetesConfig.
+type kubernetesConfigInput struct {
+	Labels map[string]string `json:"Labels"`
+	Taints json.RawMessage   `json:"Taints"`
+}
+
+// maxKubernetesLabels and maxLabelValue are ClusterKubernetesLabels' and
+// ClusterKubernetesLabelValue's limits.
+const (
+	maxKubernetesLabels = 50
+	maxLabelValue       = 63
+)
 
 type autoScalingInput struct {
 	Mode           *string `json:"Mode"`
@@ -298,12 +316,43 @@ func (e *validationError) instanceGroup(g *instanceGroupInput, path, name string
 	}{
 		{g.InstanceStorageConfigs, "InstanceStorageConfigs"}, {g.OnStartDeepHealthChecks, "OnStartDeepHealthChecks"},
 		{g.OverrideVpcConfig, "OverrideVpcConfig"}, {g.ScheduledUpdateConfig, "ScheduledUpdateConfig"},
-		{g.ImageId, "ImageId"}, {g.KubernetesConfig, "KubernetesConfig"}, {g.SlurmConfig, "SlurmConfig"},
+		{g.ImageId, "ImageId"}, {g.SlurmConfig, "SlurmConfig"},
 		{g.NetworkInterface, "NetworkInterface"},
 	} {
 		if set(m.raw) {
 			ignored = append(ignored, name+"."+m.name)
 		}
+	}
+	return append(ignored, e.kubernetesConfig(g.KubernetesConfig, path+".kubernetesConfig", name+".KubernetesConfig")...)
+}
+
+// kubernetesConfig checks a group's KubernetesConfig at path and returns
+// what of it is ignored (named under name): its taints and every label but
+// the MIG layout's, in key order. The layout itself is checked against the
+// instance type by the cluster service.
+func (e *validationError) kubernetesConfig(kc *kubernetesConfigInput, path, name string) []string {
+	if kc == nil {
+		return nil
+	}
+	var ignored []string
+	if len(kc.Labels) > maxKubernetesLabels {
+		e.ListLength(len(kc.Labels), 0, maxKubernetesLabels, path+".labels")
+		return nil
+	}
+	keys := make([]string, 0, len(kc.Labels))
+	for k := range kc.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k != hyperpod.MIGConfigLabel {
+			ignored = append(ignored, name+".Labels."+k)
+			continue
+		}
+		e.Length(kc.Labels[k], 1, maxLabelValue, path+".labels."+k)
+	}
+	if set(kc.Taints) {
+		ignored = append(ignored, name+".Taints")
 	}
 	return ignored
 }
@@ -329,6 +378,9 @@ func groupSpec(g instanceGroupInput) hyperpod.InstanceGroupSpec {
 		s.Plan = placement.PlanNamed(g.TrainingPlanArn[strings.LastIndex(g.TrainingPlanArn, "/")+1:])
 	}
 	s.Spot = g.CapacityRequirements != nil && set(g.CapacityRequirements.Spot)
+	if g.KubernetesConfig != nil {
+		s.MIGLayout = g.KubernetesConfig.Labels[hyperpod.MIGConfigLabel]
+	}
 	return s
 }
 
@@ -510,6 +562,16 @@ type instanceGroupDetails struct {
 	TrainingPlanArn      string                      `json:"TrainingPlanArn,omitempty"`
 	TrainingPlanStatus   string                      `json:"TrainingPlanStatus,omitempty"`
 	CapacityRequirements *capacityRequirementsOutput `json:"CapacityRequirements,omitempty"`
+	KubernetesConfig     *kubernetesConfigDetails    `json:"KubernetesConfig,omitempty"`
+}
+
+// kubernetesConfigDetails is ClusterKubernetesConfigDetails (groups) and
+// ClusterKubernetesConfigNodeDetails (nodes): the labels capstan acts on,
+// the MIG layout's. Desired is what the group asks for; Current is what
+// its nodes have, absent while some node is not yet Running with it.
+type kubernetesConfigDetails struct {
+	CurrentLabels map[string]string `json:"CurrentLabels,omitempty"`
+	DesiredLabels map[string]string `json:"DesiredLabels,omitempty"`
 }
 
 type orchestratorOutput struct {
@@ -562,6 +624,12 @@ func (a *API) describeClusterOut(c hyperpod.Cluster, views []hyperpod.GroupView,
 		}
 		if v.LifeCycle != nil {
 			d.LifeCycleConfig = &lifeCycleOutput{SourceS3Uri: v.LifeCycle.SourceS3URI, OnCreate: v.LifeCycle.OnCreate}
+		}
+		if v.MIGLayout != "" {
+			d.KubernetesConfig = &kubernetesConfigDetails{DesiredLabels: map[string]string{hyperpod.MIGConfigLabel: v.MIGLayout}}
+			if v.LayoutPending == 0 {
+				d.KubernetesConfig.CurrentLabels = d.KubernetesConfig.DesiredLabels
+			}
 		}
 		switch v.CapacityType() {
 		case hyperpod.CapacityReserved:
@@ -830,7 +898,8 @@ type nodeDetails struct {
 	Placement          struct {
 		AvailabilityZone string `json:"AvailabilityZone,omitempty"`
 	} `json:"Placement"`
-	CapacityType string `json:"CapacityType,omitempty"`
+	CapacityType     string                   `json:"CapacityType,omitempty"`
+	KubernetesConfig *kubernetesConfigDetails `json:"KubernetesConfig,omitempty"`
 }
 
 // nodeAddress is a node's private address. A simulated node has none, so
@@ -861,6 +930,16 @@ func nodeDetailsOut(n hyperpod.Node, g *hyperpod.InstanceGroupSpec, region strin
 		InstanceStatus: instanceStatus{Status: string(n.Status), Message: n.Message}, LaunchTime: Epoch{Time: n.Launched},
 		PrivatePrimaryIp: ip, PrivateDnsHostname: "ip-" + strings.ReplaceAll(ip, ".", "-") + "." + region + ".compute.internal"}
 	d.Placement.AvailabilityZone = n.Zone
+	if n.MIGLayout != "" || g != nil && g.MIGLayout != "" {
+		var kc kubernetesConfigDetails
+		if n.MIGLayout != "" {
+			kc.CurrentLabels = map[string]string{hyperpod.MIGConfigLabel: n.MIGLayout}
+		}
+		if g != nil && g.MIGLayout != "" {
+			kc.DesiredLabels = map[string]string{hyperpod.MIGConfigLabel: g.MIGLayout}
+		}
+		d.KubernetesConfig = &kc
+	}
 	switch n.CapacityType {
 	case hyperpod.CapacitySpot:
 		d.CapacityType = "Spot"

@@ -436,6 +436,16 @@ func TestClusterGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := c.Groups[0].InstanceGroupSpec
+	// A group with a layout in place, and one changing to another: its
+	// node still has the old layout.
+	mig := hyperpod.Cluster{Name: "mig", ID: "0123456789mg", Status: hyperpod.StatusUpdating, NodeRecovery: hyperpod.RecoveryAutomatic,
+		Groups: []hyperpod.Group{
+			{InstanceGroupSpec: hyperpod.InstanceGroupSpec{Name: "small", InstanceType: "ml.p5.48xlarge", Count: 1, ExecutionRole: role, MIGLayout: "all-1g.10gb"}, Target: 1, Status: hyperpod.GroupInService},
+			{InstanceGroupSpec: hyperpod.InstanceGroupSpec{Name: "changing", InstanceType: "ml.p5.48xlarge", Count: 1, ExecutionRole: role, MIGLayout: "all-3g.40gb"}, Target: 1, Status: hyperpod.GroupUpdating},
+		},
+		Created: t0}
+	migNode := hyperpod.Node{ID: "i-0d0000000000000d4", Cluster: "mig", Group: "changing", InstanceType: "ml.p5.48xlarge", CapacityType: hyperpod.CapacityOnDemand,
+		Zone: "eu-west-1a", Status: hyperpod.NodeShuttingDown, Launched: t0, Ready: t0.Add(time.Minute), MIGLayout: "all-balanced"}
 	tests := []struct {
 		name string
 		v    any
@@ -445,6 +455,8 @@ func TestClusterGolden(t *testing.T) {
 		{"cluster_list", list},
 		{"cluster_list_nodes", nodes},
 		{"cluster_describe_node", map[string]nodeDetails{"NodeDetails": nodeDetailsOut(sampleNodes()[0], &g, "eu-west-1")}},
+		{"cluster_describe_mig", a.describeClusterOut(mig, []hyperpod.GroupView{{Group: mig.Groups[0], Current: 1}, {Group: mig.Groups[1], LayoutPending: 1}}, arnFor(mig))},
+		{"cluster_describe_node_mig", map[string]nodeDetails{"NodeDetails": nodeDetailsOut(migNode, &mig.Groups[1].InstanceGroupSpec, "eu-west-1")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { golden(t, tc.name, tc.v) })

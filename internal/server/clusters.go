@@ -79,11 +79,9 @@ func newClusters(ctx context.Context, cfg config.Config, st *store.Store, fl *ca
 // down to empty groups, instead of failing the start); configured groups are taken as
 // written, and a shortage is an error that names them.
 func seedSpec(cfg config.Config, cat *catalog.Catalog) hyperpod.ClusterSpec {
-	var groups []cluster.InstanceGroup
+	var groups []config.InstanceGroup
 	if gs := cfg.Cluster.InstanceGroups; len(gs) > 0 {
-		for _, g := range gs {
-			groups = append(groups, cluster.InstanceGroup{Name: g.Name, InstanceType: g.InstanceType, Count: g.Count})
-		}
+		groups = gs
 	} else {
 		fleet := cfg.FleetCapacity(cat)
 		for _, g := range cluster.DefaultInstanceGroups() {
@@ -91,14 +89,14 @@ func seedSpec(cfg config.Config, cat *catalog.Catalog) hyperpod.ClusterSpec {
 			for _, n := range fleet[g.InstanceType] {
 				total += max(n, 0)
 			}
-			g.Count = min(g.Count, total)
-			groups = append(groups, g)
+			groups = append(groups, config.InstanceGroup{Name: g.Name, InstanceType: g.InstanceType, Count: min(g.Count, total)})
 		}
 	}
 	role := fmt.Sprintf("arn:aws:iam::%s:role/capstan-default-cluster", cfg.AccountID)
 	spec := hyperpod.ClusterSpec{Name: cluster.DefaultName, NodeRecovery: hyperpod.RecoveryAutomatic}
 	for _, g := range groups {
-		spec.Groups = append(spec.Groups, hyperpod.InstanceGroupSpec{Name: g.Name, InstanceType: g.InstanceType, Count: g.Count, ExecutionRole: role})
+		spec.Groups = append(spec.Groups, hyperpod.InstanceGroupSpec{Name: g.Name, InstanceType: g.InstanceType, Count: g.Count,
+			ExecutionRole: role, MIGLayout: g.MIGLayout})
 	}
 	return spec
 }
