@@ -54,6 +54,31 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// And one partitioned node each for the published MIG examples: an
+	// A100 p4d cut 7g.40gb and an H200 p5en cut 3g.71gb + 4g.71gb.
+	for _, m := range []struct{ name, typ, layout string }{
+		{"p4d-mig-0", "ml.p4d.24xlarge", "all-7g.40gb"}, {"p5en-mig-0", "ml.p5en.48xlarge", "mixed-1-3g.71gb-1-4g.71gb"}} {
+		it, err := catalog.Default().InstanceType(m.typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := catalog.Default().GPU(it.GPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices, err := g.Layout(m.layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := make([][]string, it.GPUCount)
+		for i := range parts {
+			parts[i] = slices
+		}
+		if err := cl.AddNode(cluster.NodeSpec{Name: m.name, Cluster: cluster.DefaultName, InstanceGroup: "mig",
+			InstanceType: m.typ, GPU: it.GPU, Capacity: cluster.CapacityOf(it), Partitions: parts}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rt := fake.New(fake.WithClock(clk))
 	gw := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()})
 	svc, err := deployment.New(deployment.Options{
@@ -198,63 +223,28 @@ spec:
   server: {instanceType: ml.g5.8xlarge}
 `
 
-// TestApplyExamples applies every example manifest through the real root
-// command (as `capstan apply -f` runs): the MIG ones are refused naming
-// the field, the rest are created, and the MIG ones without MIG deploy.
+// TestApplyExamples applies every example manifest unchanged through the
+// real root command (as `capstan apply -f` runs) and each one deploys,
+// the MIG ones on the slices of the env's partitioned nodes.
 func TestApplyExamples(t *testing.T) {
 	tests := []struct {
-		file     string
-		object   string   // printed on success
-		migPaths []string // field paths the refusal must name; nil = accepted
-		noMIG    func(string) string
+		file   string
+		object string // printed on success
 	}{
-		{file: "examples-iec-kv-routing.yaml", object: "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/demo"},
-		{file: "reference-iec-l1-l2-routing.yaml", object: "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/demo"},
-		{file: "examples-iec-mig.yaml", object: "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/qwen-mig",
-			migPaths: []string{"spec.worker.resources.requests[nvidia.com/mig-4g.71gb]", "spec.worker.resources.limits[nvidia.com/mig-4g.71gb]"},
-			noMIG:    func(s string) string { return strings.ReplaceAll(s, "nvidia.com/mig-4g.71gb: 1", "nvidia.com/gpu: 1") }},
-		{file: "examples-jsm-mig.yaml", object: "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek",
-			migPaths: []string{"spec.server.acceleratorPartitionType"},
-			noMIG:    func(s string) string { return strings.Replace(s, "    acceleratorPartitionType: mig-7g.40gb\n", "", 1) }},
-		{file: "reference-jsm-mig-scale-to-zero.yaml", object: "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek",
-			migPaths: []string{"spec.server.acceleratorPartitionType"},
-			noMIG:    func(s string) string { return strings.Replace(s, " acceleratorPartitionType: mig-7g.40gb,", "", 1) }},
+		{"examples-iec-kv-routing.yaml", "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/demo"},
+		{"reference-iec-l1-l2-routing.yaml", "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/demo"},
+		{"examples-iec-mig.yaml", "inferenceendpointconfig.inference.sagemaker.aws.amazon.com/qwen-mig"},
+		{"examples-jsm-mig.yaml", "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek"},
+		{"reference-jsm-mig-scale-to-zero.yaml", "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			e := newCLIEnv(t)
-			dir := t.TempDir()
-			src := exampleManifest(t, tt.file)
-			p := writeFile(t, dir, tt.file, src)
+			p := writeFile(t, t.TempDir(), tt.file, exampleManifest(t, tt.file))
 			var out, errOut bytes.Buffer
 			code := Execute(context.Background(), []string{"apply", "-f", p, "--server", e.srv.URL}, &out, &errOut)
-			if tt.migPaths == nil {
-				if code != 0 || out.String() != tt.object+" created\n" {
-					t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
-				}
-				e.mustDeploy(t)
-				return
-			}
-			if code == 0 {
-				t.Fatalf("MIG manifest accepted: %s", out.String())
-			}
-			for _, fp := range tt.migPaths {
-				if !strings.Contains(errOut.String(), "  * "+fp+": MIG") {
-					t.Errorf("stderr does not name %s:\n%s", fp, errOut.String())
-				}
-			}
-			if !strings.Contains(errOut.String(), p+": ") {
-				t.Errorf("stderr does not name the file:\n%s", errOut.String())
-			}
-			if got := e.stored(t); len(got) != 0 {
-				t.Fatalf("stored %v", got)
-			}
-			stripped := tt.noMIG(src)
-			if stripped == src {
-				t.Fatal("test bug: the MIG request was not removed")
-			}
-			if out := e.mustRun(t, stripped, "apply", "-f", "-"); out != tt.object+" created\n" {
-				t.Errorf("without MIG: %q", out)
+			if code != 0 || out.String() != tt.object+" created\n" {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 			}
 			e.mustDeploy(t)
 		})
@@ -340,7 +330,7 @@ func TestApply(t *testing.T) {
 	t.Run("one bad file does not stop the others", func(t *testing.T) {
 		e := newCLIEnv(t)
 		dir := t.TempDir()
-		a := writeFile(t, dir, "a.yaml", exampleManifest(t, "examples-jsm-mig.yaml"))
+		a := writeFile(t, dir, "a.yaml", strings.Replace(exampleManifest(t, "examples-jsm-mig.yaml"), "mig-7g.40gb", "mig-4g.71gb", 1))
 		b := writeFile(t, dir, "b.yaml", smallIEC)
 		out, _, err := e.run(t, "", "apply", "-f", a, "-f", b)
 		if err == nil || !strings.Contains(err.Error(), a+": JumpStartModel/deepseek") {

@@ -159,7 +159,8 @@ func (e *LimitError) Error() string {
 }
 
 // Resources is an amount of the resources nodes offer and replicas request.
-// It has cluster.Resources' fields, so one converts to the other.
+// It has the capacity fields of cluster.Resources (which adds a MIG
+// profile for requests).
 type Resources struct {
 	GPUs        int   `json:"gpus"`
 	MilliCPU    int64 `json:"milliCPU"`

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/placement"
 )
 
@@ -90,14 +89,5 @@ func TestPlanInfoTargets(t *testing.T) {
 	p := placement.PlanInfo{TargetResources: []string{"training-job", placement.TargetHyperPodCluster}}
 	if !p.Targets(placement.TargetHyperPodCluster) || p.Targets(placement.TargetEndpoint) {
 		t.Fatalf("Targets wrong for %v", p.TargetResources)
-	}
-}
-
-// TestNodeSpecFeedsCluster: a NodeSpec's capacity converts to the cluster's
-// resources field for field (this fails to compile if the types drift).
-func TestNodeSpecFeedsCluster(t *testing.T) {
-	n := placement.NodeSpec{Capacity: placement.Resources{GPUs: 8, MilliCPU: 192000, MemoryBytes: 2048 << 30}}
-	if got := cluster.Resources(n.Capacity); got != (cluster.Resources{GPUs: 8, MilliCPU: 192000, MemoryBytes: 2048 << 30}) {
-		t.Fatalf("converted %+v", got)
 	}
 }

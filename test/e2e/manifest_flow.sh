@@ -5,9 +5,9 @@
 # whose modelSourceConfig points at the bucket, wait for DeploymentComplete,
 # invoke it through SageMaker InvokeEndpoint (endpointName registers it) and the
 # OpenAI API, see it in ListEndpoints, re-apply unchanged, apply every example
-# manifest of examples.md (internal/manifest/testdata/examples-*.yaml: the MIG
-# ones are rejected naming the field, and deploy once the MIG request is
-# removed), then `capstan delete`.
+# manifest of examples.md unchanged (internal/manifest/testdata/examples-*.yaml;
+# the MIG ones on ml-cluster's groups once update-cluster gives them MIG
+# layouts), then `capstan delete`.
 # Needs CAPSTAN_BIN (path to the capstan binary), the aws CLI, moto_server, jq.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -117,39 +117,48 @@ grep -q unchanged <<<"$out" || fail "re-apply not unchanged: $out"
 [ "$(cap get iec mf-demo -o json | jq -r '.metadata.generation // 0')" = "$gen" ] || fail "re-apply bumped the generation"
 echo "re-apply: unchanged"
 
-# 5. Every example manifest of examples.md, unchanged. The MIG ones are
-# rejected naming the field; without the MIG request they deploy.
+# 5. Every example manifest of examples.md, unchanged. The MIG ones need
+# partitioned GPUs: ml-cluster's p4d group is cut 7g.40gb and its p5en group
+# 3g.71gb + 4g.71gb through update-cluster (the nvidia.com/mig.config label,
+# as on HyperPod); the group's nodes are replaced with the new layout.
+advance() { cap clock advance "$1" --server "$url" >/dev/null || fail "clock advance $1"; }
+role="arn:aws:iam::000000000000:role/capstan-default-cluster"
+sm update-cluster --cluster-name ml-cluster --instance-groups '[
+  {"InstanceGroupName":"p4d-24xlarge","InstanceType":"ml.p4d.24xlarge","InstanceCount":2,"ExecutionRole":"'"$role"'",
+   "KubernetesConfig":{"Labels":{"nvidia.com/mig.config":"all-7g.40gb"}}},
+  {"InstanceGroupName":"p5en-48xlarge","InstanceType":"ml.p5en.48xlarge","InstanceCount":2,"ExecutionRole":"'"$role"'",
+   "KubernetesConfig":{"Labels":{"nvidia.com/mig.config":"mixed-1-3g.71gb-1-4g.71gb"}}}]' >/dev/null || fail "update-cluster MIG layouts"
+for _ in $(seq 1 40); do
+  [ "$(sm describe-cluster --cluster-name ml-cluster --query ClusterStatus --output text)" = InService ] && break
+  advance 1m
+  sleep 0.25
+done
+[ "$(sm describe-cluster --cluster-name ml-cluster --query ClusterStatus --output text)" = InService ] ||
+  fail "ml-cluster not InService after the layout change: $(sm describe-cluster --cluster-name ml-cluster)"
+echo "ml-cluster: p4d cut all-7g.40gb, p5en cut 3g.71gb + 4g.71gb"
+
 examples=("$repo"/internal/manifest/testdata/examples-*.yaml)
 [ "${#examples[@]}" -ge 3 ] || fail "expected the examples.md manifests in internal/manifest/testdata, found ${examples[*]}"
 for f in "${examples[@]}"; do
   base=$(basename "$f")
-  case "$base" in
-    *iec-mig*) field="spec.worker.resources" ;;
-    *jsm-mig*) field="spec.server.acceleratorPartitionType" ;;
-    *) field="" ;;
-  esac
-  if [ -n "$field" ]; then
-    if out=$(cap apply -f "$f" 2>&1); then fail "$base: MIG manifest accepted: $out"; fi
-    grep -qF "$field" <<<"$out" || fail "$base: rejection does not name $field: $out"
-    grep -qi mig <<<"$out" || fail "$base: rejection does not mention MIG: $out"
-    echo "$base: rejected, naming $field"
-  else
-    out=$(cap apply -f "$f" 2>&1) || fail "$base: apply: $out"
-    grep -q created <<<"$out" || fail "$base: not created: $out"
-    echo "$base: created"
-  fi
-done
-
-# The same manifests without their MIG request deploy on whole GPUs.
-sed '/acceleratorPartitionType/d' "$repo/internal/manifest/testdata/examples-jsm-mig.yaml" >"$work/jsm-nomig.yaml"
-sed 's#nvidia.com/mig-4g.71gb#nvidia.com/gpu#' "$repo/internal/manifest/testdata/examples-iec-mig.yaml" >"$work/iec-nomig.yaml"
-for f in "$work/jsm-nomig.yaml" "$work/iec-nomig.yaml"; do
-  out=$(cap apply -f "$f" 2>&1) || fail "$(basename "$f"): apply: $out"
-  grep -q created <<<"$out" || fail "$(basename "$f"): not created: $out"
+  out=$(cap apply -f "$f" 2>&1) || fail "$base: apply: $out"
+  grep -q created <<<"$out" || fail "$base: not created: $out"
+  echo "$base: created"
 done
 wait_state jsm deepseek DeploymentComplete
 wait_state iec qwen-mig DeploymentComplete
-echo "without the MIG request: deepseek (JumpStartModel) and qwen-mig deploy"
+cap describe node "$(cap get nodes -o json | jq -r '[.items[] | select(.instanceType=="ml.p5en.48xlarge") | select(any(.slices[]?; .replicaID != null and .replicaID != ""))][0].name')" \
+  >"$work/mig-node.txt" 2>&1 || fail "describe the MIG node: $(cat "$work/mig-node.txt")"
+grep -q "4g.71gb" "$work/mig-node.txt" || fail "describe node does not show the slice: $(cat "$work/mig-node.txt")"
+for ep in deepseek qwen-mig; do
+  code=$(curl -sS -o "$work/mig-openai.json" -w '%{http_code}' "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"'"$ep"'","messages":[{"role":"user","content":"Hello"}],"max_tokens":8}')
+  [ "$code" = 200 ] || fail "$ep over the OpenAI API: HTTP $code $(head -c 400 "$work/mig-openai.json")"
+done
+smr invoke-endpoint --endpoint-name qwen-mig --body "fileb://$work/in.json" \
+  --content-type application/json "$work/mig-out.json" >/dev/null 2>"$work/invoke.err" || fail "invoke qwen-mig: $(cat "$work/invoke.err")"
+jq -e '.choices[0].message.content | length > 0' "$work/mig-out.json" >/dev/null || fail "qwen-mig answered: $(head -c 400 "$work/mig-out.json")"
+echo "on MIG slices: deepseek (JumpStartModel, 7g.40gb) and qwen-mig (4g.71gb) deploy and answer"
 
 # 6. Delete.
 cap delete -f "$manifest" >"$work/delete.out" 2>&1 || fail "delete: $(cat "$work/delete.out")"
