@@ -273,3 +273,24 @@ func TestMIGReplicaThatDoesNotFitFails(t *testing.T) {
 		t.Fatalf("healthy replica: state %s, want %s", st.State, manifest.StateDeploymentComplete)
 	}
 }
+
+// TestMIGFullP4d: a p4d laid out all-1g.5gb runs 56 one-slice replicas
+// (8 GPUs × 7) and the 57th is pending with the reason.
+func TestMIGFullP4d(t *testing.T) {
+	h := withMIGNode(t, "ml.p4d.24xlarge", "all-1g.5gb", 8)
+	h.apply(migIEC("demo", "ml.p4d.24xlarge", "nvidia.com/mig-1g.5gb", 57))
+	h.reconcile(kIEC("demo"))
+	if got := h.running(""); len(got) != 56 {
+		t.Fatalf("running %d replicas, want 56", len(got))
+	}
+	held := heldPerGPU(t, h)
+	for gpu := range 8 {
+		if held[gpu] != 7 {
+			t.Fatalf("slices held per GPU %v, want 7 on each of the 8", held)
+		}
+	}
+	ready := condition(h.get(manifest.KindInferenceEndpointConfig, "demo"), manifest.ConditionReady)
+	if !strings.Contains(ready.Message, "0/1 nodes are available: 1 Insufficient nvidia.com/mig-1g.5gb") {
+		t.Fatalf("Ready %s: %q; want the 57th pending for a 1g.5gb slice", ready.Reason, ready.Message)
+	}
+}
