@@ -51,10 +51,10 @@ func TestWithDeploymentService(t *testing.T) {
 		t.Fatalf("re-apply: %s", b)
 	}
 
-	// A MIG document makes the whole body fail; the valid change in it is
-	// not stored either.
+	// An invalid MIG document makes the whole body fail; the valid change
+	// in it is not stored either.
 	changed := strings.Replace(iecDemo, "vllm-openai:latest", "vllm-openai:v2", 1)
-	code, b = hr.do(t, http.MethodPost, ApplyPath, changed+"---\n"+exampleFile(t, "examples-jsm-mig.yaml"))
+	code, b = hr.do(t, http.MethodPost, ApplyPath, changed+"---\n"+badMIG(t, "examples-jsm-mig.yaml"))
 	if st := decodeStatus(t, b); code != 422 || !hasFieldPrefix(st, "spec.server.acceleratorPartitionType") {
 		t.Fatalf("MIG body: %d %s", code, b)
 	}

@@ -338,19 +338,19 @@ func TestHandler(t *testing.T) {
 					t.Errorf("causes at %v, want [spec.replicaz]", got)
 				}
 			}},
-		{name: "IEC MIG request names resources.limits", method: http.MethodPut, path: ObjectPath(Resources[0], "default", "qwen-mig"),
-			body: exampleFile(t, "examples-iec-mig.yaml"), wantCode: 422, wantReason: ReasonInvalid, golden: "mig-iec",
+		{name: "IEC MIG profile the GPU lacks names the resource", method: http.MethodPut, path: ObjectPath(Resources[0], "default", "qwen-mig"),
+			body: badMIG(t, "examples-iec-mig.yaml"), wantCode: 422, wantReason: ReasonInvalid, golden: "mig-iec",
 			check: func(t *testing.T, h *harness, b []byte) {
 				st := decodeStatus(t, b)
-				if !hasFieldPrefix(st, "spec.worker.resources.limits") || !strings.Contains(st.Message, "MIG") {
-					t.Errorf("causes %v / message %q do not name spec.worker.resources.limits and MIG", fields(st), st.Message)
+				if !hasFieldPrefix(st, "spec.worker.resources") || !strings.Contains(st.Message, "4g.71gb") {
+					t.Errorf("causes %v / message %q do not name spec.worker.resources and the profile", fields(st), st.Message)
 				}
 				if st.Details.Name != "qwen-mig" || st.Details.Kind != manifest.KindInferenceEndpointConfig {
 					t.Errorf("details = %+v", st.Details)
 				}
 			}},
-		{name: "JSM MIG partition names acceleratorPartitionType", method: http.MethodPut, path: ObjectPath(Resources[1], "default", "deepseek"),
-			body: exampleFile(t, "examples-jsm-mig.yaml"), wantCode: 422, wantReason: ReasonInvalid,
+		{name: "JSM MIG profile the GPU lacks names acceleratorPartitionType", method: http.MethodPut, path: ObjectPath(Resources[1], "default", "deepseek"),
+			body: badMIG(t, "examples-jsm-mig.yaml"), wantCode: 422, wantReason: ReasonInvalid,
 			check: func(t *testing.T, h *harness, b []byte) {
 				if st := decodeStatus(t, b); !hasFieldPrefix(st, "spec.server.acceleratorPartitionType") {
 					t.Errorf("causes at %v", fields(st))
@@ -478,7 +478,7 @@ func TestHandler(t *testing.T) {
 				}
 			}},
 		{name: "multi-document all or nothing", method: http.MethodPost, path: ApplyPath,
-			body: iecDemo + "---\n" + exampleFile(t, "examples-iec-mig.yaml") + "---\n" + jsmDemo, wantCode: 422, wantReason: ReasonInvalid, golden: "apply-invalid",
+			body: iecDemo + "---\n" + badMIG(t, "examples-iec-mig.yaml") + "---\n" + jsmDemo, wantCode: 422, wantReason: ReasonInvalid, golden: "apply-invalid",
 			check: func(t *testing.T, h *harness, b []byte) {
 				if got := h.stored(t); len(got) != 0 {
 					t.Errorf("stored %v although a document was invalid", got)
@@ -672,4 +672,16 @@ func BenchmarkApplyUnchanged(b *testing.B) {
 			b.Fatalf("code %d", c)
 		}
 	}
+}
+
+// badMIG is a published MIG example asking for a profile its instance
+// type's GPU lacks: the H200's 4g.71gb on an A100 p4d.
+func badMIG(t *testing.T, name string) string {
+	t.Helper()
+	s := exampleFile(t, name)
+	out := strings.Replace(strings.Replace(s, "ml.p5en.48xlarge", "ml.p4d.24xlarge", 1), "mig-7g.40gb", "mig-4g.71gb", 1)
+	if out == s {
+		t.Fatalf("%s: nothing to change", name)
+	}
+	return out
 }
