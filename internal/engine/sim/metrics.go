@@ -31,6 +31,9 @@ type Metrics struct {
 	TierBytes                                *prometheus.CounterVec
 	L2DroppedWrites                          prometheus.Counter
 	cacheConfig                              *prometheus.GaugeVec
+	// placement says what the engine runs on: the GPU, the MIG profile of
+	// its slice ("" for whole GPUs) and the tensor-parallel degree.
+	placement *prometheus.GaugeVec
 	successStop, successLength, successAbort prometheus.Counter
 	l1Hits, l2Hits, l1Load, l2Load           prometheus.Counter
 	model                                    string
@@ -74,7 +77,10 @@ func NewMetrics(model string) *Metrics {
 	m.L2DroppedWrites = counter("capstan_engine_kv_l2_dropped_writes_total", "Blocks not written through to L2 because the writer was behind.")
 	m.cacheConfig = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig", ConstLabels: labels},
 		[]string{"block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization", "num_gpu_blocks", "num_cpu_blocks"})
-	reg.MustRegister(m.Success, m.TierHits, m.TierBytes, m.cacheConfig)
+	m.placement = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "capstan_engine_placement_info",
+		Help: "What the engine runs on: GPU model, MIG profile of its slice (empty on whole GPUs), tensor-parallel degree.", ConstLabels: labels},
+		[]string{"gpu", "mig_profile", "tensor_parallel"})
+	reg.MustRegister(m.Success, m.TierHits, m.TierBytes, m.cacheConfig, m.placement)
 	// Pre-create the label values so dashboards see zeros, and keep the hot
 	// children to avoid a label lookup per request.
 	m.successStop = m.Success.WithLabelValues("stop")
@@ -89,7 +95,11 @@ func NewMetrics(model string) *Metrics {
 	return m
 }
 
-func (m *Metrics) setCacheConfig(o Options, blocks int) { m.setCPUBlocks(o, blocks, 0) }
+func (m *Metrics) setCacheConfig(o Options, blocks int) {
+	m.setCPUBlocks(o, blocks, 0)
+	m.placement.Reset()
+	m.placement.WithLabelValues(o.GPU, o.MIGProfile, strconv.Itoa(o.TensorParallel)).Set(1)
+}
 
 // setCPUBlocks (re)publishes vllm:cache_config_info, now with the L1 size.
 func (m *Metrics) setCPUBlocks(o Options, blocks, cpuBlocks int) {

@@ -544,3 +544,33 @@ func TestResetPrefixCacheEndpoint(t *testing.T) {
 		t.Fatalf("cached %d after reset, want 0", c)
 	}
 }
+
+// TestPlacementInfoLabelsTheSlice: the engine says what it runs on, so a
+// dashboard can split replicas on MIG slices from whole-GPU ones.
+func TestPlacementInfoLabelsTheSlice(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want map[string]string
+	}{
+		{"whole GPU", Options{}, map[string]string{"gpu": "h100", "mig_profile": "", "tensor_parallel": "1"}},
+		{"MIG slice", Options{Model: "llama-3.1-8b", GPU: "h100", MIGProfile: "3g.40gb"}, map[string]string{"gpu": "h100", "mig_profile": "3g.40gb", "tensor_parallel": "1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startHarness(t, tc.o)
+			f, ok := h.metrics(t)["capstan_engine_placement_info"]
+			if !ok || len(f.Metric) != 1 {
+				t.Fatalf("capstan_engine_placement_info: %v", f)
+			}
+			got := map[string]string{}
+			for _, l := range f.Metric[0].Label {
+				if _, want := tc.want[l.GetName()]; want {
+					got[l.GetName()] = l.GetValue()
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("labels %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
