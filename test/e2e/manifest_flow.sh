@@ -158,6 +158,10 @@ done
 smr invoke-endpoint --endpoint-name qwen-mig --body "fileb://$work/in.json" \
   --content-type application/json "$work/mig-out.json" >/dev/null 2>"$work/invoke.err" || fail "invoke qwen-mig: $(cat "$work/invoke.err")"
 jq -e '.choices[0].message.content | length > 0' "$work/mig-out.json" >/dev/null || fail "qwen-mig answered: $(head -c 400 "$work/mig-out.json")"
+echo '{"inputs":"What is a GPU slice?","parameters":{"max_new_tokens":8}}' >"$work/tgi.json"
+smr invoke-endpoint --endpoint-name deepseek --body "fileb://$work/tgi.json" \
+  --content-type application/json "$work/mig-out2.json" >/dev/null 2>"$work/invoke.err" || fail "invoke deepseek: $(cat "$work/invoke.err")"
+[ -s "$work/mig-out2.json" ] || fail "deepseek answered nothing"
 echo "on MIG slices: deepseek (JumpStartModel, 7g.40gb) and qwen-mig (4g.71gb) deploy and answer"
 
 # 6. Delete.
