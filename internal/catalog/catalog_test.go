@@ -7,7 +7,7 @@ import (
 
 func TestDefaultCatalogLoads(t *testing.T) {
 	c := Default()
-	for _, id := range []string{"llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen3-32b", "mistral-7b", "deepseek-llm-r1-distill-qwen-1-5b"} {
+	for _, id := range []string{"llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen3-32b", "mistral-7b", "deepseek-llm-r1-distill-qwen-1-5b", "llama-3.1-8b-fp8"} {
 		if _, err := c.Model(id); err != nil {
 			t.Errorf("model %s: %v", id, err)
 		}
@@ -31,6 +31,7 @@ func TestKVBytesPerToken(t *testing.T) {
 		want  int64
 	}{
 		{"llama-3.1-8b", 131072},
+		{"llama-3.1-8b-fp8", 65536}, // one byte per element: half the BF16 figure
 		{"llama-3.1-70b", 327680},
 		{"qwen2.5-7b", 57344},
 		{"qwen3-32b", 262144},

@@ -206,6 +206,8 @@ func TestJumpStartModel(t *testing.T) {
 		{"huggingface-llm-qwen2-5-7b-instruct", "qwen2.5-7b"},
 		{"Llama-3.1-8B-Instruct", "llama-3.1-8b"}, // catalog alias fallback
 		{"Qwen2.5-7B-Instruct", "qwen2.5-7b"},
+		{"llama-3.1-8b-fp8", "llama-3.1-8b-fp8"}, // catalog id fallback: no hub id is known
+		{"neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b-fp8"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
