@@ -21,19 +21,19 @@ var (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Running, Waiting, KVUsage                prometheus.Gauge
-	PrefixQueries, PrefixHits                prometheus.Counter
-	PromptTokens, GenerationTokens           prometheus.Counter
-	Preemptions                              prometheus.Counter
-	TTFT, ITL, E2E, QueueTime                prometheus.Observer
-	Success                                  *prometheus.CounterVec
-	TierHits                                 *prometheus.CounterVec
-	TierBytes                                *prometheus.CounterVec
-	L2DroppedWrites                          prometheus.Counter
-	cacheConfig                              *prometheus.GaugeVec
+	Running, Waiting, KVUsage      prometheus.Gauge
+	PrefixQueries, PrefixHits      prometheus.Counter
+	PromptTokens, GenerationTokens prometheus.Counter
+	Preemptions                    prometheus.Counter
+	TTFT, ITL, E2E, QueueTime      prometheus.Observer
+	Success                        *prometheus.CounterVec
+	TierHits                       *prometheus.CounterVec
+	TierBytes                      *prometheus.CounterVec
+	L2DroppedWrites                prometheus.Counter
+	cacheConfig                    *prometheus.GaugeVec
 	// placement says what the engine runs on: the GPU, the MIG profile of
 	// its slice ("" for whole GPUs) and the tensor-parallel degree.
-	placement *prometheus.GaugeVec
+	placement                                *prometheus.GaugeVec
 	successStop, successLength, successAbort prometheus.Counter
 	l1Hits, l2Hits, l1Load, l2Load           prometheus.Counter
 	model                                    string
