@@ -147,8 +147,9 @@ func New(o Options) (*Service, error) {
 	}
 	r := o.Rand
 	if r == nil {
-		now := uint64(time.Now().UnixNano())
-		r = rand.New(rand.NewPCG(now, now>>17|1))
+		// Ids only need to differ between runs: the package-level source is
+		// randomly seeded. Tests pass a seeded Rand.
+		r = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
