@@ -137,7 +137,9 @@ cap bench --target "$url" --model cl-flow --workload random:input=16,output=8 --
 cold_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 [ "$(nodes)" -ge 1 ] || fail "answered at zero without a node"
 echo "cold start from zero nodes: ${cold_ms} ms (node launch 2s + replica start), answered"
-cap describe node "$(cap get nodes --cluster inf-cluster -o json | jq -r '.items[0].name')" | grep -q "Why:" || fail "describe node"
+node=$(cap get nodes --cluster inf-cluster -o json | jq -r '[.items[] | select(.status=="Running")][0].name')
+cap describe node "$node" >"$work/node.txt" 2>&1 || fail "describe node $node: $(cat "$work/node.txt")"
+grep -q "^Why:" "$work/node.txt" || fail "describe node $node lacks Why: $(cat "$work/node.txt")"
 
 kill $sampler 2>/dev/null || true
 cap delete jsm cl-flow >/dev/null || fail "delete jsm"
