@@ -98,6 +98,20 @@ func (a *API) clusters() (Clusters, error) {
 	return a.opts.Clusters, nil
 }
 
+// clusterRequest is the start of every cluster operation: the service (or
+// the error saying clusters are off) and the decoded input.
+func clusterRequest[T any](a *API, body []byte) (Clusters, *T, error) {
+	svc, err := a.clusters()
+	if err != nil {
+		return nil, nil, err
+	}
+	in := new(T)
+	if err := decode(body, in); err != nil {
+		return nil, nil, err
+	}
+	return svc, in, nil
+}
+
 // warnIgnored logs the members of a request capstan accepts but does not
 // act on (listed at the top of this file).
 func (a *API) warnIgnored(op string, members []string) {
@@ -401,12 +415,8 @@ type createClusterInput struct {
 }
 
 func (a *API) createCluster(ctx context.Context, body []byte) (any, error) {
-	svc, err := a.clusters()
+	svc, in, err := clusterRequest[createClusterInput](a, body)
 	if err != nil {
-		return nil, err
-	}
-	var in createClusterInput
-	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationError
@@ -462,12 +472,8 @@ type updateClusterInput struct {
 }
 
 func (a *API) updateCluster(ctx context.Context, body []byte) (any, error) {
-	svc, err := a.clusters()
+	svc, in, err := clusterRequest[updateClusterInput](a, body)
 	if err != nil {
-		return nil, err
-	}
-	var in updateClusterInput
-	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationError
@@ -701,12 +707,8 @@ func (e *validationError) listPaging(pg awsjson.Paging, sortBy, sortOrder string
 var errClusterToken = awsjson.Validationf("Invalid pagination token.")
 
 func (a *API) listClusters(ctx context.Context, body []byte) (any, error) {
-	svc, err := a.clusters()
+	svc, in, err := clusterRequest[listClustersInput](a, body)
 	if err != nil {
-		return nil, err
-	}
-	var in listClustersInput
-	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationError
@@ -729,7 +731,7 @@ func (a *API) listClusters(ctx context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return listClustersPage(in, cs, svc.ARN)
+	return listClustersPage(*in, cs, svc.ARN)
 }
 
 // listClustersPage filters, sorts and pages cs (any order) as in asks. The
@@ -826,12 +828,8 @@ type listClusterNodesOutput struct {
 }
 
 func (a *API) listClusterNodes(ctx context.Context, body []byte) (any, error) {
-	svc, err := a.clusters()
+	svc, in, err := clusterRequest[listClusterNodesInput](a, body)
 	if err != nil {
-		return nil, err
-	}
-	var in listClusterNodesInput
-	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationError
@@ -853,7 +851,7 @@ func (a *API) listClusterNodes(ctx context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return listNodesPage(in, nodes)
+	return listNodesPage(*in, nodes)
 }
 
 // listNodesPage filters, sorts and pages nodes (any order) as in asks.
@@ -958,12 +956,8 @@ func nodeDetailsOut(n hyperpod.Node, g *hyperpod.InstanceGroupSpec, region strin
 }
 
 func (a *API) describeClusterNode(ctx context.Context, body []byte) (any, error) {
-	svc, err := a.clusters()
+	svc, in, err := clusterRequest[clusterRefInput](a, body)
 	if err != nil {
-		return nil, err
-	}
-	var in clusterRefInput
-	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationError
@@ -1057,17 +1051,15 @@ const (
 	reasonBatchDelete = "batch delete"
 )
 
+type batchAddInput struct {
+	ClusterName *string        `json:"ClusterName"`
+	ClientToken string         `json:"ClientToken"`
+	NodesToAdd  []addNodesSpec `json:"NodesToAdd"`
+}
+
 func (a *API) batchAddClusterNodes(ctx context.Context, body []byte) (any, error) {
-	svc, err := a.clusters()
+	svc, in, err := clusterRequest[batchAddInput](a, body)
 	if err != nil {
-		return nil, err
-	}
-	var in struct {
-		ClusterName *string        `json:"ClusterName"`
-		ClientToken string         `json:"ClientToken"`
-		NodesToAdd  []addNodesSpec `json:"NodesToAdd"`
-	}
-	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationError
@@ -1191,17 +1183,15 @@ func nodeErrorCode(code string) string {
 	return "InvalidNodeStatus"
 }
 
+type batchDeleteInput struct {
+	ClusterName    *string  `json:"ClusterName"`
+	NodeIds        []string `json:"NodeIds"`
+	NodeLogicalIds []string `json:"NodeLogicalIds"`
+}
+
 func (a *API) batchDeleteClusterNodes(ctx context.Context, body []byte) (any, error) {
-	svc, err := a.clusters()
+	svc, in, err := clusterRequest[batchDeleteInput](a, body)
 	if err != nil {
-		return nil, err
-	}
-	var in struct {
-		ClusterName    *string  `json:"ClusterName"`
-		NodeIds        []string `json:"NodeIds"`
-		NodeLogicalIds []string `json:"NodeLogicalIds"`
-	}
-	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
 	var ve validationError
