@@ -406,6 +406,13 @@ func runDoc(t *testing.T, bin string, d *doc) {
 	}
 	st, _ := os.ReadFile(state)
 	last := strings.TrimSpace(string(st))
+	if os.Getenv("DOCS_TEST_VERBOSE") != "" {
+		for i, b := range run {
+			if out, err := os.ReadFile(filepath.Join(logs, strconv.Itoa(i))); err == nil && b.runs() {
+				t.Logf("%s:%d output:\n%s", d.path, b.line, out)
+			}
+		}
+	}
 	if runErr == nil && last == "done" {
 		t.Logf("%s: %d blocks ran in %s%s", d.path, countRuns(run), time.Since(start).Round(100*time.Millisecond), slowBlocks(d, run, logs))
 		return
