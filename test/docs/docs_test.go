@@ -324,6 +324,14 @@ func runDoc(t *testing.T, bin string, d *doc) {
 	if !hasRun {
 		return
 	}
+	for _, b := range run {
+		if b.runs() && awsRe.MatchString(b.body) {
+			if _, err := exec.LookPath("aws"); err != nil {
+				t.Fatalf("%s:%d: the block runs the aws CLI, which is not on PATH (test/run.sh installs it)", d.path, b.line)
+			}
+			break
+		}
+	}
 	tmp := t.TempDir()
 	work := filepath.Join(tmp, "work")
 	logs := filepath.Join(tmp, "logs")
