@@ -229,7 +229,9 @@ func TestDocs(t *testing.T) {
 					t.Logf("skip %s:%d: %s", f, b.line, b.skip)
 				}
 			}
-			runDoc(t, bin, d)
+			if failure := runDoc(t, bin, d); failure != "" {
+				t.Error(failure)
+			}
 		})
 	}
 }
@@ -286,6 +288,60 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestRunner drives the runner on small documents: the environment a block
+// sees (server address rewritten, capstan on PATH, AWS settings, file
+// blocks), and a failing block reported with its line, body and output.
+func TestRunner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts capstan serve")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := capstanBinary(t, root)
+	cases := []struct {
+		name, md string
+		want     []string // substrings of the failure; nil: must pass
+	}{
+		{"environment", "<!-- docs-test: file sub/a.yaml -->\n```yaml\nk: v\n```\n\n```sh\n" +
+			"grep -q 'k: v' sub/a.yaml\n" +
+			"curl -sf http://127.0.0.1:8080/healthz >/dev/null\n" +
+			"go run ./cmd/capstan version >/dev/null && capstan version >/dev/null\n" +
+			"test \"$AWS_DEFAULT_REGION\" = us-east-1 && test -n \"$AWS_ACCESS_KEY_ID\"\n" +
+			"test -n \"$AWS_ENDPOINT_URL\" && test -n \"$CAPSTAN_SERVER\"\nx=1\n```\n\n" +
+			"```bash\ntest \"$x\" = 1   # one session per file\n```\n", nil},
+		{"failing block", "```sh\necho first\n```\n\ntext\n\n```sh\necho the-output\nfalse\necho never\n```\n",
+			[]string{"x.md:7: block failed", "--- block\necho the-output\nfalse", "--- output\nthe-output\n"}},
+		{"pipefail", "```sh\nfalse | cat\n```\n", []string{"x.md:1: block failed"}},
+		{"exit", "```sh\nexit 0\n```\n", []string{"x.md:1: block ended the session early"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "x.md")
+			if err := os.WriteFile(p, []byte(c.md), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			d, err := parse(p, "x.md")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.problems) > 0 {
+				t.Fatalf("problems: %q", d.problems)
+			}
+			failure := runDoc(t, bin, d)
+			if c.want == nil && failure != "" {
+				t.Fatalf("want a pass, got:\n%s", failure)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(failure, w) {
+					t.Errorf("failure does not contain %q:\n%s", w, failure)
+				}
+			}
+		})
+	}
+}
+
 // capstanBinary returns $CAPSTAN_BIN when set (test/run.sh builds
 // bin/capstan), else builds ./cmd/capstan into a temp dir.
 func capstanBinary(t *testing.T, root string) string {
@@ -309,8 +365,10 @@ func capstanBinary(t *testing.T, root string) string {
 	return out
 }
 
-// runDoc runs d's blocks in one bash session against a fresh server.
-func runDoc(t *testing.T, bin string, d *doc) {
+// runDoc runs d's blocks in one bash session against a fresh server and
+// returns what failed ("" when every block passed). The server and every
+// process of the session are stopped in t's cleanup.
+func runDoc(t *testing.T, bin string, d *doc) string {
 	var run []block
 	for _, b := range d.blocks {
 		if b.runs() || (b.toFile != "" && b.skip == "") {
@@ -322,7 +380,7 @@ func runDoc(t *testing.T, bin string, d *doc) {
 		hasRun = hasRun || b.runs()
 	}
 	if !hasRun {
-		return
+		return ""
 	}
 	for _, b := range run {
 		if b.runs() && awsRe.MatchString(b.body) {
@@ -423,12 +481,12 @@ func runDoc(t *testing.T, bin string, d *doc) {
 	}
 	if runErr == nil && last == "done" {
 		t.Logf("%s: %d blocks ran in %s%s", d.path, countRuns(run), time.Since(start).Round(100*time.Millisecond), slowBlocks(d, run, logs))
-		return
+		return ""
 	}
 	idx, convErr := strconv.Atoi(last)
 	if convErr != nil || idx < 0 || idx >= len(run) {
 		session, _ := os.ReadFile(filepath.Join(logs, "session"))
-		t.Fatalf("%s: the session ended before its first block (%v):\n%s", d.path, runErr, session)
+		return fmt.Sprintf("%s: the session ended before its first block (%v):\n%s", d.path, runErr, session)
 	}
 	b := run[idx]
 	output, _ := os.ReadFile(filepath.Join(logs, strconv.Itoa(idx)))
@@ -439,7 +497,7 @@ func runDoc(t *testing.T, bin string, d *doc) {
 	if runErr == nil {
 		why = "ended the session early (exit?)"
 	}
-	t.Errorf("%s:%d: block %s\n--- block\n%s--- output\n%s", d.path, b.line, why, b.body, tail(string(output), 8<<10))
+	return fmt.Sprintf("%s:%d: block %s\n--- block\n%s--- output\n%s", d.path, b.line, why, b.body, tail(string(output), 8<<10))
 }
 
 // slowBlocks names the blocks that took over 5 s, from logs/times.
