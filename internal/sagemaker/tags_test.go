@@ -198,11 +198,16 @@ func TestTagsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []string{"model", "endpoint-config", "endpoint", "training-plan", "cluster"} {
 		t.Run(kind, func(t *testing.T) {
-			arn, err := e.create(t, kind, "Tagged-"+strings.ReplaceAll(kind, "-", ""), tagList("Owner", "team-a", "cost center", "ml/42"))
+			// Lengths are in characters: 128 two-byte letters make a key.
+			wide := strings.Repeat("é", 128)
+			arn, err := e.create(t, kind, "Tagged-"+strings.ReplaceAll(kind, "-", ""), tagList("Owner", "team-a", "cost center", "ml/42", wide, "ü"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantList(t, e.list(t, arn), "Owner=team-a", "cost center=ml/42")
+			wantList(t, e.list(t, arn), "Owner=team-a", "cost center=ml/42", wide+"=ü")
+			if _, err := e.c.DeleteTags(ctx, &sm.DeleteTagsInput{ResourceArn: aws.String(arn), TagKeys: []string{wide}}); err != nil {
+				t.Fatal(err)
+			}
 			out, err := e.c.AddTags(ctx, &sm.AddTagsInput{ResourceArn: aws.String(arn), Tags: tagList("Stage", "prod", "Owner", "team-b")})
 			if err != nil {
 				t.Fatal(err)
