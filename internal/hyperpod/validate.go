@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/capstan-dev/capstan/internal/placement"
 )
@@ -48,7 +49,7 @@ func (s *Service) validateSpec(spec ClusterSpec, now time.Time) ([]Group, error)
 		return nil, fieldf("Tags", "%d tags; the limit is %d", len(spec.Tags), MaxTags)
 	}
 	for i, t := range spec.Tags {
-		if len(t.Key) < 1 || len(t.Key) > 128 || len(t.Value) > 256 {
+		if k, v := utf8.RuneCountInString(t.Key), utf8.RuneCountInString(t.Value); k < 1 || k > 128 || v > 256 {
 			return nil, fieldf(fmt.Sprintf("Tags[%d]", i), "a tag key has 1 to 128 characters and a value at most 256")
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/tagging"
 )
 
 // DefaultMaxBodyBytes bounds a control API request body.
@@ -28,6 +29,9 @@ type Options struct {
 	// Clusters serves the HyperPod cluster operations (CreateCluster …
 	// BatchDeleteClusterNodes); nil disables them.
 	Clusters Clusters
+	// Tags serves AddTags, ListTags and DeleteTags; nil disables them (the
+	// create operations still keep the tags they are given).
+	Tags *tagging.Service
 }
 
 // API is the control API handler.
@@ -87,6 +91,9 @@ func NewAPI(svc *endpoint.Service, o Options) *API {
 		"DescribeClusterNode":                a.describeClusterNode,
 		"BatchAddClusterNodes":               a.batchAddClusterNodes,
 		"BatchDeleteClusterNodes":            a.batchDeleteClusterNodes,
+		"AddTags":                            a.addTags,
+		"ListTags":                           a.listTags,
+		"DeleteTags":                         a.deleteTags,
 	}
 	a.h = &awsjson.Handler{Prefix: "SageMaker.", Name: "control API", Ops: ops, MaxBodyBytes: o.MaxBodyBytes,
 		ToWire: a.toWire, TooLargeCode: CodeTooLarge, InternalCode: CodeInternal,

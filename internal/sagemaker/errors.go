@@ -14,6 +14,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/hyperpod"
 	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/serving"
+	"github.com/capstan-dev/capstan/internal/tagging"
 )
 
 // Wire error codes.
@@ -38,6 +39,9 @@ type validationError struct{ awsjson.Violations }
 // does so for the control API.
 func (a *API) toWire(err error) *awsjson.Error {
 	if we := clusterError(err); we != nil {
+		return we
+	}
+	if we := tagError(err); we != nil {
 		return we
 	}
 	var uce *endpoint.UpdateCapacityError
@@ -225,4 +229,23 @@ func (a *API) wireMessage(err error) string {
 	}
 	a.opts.Logger.Error("cluster operation failed", "err", err)
 	return "An internal error occurred."
+}
+
+// tagError maps the tag service's errors. AddTags, ListTags and DeleteTags
+// declare no modelled errors, so both are ValidationExceptions, as a
+// missing resource is for them in SageMaker.
+func tagError(err error) *awsjson.Error {
+	var nf *tagging.NotFoundError
+	var le *tagging.LimitError
+	switch {
+	case errors.As(err, &nf) && nf.Type != "":
+		return awsjson.Validationf("Resource %s does not exist: capstan has no resources of type %q "+
+			"(it tags models, endpoint configurations, endpoints, training plans and clusters).", nf.ARN, nf.Type)
+	case errors.As(err, &nf):
+		return awsjson.Validationf("Resource %s does not exist.", nf.ARN)
+	case errors.As(err, &le):
+		return awsjson.Validationf("Value at 'tags' failed to satisfy constraint: resource %s has %d tags and this request adds %d new keys; "+
+			"a resource has at most %d tags. Delete tags with DeleteTags first, or add fewer.", le.ARN, le.Have, le.New, le.Max)
+	}
+	return nil
 }

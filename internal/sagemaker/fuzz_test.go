@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
 	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
+	"github.com/capstan-dev/capstan/internal/tagging"
 )
 
 // fuzzEnv is a control API over a real service, capacity calendar and
@@ -57,7 +59,8 @@ func newFuzzEnv(t *testing.T) *fuzzEnv {
 	eng := serving.New(serving.Options{Runtime: fake.New(fake.WithClock(clk)), Router: gateway.New(gateway.Options{Clock: clk}), Logger: quiet, DrainTimeout: time.Millisecond})
 	ctrl := endpoint.NewController(st, cal, eng, clk, quiet,
 		endpoint.Options{StartTimeout: time.Minute, Reservations: cal})
-	api := NewAPI(svc, Options{AccountID: "123456789012", Region: "eu-west-1", Catalog: cat, Capacity: cal, Logger: quiet})
+	tags := tagging.New(st, tagging.Options{Region: "eu-west-1", AccountID: "123456789012", Resolvers: tagging.Resolvers()})
+	api := NewAPI(svc, Options{AccountID: "123456789012", Region: "eu-west-1", Catalog: cat, Capacity: cal, Logger: quiet, Tags: tags})
 	return &fuzzEnv{api: api, st: st, svc: svc, ctrl: ctrl, clk: clk, fl: fl, ops: opNames()}
 }
 
@@ -206,7 +209,19 @@ func (e *fuzzEnv) check(t *testing.T) {
 				return fmt.Errorf("%d of plan %s held, it has %d", n, k, total[k])
 			}
 		}
-		return nil
+		// Every changed tag set belongs to a record that exists and is
+		// within the limit.
+		return tx.Each(tagging.KindTags, func(id string, raw []byte) error {
+			var set struct{ Tags []tagging.Tag }
+			if err := json.Unmarshal(raw, &set); err != nil || len(set.Tags) > tagging.MaxTags {
+				return fmt.Errorf("tag set %s: %d tags, %v", id, len(set.Tags), err)
+			}
+			bucket, key, _ := strings.Cut(id, "/")
+			if !tx.Exists(bucket, key) {
+				return fmt.Errorf("tag set %s outlived its resource", id)
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -267,6 +282,10 @@ func FuzzDispatch(f *testing.F) {
 		[2]string{"SearchTrainingPlanOfferings", `{"InstanceType":"ml.p5.48xlarge","InstanceCount":2,"DurationHours":24,"TargetResources":["endpoint"]}`},
 		[2]string{"SearchTrainingPlanOfferings", `{"InstanceType":"ml.p5.48xlarge","InstanceCount":256,"DurationHours":87600,"StartTimeAfter":253402300799}`},
 		[2]string{"ListTrainingPlans", `{"MaxResults":1,"Filters":[{"Name":"Status","Value":"Active"}]}`},
+		[2]string{"AddTags", `{"ResourceArn":"arn:aws:sagemaker:eu-west-1:123456789012:model/m","Tags":[{"Key":"k","Value":"v"},{"Key":"é:/=+-@_. ","Value":""}]}`},
+		[2]string{"AddTags", `{"ResourceArn":"arn:aws:sagemaker:eu-west-1:123456789012:endpoint/ep","Tags":[{"Key":"aws:k","Value":"v"}]}`},
+		[2]string{"ListTags", `{"ResourceArn":"arn:aws:sagemaker:eu-west-1:123456789012:endpoint-config/c","MaxResults":9223372036854775807,"NextToken":"eyJvIjo1fQ"}`},
+		[2]string{"DeleteTags", `{"ResourceArn":"arn:aws:sagemaker:eu-west-1:123456789012:endpoint/ep","TagKeys":["k"]}`},
 	)
 	// Valid requests of the golden tests, and their error cases.
 	seeds = append(seeds,

@@ -60,17 +60,6 @@ func deleteOp(n named, del func(context.Context, string) error) awsjson.Op {
 	}
 }
 
-func (e *validationError) tags(tags []endpoint.Tag) {
-	e.listLen(len(tags), 0, 50, "tags")
-	for i, t := range tags {
-		p := fmt.Sprintf("tags.%d.member", i+1)
-		if len(t.Key) < 1 || len(t.Key) > 128 {
-			e.Add(t.Key, p+".key", "Member must have length between 1 and 128")
-		}
-		e.maxLen(t.Value, 256, p+".value")
-	}
-}
-
 func (e *validationError) container(c *endpoint.Container, path string) {
 	e.maxLen(c.ContainerHostname, 63, path+".containerHostname")
 	e.maxLen(c.Image, 255, path+".image")

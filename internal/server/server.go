@@ -34,6 +34,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
+	"github.com/capstan-dev/capstan/internal/tagging"
 )
 
 // RuntimeFactory builds the replica runtime once the server knows its clock,
@@ -90,6 +91,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before anything can delete a resource: its tags go with it.
+	tags := tagging.New(st, tagging.Options{Region: cfg.Region, AccountID: cfg.AccountID, Resolvers: tagging.Resolvers()})
 	rt, err := o.Runtime(clk, log, filepath.Join(cfg.DataDir, "replicas"))
 	if err != nil {
 		st.Close()
@@ -169,7 +172,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return fail(err)
 	}
 	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log,
-		Capacity: fl, Clusters: cls.svc})
+		Capacity: fl, Clusters: cls.svc, Tags: tags})
 	var control, runtimeH http.Handler = awsJSONDispatch(api, aas), http.NotFoundHandler()
 	if o.RuntimeAPI != nil {
 		runtimeH = o.RuntimeAPI(gw, log)

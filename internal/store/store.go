@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ type Store struct {
 	mu       sync.Mutex
 	watchers map[int]chan Key
 	nextID   int
+
+	hooksMu  sync.RWMutex
+	onDelete map[string][]func(tx *Tx, name string) error
 }
 
 // Open opens (or creates) the database file at path, creating parent dirs.
@@ -39,7 +43,7 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	return &Store{db: db, watchers: map[int]chan Key{}}, nil
+	return &Store{db: db, watchers: map[int]chan Key{}, onDelete: map[string][]func(*Tx, string) error{}}, nil
 }
 
 // Close closes the database and every watch channel.
@@ -57,6 +61,7 @@ func (s *Store) Close() error {
 type Tx struct {
 	btx     *bolt.Tx
 	changed []Key
+	s       *Store
 }
 
 // Get decodes the value of kind/name into v; found is false if absent.
@@ -102,16 +107,41 @@ func (tx *Tx) Put(kind, name string, v any) error {
 }
 
 // Delete removes kind/name; deleting an absent key is not an error.
+// Deleting a present key runs the OnDelete hooks of kind in this
+// transaction; an error from one aborts it.
 func (tx *Tx) Delete(kind, name string) error {
 	b := tx.btx.Bucket([]byte(kind))
 	if b == nil {
 		return nil
 	}
+	present := b.Get([]byte(name)) != nil
 	if err := b.Delete([]byte(name)); err != nil {
 		return fmt.Errorf("store: delete %s/%s: %w", kind, name, err)
 	}
 	tx.changed = append(tx.changed, Key{kind, name})
+	if !present || tx.s == nil {
+		return nil
+	}
+	tx.s.hooksMu.RLock()
+	hooks := tx.s.onDelete[kind]
+	tx.s.hooksMu.RUnlock()
+	for _, fn := range hooks {
+		if err := fn(tx, name); err != nil {
+			return fmt.Errorf("store: delete %s/%s: %w", kind, name, err)
+		}
+	}
 	return nil
+}
+
+// OnDelete has fn run inside every transaction that deletes a present key
+// of kind, right after the delete, so that what belongs to a record (its
+// tags, say) goes in the same commit as the record. fn's error aborts the
+// transaction. The store still knows nothing about what the records mean:
+// the packages that own them register the hooks, at wiring time.
+func (s *Store) OnDelete(kind string, fn func(tx *Tx, name string) error) {
+	s.hooksMu.Lock()
+	defer s.hooksMu.Unlock()
+	s.onDelete[kind] = append(slices.Clip(s.onDelete[kind]), fn)
 }
 
 // Each calls fn for every value of kind, in name order; fn decodes raw itself.
@@ -139,7 +169,7 @@ func List[T any](tx *Tx, kind string) ([]T, error) {
 
 // View runs fn in a read-only transaction.
 func (s *Store) View(fn func(tx *Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx, s: s}) })
 }
 
 // Update runs fn in a read-write transaction. If fn returns an error nothing is
@@ -158,7 +188,7 @@ func (s *Store) Update(fn func(tx *Tx) error) error {
 			_ = btx.Rollback() // fn failed, panicked or wrote nothing
 		}
 	}()
-	tx := &Tx{btx: btx}
+	tx := &Tx{btx: btx, s: s}
 	if err := fn(tx); err != nil {
 		return err
 	}

@@ -189,3 +189,65 @@ func TestUpdateWithoutWritesAndPanics(t *testing.T) {
 		t.Fatalf("tx id %d, want %d", lastTx(), before+1)
 	}
 }
+
+// TestOnDelete: deleting a present key runs the kind's hooks in the same
+// transaction (their writes commit or roll back with it); deleting an absent
+// key or a key of another kind runs none.
+func TestOnDelete(t *testing.T) {
+	s, _ := open(t)
+	s.OnDelete("items", func(tx *Tx, name string) error { return tx.Delete("labels", "items/"+name) })
+	put := func(kind, name string) {
+		t.Helper()
+		if err := s.Update(func(tx *Tx) error { return tx.Put(kind, name, item{name, 1}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has := func(kind, name string) bool {
+		var ok bool
+		_ = s.View(func(tx *Tx) error { ok = tx.Exists(kind, name); return nil })
+		return ok
+	}
+	put("items", "a")
+	put("labels", "items/a")
+	put("labels", "items/b")
+	put("other", "a")
+	put("labels", "other/a")
+
+	// A rolled-back delete keeps both.
+	boom := errors.New("boom")
+	if err := s.Update(func(tx *Tx) error {
+		if err := tx.Delete("items", "a"); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	if !has("items", "a") || !has("labels", "items/a") {
+		t.Fatal("a rolled-back delete removed something")
+	}
+	for _, k := range []Key{{"items", "a"}, {"items", "b"}, {"other", "a"}} {
+		if err := s.Update(func(tx *Tx) error { return tx.Delete(k.Kind, k.Name) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if has("items", "a") || has("labels", "items/a") {
+		t.Fatal("deleting items/a left its label")
+	}
+	if !has("labels", "items/b") {
+		t.Fatal("deleting the absent items/b ran the hook")
+	}
+	if !has("labels", "other/a") {
+		t.Fatal("deleting other/a ran the items hook")
+	}
+
+	// A hook's error aborts the delete.
+	s.OnDelete("guarded", func(*Tx, string) error { return boom })
+	put("guarded", "g")
+	if err := s.Update(func(tx *Tx) error { return tx.Delete("guarded", "g") }); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	if !has("guarded", "g") {
+		t.Fatal("a delete whose hook failed was committed")
+	}
+}
