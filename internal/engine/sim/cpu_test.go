@@ -31,7 +31,7 @@ func TestCPUProfileIsMuchSlowerThanA10G(t *testing.T) {
 		return r.StepTime(tokens, ctx)
 	}
 	for _, tc := range []struct {
-		model, cpu         string
+		model, cpu           string
 		minDecode, maxDecode float64 // CPU / A10G decode step, batch 1
 		minPrefill           float64 // CPU / A10G 512-token prefill
 	}{
