@@ -354,7 +354,7 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 	if gen := obj.GetMeta().Generation; st.warnedGen != gen {
 		st.warnedGen = gen
 		for _, w := range p.warnings {
-			c.event(k, manifest.EventWarning, "Unsupported", w)
+			c.event(k, manifest.EventWarning, manifest.ReasonIgnoredField, w)
 		}
 	}
 
