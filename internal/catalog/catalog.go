@@ -21,6 +21,56 @@ type GPU struct {
 	BandwidthBytesPerSec float64      `json:"bandwidthBytesPerSec"`
 	BF16FLOPS            float64      `json:"bf16FLOPS"`
 	MIGProfiles          []MIGProfile `json:"migProfiles,omitempty"`
+	// Kind is DeviceGPU (empty in the data), DeviceAccelerator (a non-NVIDIA
+	// accelerator such as Inferentia2) or DeviceCPU (synthesised for a
+	// CPU-only instance type, named after it; see CPUPlatform).
+	Kind string `json:"kind,omitempty"`
+	// MFU and BandwidthEfficiency, when set, replace the simulated engine's
+	// GPU calibration constants for this device (CPU devices set both).
+	MFU                 float64 `json:"mfu,omitempty"`
+	BandwidthEfficiency float64 `json:"bandwidthEfficiency,omitempty"`
+}
+
+// Device kinds (GPU.Kind).
+const (
+	DeviceGPU         = "gpu"
+	DeviceAccelerator = "accelerator"
+	DeviceCPU         = "cpu"
+)
+
+// DeviceKind is g.Kind, DeviceGPU when unset.
+func (g GPU) DeviceKind() string {
+	if g.Kind == "" {
+		return DeviceGPU
+	}
+	return g.Kind
+}
+
+// CPUPlatform is the processor of CPU-only instance types: what a device
+// synthesised from an instance's vCPU count and memory gets (data/cpus.yaml).
+type CPUPlatform struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// BandwidthPerVCPU is the memory bandwidth one vCPU draws (bytes/s),
+	// capped at MaxBandwidth for the instance.
+	BandwidthPerVCPU float64 `json:"bandwidthPerVCPU"`
+	MaxBandwidth     float64 `json:"maxBandwidth"`
+	// FLOPSPerVCPU is the peak FP32 FLOP/s of one vCPU.
+	FLOPSPerVCPU        float64 `json:"flopsPerVCPU"`
+	MFU                 float64 `json:"mfu"`
+	BandwidthEfficiency float64 `json:"bandwidthEfficiency"`
+	// ReservedGiB of the instance's memory are left to the OS and container.
+	ReservedGiB int `json:"reservedGiB"`
+}
+
+// Device is the engine device p gives an instance of vcpu vCPUs and memGiB
+// GiB, named name.
+func (p CPUPlatform) Device(name string, vcpu, memGiB int) GPU {
+	return GPU{Name: name, Kind: DeviceCPU,
+		MemoryBytes:          int64(max(memGiB-p.ReservedGiB, 0)) << 30,
+		BandwidthBytesPerSec: min(float64(vcpu)*p.BandwidthPerVCPU, p.MaxBandwidth),
+		BF16FLOPS:            float64(vcpu) * p.FLOPSPerVCPU,
+		MFU:                  p.MFU, BandwidthEfficiency: p.BandwidthEfficiency}
 }
 
 // MIGProfile is one NVIDIA MIG slice shape of a GPU.
@@ -104,8 +154,10 @@ func (m Model) WeightBytes() int64 { return m.Params * int64(m.DTypeBytes) }
 
 // InstanceType is one machine shape.
 type InstanceType struct {
-	Name         string  `json:"name"`
-	GPU          string  `json:"gpu"`
+	Name string `json:"name"`
+	GPU  string `json:"gpu,omitempty"`
+	// CPU names the CPUPlatform of a CPU-only type (GPU empty, GPUCount 0).
+	CPU          string  `json:"cpu,omitempty"`
 	GPUCount     int     `json:"gpuCount"`
 	VCPU         int     `json:"vcpu"`
 	MemoryGiB    int     `json:"memoryGiB"`
@@ -113,12 +165,28 @@ type InstanceType struct {
 	TrainingPlan bool    `json:"trainingPlan,omitempty"`
 }
 
+// IsCPU reports whether it has no GPU or accelerator.
+func (it InstanceType) IsCPU() bool { return it.CPU != "" }
+
+// Device is the catalog device name replicas on it run on (the engine's
+// --gpu): the GPU for a GPU type, the instance type itself for a CPU type.
+func (it InstanceType) Device() string {
+	if it.IsCPU() {
+		return it.Name
+	}
+	return it.GPU
+}
+
+// Devices is how many devices a replica on it spans at most (1 for CPU).
+func (it InstanceType) Devices() int { return max(it.GPUCount, 1) }
+
 // Catalog indexes GPUs, models and instance types by name and alias.
 type Catalog struct {
 	gpus                                map[string]GPU
 	models                              map[string]Model
 	jumpStart                           map[string]Model // by lower-cased JumpStart id
 	instances                           map[string]InstanceType
+	cpus                                map[string]CPUPlatform
 	gpuNames, modelNames, instanceNames []string
 }
 
@@ -142,7 +210,8 @@ func load() (*Catalog, error) {
 	var gpus []GPU
 	var models []Model
 	var instances []InstanceType
-	for file, dst := range map[string]any{"data/gpus.yaml": &gpus, "data/models.yaml": &models, "data/instance_types.yaml": &instances} {
+	var cpus []CPUPlatform
+	for file, dst := range map[string]any{"data/gpus.yaml": &gpus, "data/models.yaml": &models, "data/instance_types.yaml": &instances, "data/cpus.yaml": &cpus} {
 		b, err := dataFS.ReadFile(file)
 		if err != nil {
 			return nil, err
@@ -151,13 +220,26 @@ func load() (*Catalog, error) {
 			return nil, fmt.Errorf("catalog %s: %w", file, err)
 		}
 	}
-	return New(gpus, models, instances)
+	return New(gpus, models, instances, cpus...)
 }
 
 // New builds a catalog from explicit entries, checking cross references.
-func New(gpus []GPU, models []Model, instances []InstanceType) (*Catalog, error) {
-	c := &Catalog{gpus: map[string]GPU{}, models: map[string]Model{}, jumpStart: map[string]Model{}, instances: map[string]InstanceType{}}
+// CPU-only instance types name one of cpus; each gets a device of kind
+// DeviceCPU under its own name (GPU(it.Name)), not listed in GPUNames.
+func New(gpus []GPU, models []Model, instances []InstanceType, cpus ...CPUPlatform) (*Catalog, error) {
+	c := &Catalog{gpus: map[string]GPU{}, models: map[string]Model{}, jumpStart: map[string]Model{}, instances: map[string]InstanceType{}, cpus: map[string]CPUPlatform{}}
+	for _, p := range cpus {
+		if p.BandwidthPerVCPU <= 0 || p.MaxBandwidth <= 0 || p.FLOPSPerVCPU <= 0 || p.MFU <= 0 || p.MFU > 1 || p.BandwidthEfficiency <= 0 || p.BandwidthEfficiency > 1 || p.ReservedGiB < 0 {
+			return nil, fmt.Errorf("catalog: cpu %q: bandwidth and FLOP/s must be positive, mfu and bandwidthEfficiency in (0, 1]", p.Name)
+		}
+		c.cpus[strings.ToLower(p.Name)] = p
+	}
 	for _, g := range gpus {
+		switch g.Kind {
+		case "", DeviceGPU, DeviceAccelerator:
+		default:
+			return nil, fmt.Errorf("catalog: gpu %q: kind %q must be %s or %s", g.Name, g.Kind, DeviceGPU, DeviceAccelerator)
+		}
 		if g.MemoryBytes <= 0 || g.BandwidthBytesPerSec <= 0 || g.BF16FLOPS <= 0 {
 			return nil, fmt.Errorf("catalog: gpu %q: memory, bandwidth and FLOP/s must be positive", g.Name)
 		}
@@ -183,6 +265,26 @@ func New(gpus []GPU, models []Model, instances []InstanceType) (*Catalog, error)
 		}
 	}
 	for _, it := range instances {
+		if it.CPU != "" {
+			p, ok := c.cpus[strings.ToLower(it.CPU)]
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("catalog: instance type %q: unknown cpu %q", it.Name, it.CPU)
+			case it.GPU != "" || it.GPUCount != 0:
+				return nil, fmt.Errorf("catalog: instance type %q: a CPU type has no gpu and gpuCount 0", it.Name)
+			case it.TrainingPlan:
+				return nil, fmt.Errorf("catalog: instance type %q: training plans reserve GPU types only", it.Name)
+			case it.VCPU <= 0 || it.MemoryGiB <= p.ReservedGiB:
+				return nil, fmt.Errorf("catalog: instance type %q: vcpu and memoryGiB (above the platform's reserve) must be positive", it.Name)
+			}
+			if _, dup := c.gpus[strings.ToLower(it.Name)]; dup {
+				return nil, fmt.Errorf("catalog: instance type %q clashes with a GPU name", it.Name)
+			}
+			c.gpus[strings.ToLower(it.Name)] = p.Device(it.Name, it.VCPU, it.MemoryGiB)
+			c.instanceNames = append(c.instanceNames, it.Name)
+			c.instances[it.Name] = it
+			continue
+		}
 		if _, ok := c.gpus[strings.ToLower(it.GPU)]; !ok {
 			return nil, fmt.Errorf("catalog: instance type %q: unknown gpu %q", it.Name, it.GPU)
 		}
@@ -198,12 +300,23 @@ func New(gpus []GPU, models []Model, instances []InstanceType) (*Catalog, error)
 	return c, nil
 }
 
-// GPU looks a GPU up by name or alias, case-insensitively.
+// GPU looks a device up by name or alias, case-insensitively: a GPU, an
+// accelerator, or the CPU device of a CPU-only instance type (by its ml.* name).
 func (c *Catalog) GPU(name string) (GPU, error) {
 	if g, ok := c.gpus[strings.ToLower(name)]; ok {
 		return g, nil
 	}
-	return GPU{}, fmt.Errorf("unknown GPU %q; valid GPUs: %s", name, strings.Join(c.gpuNames, ", "))
+	return GPU{}, fmt.Errorf("unknown GPU %q; valid GPUs: %s (or a CPU instance type such as ml.m5.xlarge)", name, strings.Join(c.gpuNames, ", "))
+}
+
+// DeviceMemoryBytes is the device memory a replica on it can use: GPU
+// memory × GPU count, or the CPU device's memory for a CPU type.
+func (c *Catalog) DeviceMemoryBytes(it InstanceType) (int64, error) {
+	g, err := c.GPU(it.Device())
+	if err != nil {
+		return 0, err
+	}
+	return g.MemoryBytes * int64(it.Devices()), nil
 }
 
 // Model looks a model up by id or alias (e.g. a Hugging Face name), case-insensitively.

@@ -76,6 +76,9 @@ documents go to the node API and are applied before the file's other documents.`
 				}
 				for _, r := range res.Items {
 					fmt.Fprintf(cmd.OutOrStdout(), "%s/%s %s\n", qualified(r.Kind), r.Name, r.Action)
+					for _, w := range r.Warnings {
+						fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s/%s: %s\n", qualified(r.Kind), r.Name, w)
+					}
 				}
 			}
 			return errors.Join(errs...)

@@ -132,6 +132,15 @@ func (o *manifestsOptions) describe(w io.Writer, obj manifest.Object, events []m
 	if ir != nil && ir.Enabled != nil && *ir.Enabled {
 		kv(1, "Intelligent Routing", ir.RoutingStrategy)
 	}
+	// Accepted but without effect here: the same list the controller's
+	// Warning events and apply's warnings come from.
+	if ignored := manifest.IgnoredFields(obj); len(ignored) > 0 {
+		fmt.Fprintln(tw, "Ignored fields (accepted, no effect here):")
+		for _, f := range ignored {
+			// No tab: a long path must not widen the Spec/Status columns.
+			fmt.Fprintf(tw, "  %s: %s\n", f.Path, f.Reason)
+		}
+	}
 	fmt.Fprintln(tw, "Status:")
 	kv(1, "State", orNone(string(st.State)))
 	kv(1, "Replicas", fmt.Sprintf("%d current, %d ready", st.Replicas, st.ReadyReplicas))

@@ -492,7 +492,7 @@ func isLoopback(host string) bool {
 // validLayout checks a named MIG layout against the GPU of it; the error
 // names the GPU and the profile at fault.
 func validLayout(cat *catalog.Catalog, it catalog.InstanceType, layout string) error {
-	gpu, err := cat.GPU(it.GPU)
+	gpu, err := cat.GPU(it.Device())
 	if err != nil {
 		return fmt.Errorf("instance type %s: %w", it.Name, err)
 	}

@@ -354,7 +354,7 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 	if gen := obj.GetMeta().Generation; st.warnedGen != gen {
 		st.warnedGen = gen
 		for _, w := range p.warnings {
-			c.event(k, manifest.EventWarning, "Unsupported", w)
+			c.event(k, manifest.EventWarning, manifest.ReasonIgnoredField, w)
 		}
 	}
 
@@ -847,7 +847,7 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, re
 		}
 	}
 	return runtime.ReplicaSpec{ID: id, Endpoint: p.route, Variant: VariantName, Controller: runtime.ControllerDeployment,
-		Engine: "sim", Model: res.Model, ModelDir: res.Dir, ServedModelName: p.route, GPU: it.GPU, TensorParallel: p.tensorParallel(it),
+		Engine: "sim", Model: res.Model, ModelDir: res.Dir, ServedModelName: p.route, GPU: it.Device(), TensorParallel: p.tensorParallel(it),
 		MIGProfile: p.req.MIGProfile, Args: args, Env: env}
 }
 

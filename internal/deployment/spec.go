@@ -46,7 +46,9 @@ type plan struct {
 	// maxConcurrent and maxQueue are the worker's per-replica request
 	// limits (0 = none); the gateway enforces them for the route as a whole.
 	maxConcurrent, maxQueue int
-	warnings                []string
+	// warnings are the manifest's ignored fields (manifest.IgnoredFields),
+	// one Warning event each per generation.
+	warnings []string
 }
 
 // owner is how the SageMaker registration names the manifest.
@@ -84,13 +86,9 @@ func planFor(obj manifest.Object) (*plan, error) {
 				p.maxConcurrent = int(deref(rl.MaxConcurrentRequests, 0))
 				p.maxQueue = int(deref(rl.MaxQueueSize, 0))
 			}
-			if len(s.Worker.Args) > 0 || len(s.Worker.Command) > 0 {
-				p.warnings = append(p.warnings, "worker.args and worker.command are for the container image; capstan runs its simulated engine and does not pass them")
-			}
 			for _, e := range s.Worker.EnvironmentVariables {
 				if len(e.ValueFrom) > 0 {
-					p.warnings = append(p.warnings, fmt.Sprintf("environment variable %s uses valueFrom, which capstan does not resolve; it is not set", e.Name))
-					continue
+					continue // not set; manifest.IgnoredFields warns
 				}
 				p.env[e.Name] = e.Value
 			}
@@ -132,13 +130,13 @@ func planFor(obj manifest.Object) (*plan, error) {
 			case manifest.L2BackendRedis:
 				p.l2URL = kvs.L2CacheSpec.L2CacheLocalURL
 			default:
-				p.warnings = append(p.warnings, fmt.Sprintf("L2 cache backend %q is not available in capstan; only redis is, so the L2 tier is off", kvs.L2CacheSpec.L2CacheBackend))
+				// Another backend leaves L2 off; manifest.IgnoredFields warns.
 			}
 		}
-		if kvs.CacheConfigFile != "" {
-			p.warnings = append(p.warnings, "kvCacheSpec.cacheConfigFile is ignored: capstan configures its cache tiers from the other kvCacheSpec fields")
-		}
 	}
+	// Every accepted field without effect here, from the one table that
+	// describe and apply also use.
+	p.warnings = manifest.IgnoredFieldMessages(obj)
 	switch {
 	case ir != nil && ir.Enabled != nil && *ir.Enabled:
 		p.strategy = ir.RoutingStrategy

@@ -172,7 +172,7 @@ func (s *Service) Apply(ctx context.Context, obj manifest.Object) (manifest.Appl
 		nm.Namespace = manifest.DefaultNamespace
 	}
 	k := key(next.GetKind(), nm.Namespace, nm.Name)
-	res := manifest.ApplyResult{Kind: next.GetKind(), Namespace: nm.Namespace, Name: nm.Name}
+	res := manifest.ApplyResult{Kind: next.GetKind(), Namespace: nm.Namespace, Name: nm.Name, Warnings: manifest.IgnoredFieldMessages(next)}
 	now := s.clock.Now().UTC().Truncate(time.Second)
 	err = s.store.Update(func(tx *store.Tx) error {
 		var rec record

@@ -555,15 +555,21 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 			vs.Reservation, _ = PlanRefFromArn(crc.MlReservationArn)
 			vs.ReservationArn = crc.MlReservationArn
 		}
-		if it, err := s.catalog.InstanceType(v.InstanceType); err != nil {
+		it, itErr := s.catalog.InstanceType(v.InstanceType)
+		if itErr != nil {
 			vs.ModelError = fmt.Sprintf("instance type %s is not in the catalog", v.InstanceType)
 		} else {
-			vs.GPU, vs.GPUCount = it.GPU, it.GPUCount
+			vs.GPU, vs.GPUCount = it.Device(), it.GPUCount
 		}
 		if id, err := ResolveModel(s.catalog, m); err != nil {
 			vs.ModelError = err.Error()
 		} else {
 			vs.Model = id
+			if itErr == nil && it.IsCPU() {
+				if msg := cpuFit(s.catalog, id, it); msg != "" {
+					vs.ModelError = msg
+				}
+			}
 		}
 		dep.Variants = append(dep.Variants, vs)
 	}
@@ -616,4 +622,27 @@ func ResolveModel(cat *catalog.Catalog, m Model) (string, error) {
 	}
 	return "", fmt.Errorf("model %s names no model: set PrimaryContainer.Environment.HF_MODEL_ID or SM_MODEL_ID to a catalog model (known models: %s)",
 		m.Name, strings.Join(cat.ModelIDs(), ", "))
+}
+
+// cpuMemoryUtilization is the share of a CPU device's memory the engine
+// uses by default (its --gpu-memory-utilization).
+const cpuMemoryUtilization = 0.9
+
+// cpuFit says why model id cannot run on CPU instance type it ("" when its
+// weights fit the instance's memory). A GPU type is left to the engine,
+// which reports the arithmetic when it starts.
+func cpuFit(cat *catalog.Catalog, id string, it catalog.InstanceType) string {
+	m, err := cat.Model(id)
+	if err != nil {
+		return ""
+	}
+	mem, err := cat.DeviceMemoryBytes(it)
+	// The engine keeps its default 10 % of memory free (gpu-memory-utilization
+	// 0.9) and needs room for some KV cache beyond the weights.
+	usable := float64(mem) * cpuMemoryUtilization
+	if err != nil || float64(m.WeightBytes()) < usable {
+		return ""
+	}
+	return fmt.Sprintf("Model %s needs %.1f GB of memory for its weights; CPU instance type %s has %d GiB of memory (%.1f GB usable by the model server). Use an instance type with more memory.",
+		m.ID, float64(m.WeightBytes())/1e9, it.Name, it.MemoryGiB, usable/1e9)
 }

@@ -92,3 +92,19 @@ func TestDefaultCoversEveryCatalogType(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultHasCPUCapacity: a fresh default fleet holds CPU-only types too,
+// so a CPU endpoint starts on a default `capstan serve`; the fleet counts
+// instances, not GPUs, so a CPU instance takes one unit like any other.
+func TestDefaultHasCPUCapacity(t *testing.T) {
+	c := Default(catalog.Default())
+	for _, typ := range []string{"ml.t2.medium", "ml.m5.xlarge", "ml.c5.2xlarge", "ml.c6i.xlarge", "ml.m6i.large", "ml.r5.large", "ml.inf2.xlarge"} {
+		n := 0
+		for _, z := range DefaultZones {
+			n += c[typ][z]
+		}
+		if n != DefaultPerZone*len(DefaultZones) {
+			t.Errorf("%s: %d instances in the default fleet, want %d", typ, n, DefaultPerZone*len(DefaultZones))
+		}
+	}
+}

@@ -25,7 +25,7 @@ func (s *Service) partitions(instanceType, layout string) ([][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	gpu, err := s.o.Catalog.GPU(it.GPU)
+	gpu, err := s.o.Catalog.GPU(it.Device())
 	if err != nil {
 		return nil, fmt.Errorf("instance type %s: %w", instanceType, err)
 	}

@@ -23,6 +23,9 @@ type ApplyResult struct {
 	Name       string `json:"name"`
 	Action     string `json:"action"`
 	Generation int64  `json:"generation"`
+	// Warnings name the object's fields that are accepted but have no
+	// effect here (IgnoredFields), one line each.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Event types.

@@ -93,7 +93,7 @@ func migUsable(p catalog.MIGProfile) float64 {
 // migProfileFor looks profile up for instance type it's GPU, the error
 // naming the instance type.
 func migProfileFor(it catalog.InstanceType, profile string) (catalog.GPU, catalog.MIGProfile, error) {
-	g, err := catalog.Default().GPU(it.GPU)
+	g, err := catalog.Default().GPU(it.Device())
 	if err != nil {
 		return g, catalog.MIGProfile{}, fmt.Errorf("%s: %w", it.Name, err)
 	}

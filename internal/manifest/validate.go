@@ -224,11 +224,13 @@ func (o *JumpStartModel) Validate() error {
 			// capstan's own check (upstream checks the model's supported
 			// instance types): the weights must at least fit in the
 			// instance's GPU memory.
-			if g, err := catalog.Default().GPU(it.GPU); err == nil {
-				if total := g.MemoryBytes * int64(it.GPUCount); model.WeightBytes() > total {
-					errs.add(svp.child("instanceType"), "model %s needs %.1f GB for its weights; %s has %.1f GB of GPU memory",
-						model.ID, float64(model.WeightBytes())/1e9, it.Name, float64(total)/1e9)
+			if total, err := catalog.Default().DeviceMemoryBytes(*it); err == nil && model.WeightBytes() > total {
+				kind := "GPU memory"
+				if it.IsCPU() {
+					kind = "memory usable by the model server (CPU instance)"
 				}
+				errs.add(svp.child("instanceType"), "model %s needs %.1f GB for its weights; %s has %.1f GB of %s",
+					model.ID, float64(model.WeightBytes())/1e9, it.Name, float64(total)/1e9, kind)
 			}
 		}
 		if pt := sv.AcceleratorPartitionType; pt != "" {

@@ -163,3 +163,53 @@ func TestEndpointNameInUse(t *testing.T) {
 		t.Errorf("events: %d %s", code, b)
 	}
 }
+
+// TestApplyResultWarnings: POST .../apply and PUT answer an ignored field
+// with a warning line naming it in the result; a manifest without one has
+// no "warnings" member at all.
+func TestApplyResultWarnings(t *testing.T) {
+	hr := newHarness(t, Options{})
+	withDNS := strings.Replace(iecDemo, "spec:\n", `spec:
+  tlsConfig: {customCertificateConfig: {acmArn: "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-0000-1111-2222-333344445555", domainName: models.example.com}}
+  dnsConfig: {hostedZoneId: Z0123456789ABC}
+`, 1)
+	for _, tc := range []struct {
+		name, method, path, body string
+		want                     []string
+	}{
+		{"apply with", http.MethodPost, ApplyPath, withDNS, []string{"spec.tlsConfig has no effect here: ", "spec.dnsConfig has no effect here: "}},
+		{"re-apply unchanged still warns", http.MethodPost, ApplyPath, withDNS, []string{"spec.tlsConfig", "spec.dnsConfig"}},
+		{"put without", http.MethodPut, ObjectPath(Resources[0], "default", "small"), iecDemo, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, b := hr.do(t, tc.method, tc.path, tc.body)
+			if code != 200 && code != 201 {
+				t.Fatalf("%d %s", code, b)
+			}
+			var res struct {
+				Warnings []string `json:"warnings"`
+				Items    []struct {
+					Warnings []string `json:"warnings"`
+				} `json:"items"`
+			}
+			if err := json.Unmarshal(b, &res); err != nil {
+				t.Fatal(err)
+			}
+			got := res.Warnings
+			if len(res.Items) == 1 {
+				got = res.Items[0].Warnings
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("warning %d %q, want prefix %q", i, got[i], w)
+				}
+			}
+			if tc.want == nil && bytes.Contains(b, []byte(`"warnings"`)) {
+				t.Errorf("a manifest without ignored fields has a warnings member: %s", b)
+			}
+		})
+	}
+}

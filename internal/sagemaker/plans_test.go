@@ -89,6 +89,11 @@ func TestSearchValidation(t *testing.T) {
 	}{
 		{"valid", nil, ""},
 		{"g5 is not reservable", map[string]any{"InstanceType": "ml.g5.xlarge"}, "Member must satisfy enum value set"},
+		// Training plans stay GPU-only: CPU types and Inferentia2 are refused naming the field.
+		{"CPU m5 is not reservable", map[string]any{"InstanceType": "ml.m5.xlarge"}, "Value 'ml.m5.xlarge' at 'instanceType' failed to satisfy constraint: Member must satisfy enum value set"},
+		{"CPU c5 is not reservable", map[string]any{"InstanceType": "ml.c5.2xlarge"}, "Value 'ml.c5.2xlarge' at 'instanceType'"},
+		{"CPU t2 is not reservable", map[string]any{"InstanceType": "ml.t2.medium"}, "Value 'ml.t2.medium' at 'instanceType'"},
+		{"inf2 is not reservable", map[string]any{"InstanceType": "ml.inf2.xlarge"}, "Value 'ml.inf2.xlarge' at 'instanceType'"},
 		{"count over 256", map[string]any{"InstanceCount": 257}, "Member must have value less than or equal to 256"},
 		{"zero count", map[string]any{"InstanceCount": 0}, "InstanceCount must be at least 1"},
 		{"duration 0", map[string]any{"DurationHours": 0}, "Member must have value greater than or equal to 1"},

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -145,6 +146,9 @@ func NewEngine(opts Options, d Deps) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.DeviceKind() == catalog.DeviceCPU && opts.TensorParallel > 1 {
+		return nil, fmt.Errorf("--tensor-parallel %d: %s is a CPU instance (one device); tensor parallelism needs GPUs", opts.TensorParallel, g.Name)
+	}
 	var mig *catalog.MIGProfile
 	if opts.MIGProfile != "" {
 		p, err := g.MIGProfile(opts.MIGProfile)
@@ -188,7 +192,7 @@ func NewEngine(opts Options, d Deps) (*Engine, error) {
 	}
 	e.epoch = e.clk.Now()
 	e.simEpoch = e.epoch
-	e.metrics.setCacheConfig(opts, nBlocks)
+	e.metrics.setCacheConfig(opts, g.DeviceKind(), nBlocks)
 	return e, nil
 }
 

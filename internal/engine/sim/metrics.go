@@ -78,8 +78,8 @@ func NewMetrics(model string) *Metrics {
 	m.cacheConfig = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig", ConstLabels: labels},
 		[]string{"block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization", "num_gpu_blocks", "num_cpu_blocks"})
 	m.placement = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "capstan_engine_placement_info",
-		Help: "What the engine runs on: GPU model, MIG profile of its slice (empty on whole GPUs), tensor-parallel degree.", ConstLabels: labels},
-		[]string{"gpu", "mig_profile", "tensor_parallel"})
+		Help: "What the engine runs on: device kind (gpu, accelerator or cpu), GPU model (the instance type for cpu), MIG profile of its slice (empty on whole GPUs), tensor-parallel degree.", ConstLabels: labels},
+		[]string{"device", "gpu", "mig_profile", "tensor_parallel"})
 	reg.MustRegister(m.Success, m.TierHits, m.TierBytes, m.cacheConfig, m.placement)
 	// Pre-create the label values so dashboards see zeros, and keep the hot
 	// children to avoid a label lookup per request.
@@ -95,10 +95,10 @@ func NewMetrics(model string) *Metrics {
 	return m
 }
 
-func (m *Metrics) setCacheConfig(o Options, blocks int) {
+func (m *Metrics) setCacheConfig(o Options, device string, blocks int) {
 	m.setCPUBlocks(o, blocks, 0)
 	m.placement.Reset()
-	m.placement.WithLabelValues(o.GPU, o.MIGProfile, strconv.Itoa(o.TensorParallel)).Set(1)
+	m.placement.WithLabelValues(device, o.GPU, o.MIGProfile, strconv.Itoa(o.TensorParallel)).Set(1)
 }
 
 // setCPUBlocks (re)publishes vllm:cache_config_info, now with the L1 size.

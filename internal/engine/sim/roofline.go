@@ -71,6 +71,14 @@ func NewRoofline(m catalog.Model, g catalog.GPU, tp int, mig *catalog.MIGProfile
 	if !ok {
 		mfu = defaultMFU
 	}
+	bwEff := bandwidthEfficiency
+	// A device with its own efficiencies (the CPU profile) overrides the GPU ones.
+	if g.MFU > 0 {
+		mfu = g.MFU
+	}
+	if g.BandwidthEfficiency > 0 {
+		bwEff = g.BandwidthEfficiency
+	}
 	compute, bw := g.BF16FLOPS, g.BandwidthBytesPerSec
 	if mig != nil {
 		compute *= mig.ComputeFraction()
@@ -79,7 +87,7 @@ func NewRoofline(m catalog.Model, g catalog.GPU, tp int, mig *catalog.MIGProfile
 	r := &Roofline{
 		Model: m, GPU: g, TP: tp, MIG: mig,
 		flopsPerRank:    compute * mfu,
-		bytesPerSec:     bw * bandwidthEfficiency,
+		bytesPerSec:     bw * bwEff,
 		weightsPerRank:  float64(m.WeightBytes()) / float64(tp),
 		kvBytesPerToken: float64(m.KVBytesPerToken()) / float64(tp),
 		flopsPerToken:   2 * float64(m.ActiveParamCount()) / float64(tp), // MoE: only routed experts compute
@@ -123,6 +131,10 @@ func (r *Roofline) KVCapacityTokens(memUtil float64) (int64, error) {
 	}
 	free := mem*memUtil - r.weightsPerRank
 	tokens := int64(free / r.kvBytesPerToken)
+	if (free <= 0 || tokens < 1) && r.GPU.DeviceKind() == catalog.DeviceCPU {
+		return 0, fmt.Errorf("model %s does not fit in the memory of CPU instance %s: %.1f GB of weights vs %.1f GB usable (%.1f GB of instance memory left to the engine × gpu-memory-utilization %.2f), leaving no room for KV cache; use an instance type with more memory",
+			r.Model.ID, where, r.weightsPerRank/1e9, mem*memUtil/1e9, mem/1e9, memUtil)
+	}
 	if free <= 0 || tokens < 1 {
 		return 0, fmt.Errorf("model %s does not fit on %s with tensor parallel %d: %.1f GB of weights per GPU vs %.1f GB usable (memory %.1f GB × gpu-memory-utilization %.2f), leaving no room for KV cache",
 			r.Model.ID, where, r.TP, r.weightsPerRank/1e9, mem*memUtil/1e9, mem/1e9, memUtil)

@@ -553,8 +553,10 @@ func TestPlacementInfoLabelsTheSlice(t *testing.T) {
 		o    Options
 		want map[string]string
 	}{
-		{"whole GPU", Options{}, map[string]string{"gpu": "h100", "mig_profile": "", "tensor_parallel": "1"}},
-		{"MIG slice", Options{Model: "llama-3.1-8b", GPU: "h100", MIGProfile: "3g.40gb"}, map[string]string{"gpu": "h100", "mig_profile": "3g.40gb", "tensor_parallel": "1"}},
+		{"whole GPU", Options{}, map[string]string{"device": "gpu", "gpu": "h100", "mig_profile": "", "tensor_parallel": "1"}},
+		{"MIG slice", Options{Model: "llama-3.1-8b", GPU: "h100", MIGProfile: "3g.40gb"}, map[string]string{"device": "gpu", "gpu": "h100", "mig_profile": "3g.40gb", "tensor_parallel": "1"}},
+		{"CPU instance", Options{Model: "qwen2.5-0.5b", GPU: "ml.m5.xlarge"}, map[string]string{"device": "cpu", "gpu": "ml.m5.xlarge", "mig_profile": "", "tensor_parallel": "1"}},
+		{"Inferentia2", Options{Model: "qwen2.5-0.5b", GPU: "inferentia2"}, map[string]string{"device": "accelerator", "gpu": "inferentia2", "mig_profile": "", "tensor_parallel": "1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := startHarness(t, tc.o)
