@@ -120,7 +120,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	svc.SetAlarms(alarmsAdapter{alarms})
 	ctrl := endpoint.NewController(st, fl, eng, clk, log, endpoint.Options{
-		StartTimeout: cfg.Endpoints.StartTimeout.Duration, Resync: o.Resync, Reservations: fl, Alarms: alarmsAdapter{alarms}})
+		StartTimeout: cfg.Endpoints.StartTimeout.Duration, Resync: o.Resync, Reservations: fl, Alarms: alarmsAdapter{alarms},
+		Load: gw, Registerer: reg, ServerlessIdleTimeout: cfg.Endpoints.ServerlessIdleTimeout.Duration})
 	// Routes exist before the listener opens: after a restart, requests to
 	// an endpoint wait for its replicas instead of failing as unknown.
 	if err := ctrl.Prime(); err != nil {
