@@ -40,6 +40,9 @@ type Options struct {
 	// serverless variants scale on it (without it they only follow
 	// activations and provisioned concurrency).
 	Load LoadReader
+	// Costs, when set, is charged what each request to a serverless
+	// variant costs.
+	Costs Costs
 	// Registerer, when set, registers the controller's metrics.
 	Registerer prometheus.Registerer
 	// ServerlessIdleTimeout is how long a serverless variant with nothing

@@ -34,8 +34,9 @@ import (
 //   - Past MaxConcurrency requests in flight for the endpoint the gateway's
 //     admission limit refuses the request (the runtime answers
 //     ThrottlingException).
-//   - Every answered request adds its compute time × memory × the serverless
-//     price to capstan_endpoint_cost_dollars_total.
+//   - Every answered request charges its compute time (per started
+//     millisecond) × memory × catalog.ServerlessPricePerGBSecond to
+//     Options.Costs (capstan_endpoint_cost_usd_total in capstan serve).
 
 // ServerlessReplicaConcurrency is how many requests one serverless replica
 // serves at once.
@@ -161,10 +162,14 @@ type serverlessState struct {
 	coldStart time.Time // activation at zero replicas not yet served (zero: none)
 }
 
+// Costs is charged per request (capacity.Collector implements it).
+type Costs interface {
+	AddCost(endpoint string, usd float64)
+}
+
 // endpointMetrics are the endpoint controller's Prometheus series.
 type endpointMetrics struct {
 	coldStart *prometheus.HistogramVec
-	cost      *prometheus.CounterVec
 }
 
 func newEndpointMetrics(reg prometheus.Registerer, log *slog.Logger) *endpointMetrics {
@@ -172,27 +177,25 @@ func newEndpointMetrics(reg prometheus.Registerer, log *slog.Logger) *endpointMe
 		coldStart: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "capstan_endpoint_cold_start_seconds",
 			Help:    "Time from an activation of a serverless variant at zero replicas to its first replica serving.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}}, []string{"endpoint", "variant"}),
-		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capstan_endpoint_cost_dollars_total",
-			Help: "What requests to serverless variants cost: compute milliseconds × memory at SageMaker's serverless price per GB-second (us-east-1)."},
-			[]string{"endpoint", "variant"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.coldStart, m.cost} {
-			if err := reg.Register(c); err != nil {
-				log.Warn("register endpoint metrics", "err", err)
-			}
+		if err := reg.Register(m.coldStart); err != nil {
+			log.Warn("register endpoint metrics", "err", err)
 		}
 	}
 	return m
 }
 
 // meter returns the per-request billing hook of a serverless variant.
-func (c *Controller) meter(endpoint, variant string, memoryMB int) func(time.Duration) {
-	ctr := c.m.cost.WithLabelValues(endpoint, variant)
+func (c *Controller) meter(endpoint string, memoryMB int) func(time.Duration) {
+	costs := c.opts.Costs
+	if costs == nil {
+		return nil
+	}
 	return func(d time.Duration) {
 		// Per started millisecond, at least one.
 		ms := max((d+time.Millisecond-1)/time.Millisecond, 1)
-		ctr.Add(catalog.ServerlessCost(memoryMB, int64(ms)))
+		costs.AddCost(endpoint, catalog.ServerlessCost(memoryMB, int64(ms)))
 	}
 }
 
@@ -279,6 +282,6 @@ func (c *Controller) forgetServerless(name string) {
 // MaxConcurrency to the endpoint's admission limit).
 func (c *Controller) serverlessRoute(vr *gateway.VariantRoute, ep string, v *VariantState) {
 	if v.Serverless != nil {
-		vr.Meter = c.meter(ep, v.Name, v.Serverless.MemorySizeInMB)
+		vr.Meter = c.meter(ep, v.Serverless.MemorySizeInMB)
 	}
 }

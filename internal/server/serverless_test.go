@@ -170,14 +170,14 @@ func TestServerlessEndpoint(t *testing.T) {
 	waitFor(t, "the cold start observed", func() bool {
 		return metricValue(t, h.url, "capstan_endpoint_cold_start_seconds", "sl") == 1
 	})
-	cost1 := metricValue(t, h.url, "capstan_endpoint_cost_dollars_total", "sl")
+	cost1 := metricValue(t, h.url, "capstan_endpoint_cost_usd_total", "sl")
 	if cost1 <= 0 {
 		t.Fatalf("cost after one request = %v", cost1)
 	}
 	if err := h.invoke("sl"); err != nil {
 		t.Fatal(err)
 	}
-	if cost2 := metricValue(t, h.url, "capstan_endpoint_cost_dollars_total", "sl"); cost2 <= cost1 {
+	if cost2 := metricValue(t, h.url, "capstan_endpoint_cost_usd_total", "sl"); cost2 <= cost1 {
 		t.Fatalf("cost did not grow with a request: %v then %v", cost1, cost2)
 	}
 

@@ -82,7 +82,7 @@ echo "scaled 1 -> 2 replicas"
 wait_count 0
 echo "idle: back to 0 replicas"
 
-cost=$(metric capstan_endpoint_cost_dollars_total)
+cost=$(metric capstan_endpoint_cost_usd_total)
 awk -v c="$cost" 'BEGIN {exit !(c > 0)}' || fail "no cost recorded: $cost"
 echo "cost: \$$cost"
 
