@@ -478,6 +478,9 @@ func (s *Service) UpdateWeightsAndCapacities(_ context.Context, name string, des
 					v.DesiredCount = *d.InstanceCount
 				}
 				if u := d.Serverless; u != nil {
+					if u.MaxConcurrency == nil && u.ProvisionedConcurrency == nil {
+						return invalidf("ServerlessUpdateConfig of variant %q names neither MaxConcurrency nor ProvisionedConcurrency.", v.Name)
+					}
 					if v.Serverless == nil {
 						return invalidf("Variant %q is not serverless: ServerlessUpdateConfig applies only to variants with a ServerlessConfig.", v.Name)
 					}

@@ -285,4 +285,39 @@ func TestServerlessConfigValidation(t *testing.T) {
 	if _, err := h.sm.DescribeEndpointConfig(ctx, &sm.DescribeEndpointConfigInput{EndpointConfigName: aws.String("bad")}); err == nil {
 		t.Fatal("a refused config was stored")
 	}
+
+	// ServerlessUpdateConfig on an instance-based variant, and DesiredInstanceCount
+	// on a serverless one, are refused.
+	h.createEP(t, "inst", "unused")
+	h.waitStatus(t, "inst", smtypes.EndpointStatusInService)
+	if _, err := h.sm.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("sl"),
+		ProductionVariants: []smtypes.ProductionVariant{serverlessVariant(1024, 1, nil)}}); err != nil {
+		t.Fatal(err)
+	}
+	h.createEP(t, "sl", "sl")
+	h.waitStatus(t, "sl", smtypes.EndpointStatusInService)
+	for _, tc := range []struct {
+		ep   string
+		d    smtypes.DesiredWeightAndCapacity
+		want string
+	}{
+		{"inst", smtypes.DesiredWeightAndCapacity{VariantName: aws.String("AllTraffic"),
+			ServerlessUpdateConfig: &smtypes.ProductionVariantServerlessUpdateConfig{MaxConcurrency: aws.Int32(3)}}, "is not serverless"},
+		{"sl", smtypes.DesiredWeightAndCapacity{VariantName: aws.String("AllTraffic"), DesiredInstanceCount: aws.Int32(2)}, "is serverless"},
+		{"sl", smtypes.DesiredWeightAndCapacity{VariantName: aws.String("AllTraffic"),
+			ServerlessUpdateConfig: &smtypes.ProductionVariantServerlessUpdateConfig{ProvisionedConcurrency: aws.Int32(2)}}, "must be between 1 and MaxConcurrency (1)"},
+		{"sl", smtypes.DesiredWeightAndCapacity{VariantName: aws.String("AllTraffic"),
+			ServerlessUpdateConfig: &smtypes.ProductionVariantServerlessUpdateConfig{MaxConcurrency: aws.Int32(0)}},
+			"'desiredWeightsAndCapacities.1.member.serverlessUpdateConfig.maxConcurrency' failed to satisfy constraint"},
+	} {
+		_, err := h.sm.UpdateEndpointWeightsAndCapacities(ctx, &sm.UpdateEndpointWeightsAndCapacitiesInput{EndpointName: aws.String(tc.ep),
+			DesiredWeightsAndCapacities: []smtypes.DesiredWeightAndCapacity{tc.d}})
+		if code, msg := apiCode(err); code != "ValidationException" || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: got %s %q, want ValidationException containing %q", tc.ep, code, msg, tc.want)
+		}
+	}
+	d := h.waitStatus(t, "sl", smtypes.EndpointStatusInService)
+	if sc := d.ProductionVariants[0].DesiredServerlessConfig; aws.ToInt32(sc.MaxConcurrency) != 1 || sc.ProvisionedConcurrency != nil {
+		t.Fatalf("a refused update changed the desired config: %+v", sc)
+	}
 }
