@@ -321,3 +321,35 @@ func TestServerlessConfigValidation(t *testing.T) {
 		t.Fatalf("a refused update changed the desired config: %+v", sc)
 	}
 }
+
+// TestServerlessProvisionedConcurrency: provisioned concurrency is warm at
+// InService and stays after the idle timeout.
+func TestServerlessProvisionedConcurrency(t *testing.T) {
+	h := startHarness(t, config.Config{DevClock: true})
+	dev := h.srv.Clock.(*clock.Dev)
+	ctx := context.Background()
+	h.setup(t, "m1", "unused", 1)
+	pc := int32(2)
+	if _, err := h.sm.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("pc"),
+		ProductionVariants: []smtypes.ProductionVariant{serverlessVariant(3072, 4, &pc)}}); err != nil {
+		t.Fatal(err)
+	}
+	h.createEP(t, "pc", "pc")
+	d := h.waitStatus(t, "pc", smtypes.EndpointStatusInService)
+	if n := aws.ToInt32(d.ProductionVariants[0].CurrentInstanceCount); n != 2 || len(running(h.rt, runtime.StateHealthy)) != 2 {
+		t.Fatalf("InService with %d replicas (%v), want the 2 provisioned", n, running(h.rt, runtime.StateHealthy))
+	}
+	if err := h.invoke("pc"); err != nil {
+		t.Fatal(err)
+	}
+	if got := metricValue(t, h.url, "capstan_endpoint_cold_start_seconds", "pc"); got != 0 {
+		t.Fatalf("%v cold starts with provisioned replicas, want 0", got)
+	}
+	if err := dev.Advance(10 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a few resyncs
+	if n := len(running(h.rt, runtime.StateHealthy)); n != 2 {
+		t.Fatalf("%d replicas after idle, want the 2 provisioned", n)
+	}
+}
