@@ -1,6 +1,8 @@
 package capacity
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capstan-dev/capstan/internal/store"
@@ -15,11 +17,30 @@ import (
 //	capstan_on_demand_instances{instance_type,zone}  on-demand instances held by endpoints
 //	capstan_plan_instance_hours_total{plan}          instance-hours endpoints used on a plan
 //	capstan_endpoint_instance_hours_total{endpoint,source}  instance-hours per endpoint (source = instance type or trainingplan:<plan>)
-//	capstan_endpoint_cost_usd_total{endpoint}        on-demand cost per endpoint
+//	capstan_endpoint_cost_usd_total{endpoint}        on-demand cost per endpoint (plus AddCost's charges)
 type Collector struct {
 	cal *Calendar
 
 	reserved, inUse, avail, onDemand, planHours, epHours, epCost *prometheus.Desc
+
+	mu    sync.Mutex
+	extra map[string]float64 // AddCost's charges by endpoint
+}
+
+// AddCost adds usd to endpoint's capstan_endpoint_cost_usd_total: charges
+// per request (serverless variants) rather than per instance-hour. They are
+// kept in memory, so after a restart the counter starts again from the
+// instance-hour accounting (a counter reset, to Prometheus).
+func (m *Collector) AddCost(endpoint string, usd float64) {
+	if !(usd > 0) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.extra == nil {
+		m.extra = map[string]float64{}
+	}
+	m.extra[endpoint] += usd
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -89,6 +110,13 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	for o := range hs {
 		owners[o] = true
 	}
+	m.mu.Lock()
+	extra := make(map[string]float64, len(m.extra))
+	for o, usd := range m.extra {
+		extra[o] = usd
+		owners[o] = true
+	}
+	m.mu.Unlock()
 	for o := range owners {
 		u, err := m.cal.EndpointUsage(o)
 		if err != nil {
@@ -97,6 +125,6 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 		for src, h := range u.InstanceHours {
 			ch <- prometheus.MustNewConstMetric(m.epHours, prometheus.CounterValue, h, o, src)
 		}
-		ch <- prometheus.MustNewConstMetric(m.epCost, prometheus.CounterValue, u.CostUSD, o)
+		ch <- prometheus.MustNewConstMetric(m.epCost, prometheus.CounterValue, u.CostUSD+extra[o], o)
 	}
 }

@@ -59,3 +59,48 @@ func TestEndpointHoursSourceLabel(t *testing.T) {
 	}
 	check("accrued on release")
 }
+
+// TestAddCostJoinsEndpointCost: per-request charges add to the endpoint's
+// instance-hour cost in one series, and an endpoint with charges only (a
+// serverless one, holding no instance) gets its own.
+func TestAddCostJoinsEndpointCost(t *testing.T) {
+	cal, clk, st := newCal(t, fleet.Capacity{p5: {"a": 2}})
+	if err := st.Update(func(tx *store.Tx) error { return cal.Set(tx, "ep", placement.Want{placement.OnDemand(p5): 1}) }); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(clk.Now().Add(time.Hour))
+	c := NewCollector(cal)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	cost := func() map[string]float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() == "capstan_endpoint_cost_usd_total" {
+				for _, m := range mf.GetMetric() {
+					got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+		return got
+	}
+	base := cost()["ep"]
+	if base <= 0 {
+		t.Fatalf("no instance-hour cost: %v", cost())
+	}
+	c.AddCost("ep", 0.5)
+	c.AddCost("serverless", 0.25)
+	c.AddCost("serverless", 0.25)
+	c.AddCost("serverless", -1) // ignored
+	got := cost()
+	if d := got["ep"] - base; d < 0.49 || d > 0.51 {
+		t.Fatalf("ep cost %v, want %v + 0.5", got["ep"], base)
+	}
+	if got["serverless"] != 0.5 {
+		t.Fatalf("serverless cost %v, want 0.5", got["serverless"])
+	}
+}

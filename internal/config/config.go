@@ -196,6 +196,10 @@ type Endpoints struct {
 	StartTimeout Duration `json:"startTimeout,omitempty"`
 	// DrainTimeout bounds waiting for in-flight requests on a retiring replica (default 60s).
 	DrainTimeout Duration `json:"drainTimeout,omitempty"`
+	// ServerlessIdleTimeout is how long a serverless variant keeps replicas
+	// with no request in flight before scaling back to its provisioned
+	// concurrency (default 5m).
+	ServerlessIdleTimeout Duration `json:"serverlessIdleTimeout,omitempty"`
 }
 
 // Duration is a time.Duration written as "90s" in YAML.
@@ -347,6 +351,9 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 	}
 	if c.Endpoints.StartTimeout.Duration < 0 {
 		errs = append(errs, fmt.Errorf("endpoints.startTimeout: must not be negative"))
+	}
+	if c.Endpoints.ServerlessIdleTimeout.Duration < 0 {
+		errs = append(errs, fmt.Errorf("endpoints.serverlessIdleTimeout: must not be negative"))
 	}
 	types := make([]string, 0, len(c.Fleet))
 	for t := range c.Fleet {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/placement"
@@ -34,6 +36,19 @@ type Options struct {
 	// Alarms, when set, are checked while an update whose policy names
 	// alarms runs; one firing rolls the update back.
 	Alarms Alarms
+	// Load, when set, reports requests in flight and held per endpoint;
+	// serverless variants scale on it (without it they only follow
+	// activations and provisioned concurrency).
+	Load LoadReader
+	// Costs, when set, is charged what each request to a serverless
+	// variant costs.
+	Costs Costs
+	// Registerer, when set, registers the controller's metrics.
+	Registerer prometheus.Registerer
+	// ServerlessIdleTimeout is how long a serverless variant with nothing
+	// in flight keeps its replicas before scaling back to its provisioned
+	// concurrency (default DefaultServerlessIdleTimeout).
+	ServerlessIdleTimeout time.Duration
 }
 
 // Alarms arms named alarms for an endpoint's update.
@@ -60,6 +75,9 @@ func (o *Options) defaults() {
 	if o.Resync <= 0 {
 		o.Resync = time.Second
 	}
+	if o.ServerlessIdleTimeout <= 0 {
+		o.ServerlessIdleTimeout = DefaultServerlessIdleTimeout
+	}
 }
 
 // Controller translates endpoints into replica sets and drives them through
@@ -75,7 +93,9 @@ type Controller struct {
 	queue *reconcile.Queue
 
 	mu      sync.Mutex
-	watches map[string]AlarmWatch // endpoint/generation → armed alarms
+	watches map[string]AlarmWatch       // endpoint/generation → armed alarms
+	sl      map[string]*serverlessState // endpoint/variant → scaling state
+	m       *endpointMetrics
 }
 
 var _ gateway.Activator = (*Controller)(nil)
@@ -87,7 +107,8 @@ func NewController(s *store.Store, f placement.Allocator, eng *serving.Engine, c
 	if log == nil {
 		log = slog.Default()
 	}
-	ctrl := &Controller{store: s, fleet: f, eng: eng, clock: c, log: log, opts: o, watches: map[string]AlarmWatch{}}
+	ctrl := &Controller{store: s, fleet: f, eng: eng, clock: c, log: log, opts: o, watches: map[string]AlarmWatch{},
+		sl: map[string]*serverlessState{}, m: newEndpointMetrics(o.Registerer, log)}
 	ctrl.queue = reconcile.New(ctrl.Reconcile, func(name string, err error) {
 		if !errors.Is(err, errConflict) {
 			log.Warn("reconcile", "endpoint", name, "err", err)
@@ -197,6 +218,7 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	if !found {
 		c.eng.Router().DeleteRoute(name)
 		c.disarm(name)
+		c.forgetServerless(name)
 		return c.stopOrphans(ctx, name, nil)
 	}
 	if ep.ManagedBy != "" {
@@ -219,6 +241,12 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 		return c.expire(ctx, &ep)
 	}
 
+	// Serverless variants follow their load.
+	if c.scaleServerless(&ep) {
+		if err := c.save(&ep, false); err != nil {
+			return err
+		}
+	}
 	// Keep up the serving side and its route.
 	if ep.Current != nil {
 		if err := c.ensureStarted(ctx, &ep, ep.Current); err != nil {
@@ -360,6 +388,11 @@ func (c *Controller) route(ep *Endpoint) gateway.Route {
 	}
 	backends := 0
 	for _, name := range names {
+		if sv := variantOf(ep.Pending, name); sv != nil && sv.Serverless != nil {
+			r.MaxConcurrency += sv.Serverless.MaxConcurrency
+		} else if sv := variantOf(ep.Current, name); sv != nil && sv.Serverless != nil {
+			r.MaxConcurrency += sv.Serverless.MaxConcurrency
+		}
 		cur, pen := variantOf(ep.Current, name), variantOf(ep.Pending, name)
 		if ep.Current == nil {
 			cur, pen = pen, nil // a create: the route opens with the first deployment
@@ -369,6 +402,7 @@ func (c *Controller) route(ep *Endpoint) gateway.Route {
 		}
 		vr := gateway.VariantRoute{Name: name, Weight: cur.Weight, RoutingStrategy: cur.RoutingStrategy, Model: cur.Model,
 			Backends: c.eng.Backends(live(cur.Replicas))}
+		c.serverlessRoute(&vr, ep.Name, cur)
 		if pen == nil {
 			backends += len(vr.Backends)
 			r.Variants = append(r.Variants, vr)
@@ -389,6 +423,7 @@ func (c *Controller) route(ep *Endpoint) gateway.Route {
 		vr.Weight = cur.Weight * (1 - share)
 		nr := gateway.VariantRoute{Name: name, Weight: pen.DesiredWeight * share, RoutingStrategy: pen.RoutingStrategy, Model: pen.Model,
 			Backends: nb, Revision: fmt.Sprintf("gen%d", ep.Pending.Generation)}
+		c.serverlessRoute(&nr, ep.Name, pen)
 		backends += len(vr.Backends) + len(nb)
 		r.Variants = append(r.Variants, vr, nr)
 	}
@@ -806,6 +841,7 @@ func (c *Controller) reconcileScale(ctx context.Context, ep *Endpoint) error {
 func (c *Controller) reconcileDelete(ctx context.Context, ep *Endpoint) error {
 	c.eng.Router().DeleteRoute(ep.Name)
 	c.disarm(ep.Name)
+	c.forgetServerless(ep.Name)
 	var ids []string
 	for _, d := range []*Deployment{ep.Current, ep.Pending} {
 		if d == nil {

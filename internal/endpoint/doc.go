@@ -16,6 +16,8 @@
 // placement.Plans: a capacity-reservations-only variant draws on its plan,
 // waits in Creating until the plan starts, and at the plan's end loses its
 // replicas while every invocation fails as "reservation expired" until the
-// endpoint is updated. It knows nothing about wire formats: its errors are
+// endpoint is updated. Serverless variants (ServerlessConfig) hold no fleet
+// instance and follow their load from zero through the gateway's activator
+// (serverless.go). It knows nothing about wire formats: its errors are
 // typed and each protocol words them.
 package endpoint

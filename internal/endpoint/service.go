@@ -120,6 +120,9 @@ func (s *Service) CreateEndpointConfig(_ context.Context, c EndpointConfig) (End
 	if math.IsInf(total, 0) {
 		return c, invalidf("The variant weights of endpoint configuration %q add up to more than a float64 holds.", c.Name)
 	}
+	if err := checkServerlessVariants(c.ProductionVariants); err != nil {
+		return c, err
+	}
 	if err := checkStrategyTag(c.Tags); err != nil {
 		return c, err
 	}
@@ -466,10 +469,35 @@ func (s *Service) UpdateWeightsAndCapacities(_ context.Context, name string, des
 					v.DesiredWeight = *d.Weight
 				}
 				if d.InstanceCount != nil {
+					if v.Serverless != nil {
+						return invalidf("Variant %q is serverless: change its capacity with ServerlessUpdateConfig, not DesiredInstanceCount.", v.Name)
+					}
 					if err := checkCount(v.Name, *d.InstanceCount); err != nil {
 						return err
 					}
 					v.DesiredCount = *d.InstanceCount
+				}
+				if u := d.Serverless; u != nil {
+					if u.MaxConcurrency == nil && u.ProvisionedConcurrency == nil {
+						return invalidf("ServerlessUpdateConfig of variant %q names neither MaxConcurrency nor ProvisionedConcurrency.", v.Name)
+					}
+					if v.Serverless == nil {
+						return invalidf("Variant %q is not serverless: ServerlessUpdateConfig applies only to variants with a ServerlessConfig.", v.Name)
+					}
+					next := v.Serverless.clone()
+					if v.DesiredServerless != nil {
+						next = v.DesiredServerless.clone()
+					}
+					if u.MaxConcurrency != nil {
+						next.MaxConcurrency = *u.MaxConcurrency
+					}
+					if u.ProvisionedConcurrency != nil {
+						next.ProvisionedConcurrency = u.ProvisionedConcurrency
+					}
+					if err := next.check(v.Name); err != nil {
+						return err
+					}
+					v.DesiredServerless = next
 				}
 				v.ChangeStart = now
 			}
@@ -555,9 +583,16 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 			vs.Reservation, _ = PlanRefFromArn(crc.MlReservationArn)
 			vs.ReservationArn = crc.MlReservationArn
 		}
-		it, itErr := s.catalog.InstanceType(v.InstanceType)
+		itName := v.InstanceType
+		if sc := v.ServerlessConfig; sc != nil {
+			// Serverless: no fleet instance; the stand-in type's GPU runs the replicas.
+			itName = catalog.ServerlessInstanceType
+			vs.Serverless, vs.DesiredServerless = sc.clone(), sc.clone()
+			vs.DesiredCount = sc.provisioned()
+		}
+		it, itErr := s.catalog.InstanceType(itName)
 		if itErr != nil {
-			vs.ModelError = fmt.Sprintf("instance type %s is not in the catalog", v.InstanceType)
+			vs.ModelError = fmt.Sprintf("instance type %s is not in the catalog", itName)
 		} else {
 			vs.GPU, vs.GPUCount = it.Device(), it.GPUCount
 		}

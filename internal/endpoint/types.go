@@ -134,7 +134,7 @@ type Variant struct {
 	ModelDataDownloadTimeoutInSeconds           *int                       `json:"ModelDataDownloadTimeoutInSeconds,omitempty"`
 	ContainerStartupHealthCheckTimeoutInSeconds *int                       `json:"ContainerStartupHealthCheckTimeoutInSeconds,omitempty"`
 	InferenceAmiVersion                         string                     `json:"InferenceAmiVersion,omitempty"`
-	ServerlessConfig                            json.RawMessage            `json:"ServerlessConfig,omitempty"`
+	ServerlessConfig                            *ServerlessConfig          `json:"ServerlessConfig,omitempty"`
 }
 
 // Weight is InitialVariantWeight with SageMaker's default of 1.0.
@@ -254,6 +254,13 @@ type VariantState struct {
 	StepAt time.Time `json:"stepAt,omitzero"`
 	Want   int       `json:"want,omitempty"`
 	Hold   int       `json:"hold,omitempty"`
+
+	// Serverless is the serving ServerlessConfig of a serverless variant
+	// (nil for an instance-based one); DesiredServerless is what
+	// UpdateEndpointWeightsAndCapacities asked for until the controller
+	// applies it (see serverless.go).
+	Serverless        *ServerlessConfig `json:"serverless,omitempty"`
+	DesiredServerless *ServerlessConfig `json:"desiredServerless,omitempty"`
 }
 
 // Desired is one entry of UpdateEndpointWeightsAndCapacities.
@@ -261,6 +268,8 @@ type Desired struct {
 	VariantName   string
 	Weight        *float64
 	InstanceCount *int
+	// Serverless is ServerlessUpdateConfig (serverless variants only).
+	Serverless *ServerlessUpdate
 }
 
 // instanceCounts sums instances per source over the given deployments, with
@@ -295,6 +304,10 @@ func instanceCounts(deps ...*Deployment) (placement.Want, error) {
 			}
 			if err := checkCount(v.Name, n); err != nil {
 				return nil, err
+			}
+			if v.Serverless != nil {
+				// Serverless replicas hold no fleet instances (serverless.go).
+				continue
 			}
 			key := placement.OnDemand(v.InstanceType)
 			if !v.Reservation.IsZero() {

@@ -50,6 +50,10 @@ type VariantRoute struct {
 	// engine's. Empty: learned from a replica's /v1/models "root", else the
 	// endpoint name.
 	Model string
+	// Meter, when set, is called once per request the variant answered,
+	// with the time from sending it to its backend to the end of the
+	// response body (per-request billing of serverless variants).
+	Meter func(d time.Duration)
 }
 
 // Route is everything the gateway needs to serve one endpoint.
@@ -537,6 +541,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	}
 	req := &SchedRequest{Endpoint: inv.Endpoint, Variant: variant, Model: v.route.Model, Path: inv.Path, Header: inv.Header, Body: inv.Body, Tried: map[string]bool{}}
 	var lastErr, routeErr error
+	var sent time.Time
 	stale := 0
 	for attempt := 0; attempt < g.maxTries; attempt++ {
 		c, ok := v.sched.pick(ctx, req, g.candidates(v.route.Backends))
@@ -552,6 +557,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 			err = errStaleBackend
 		} else {
 			req.Tried[c.Backend.ID] = true
+			sent = g.clock.Now()
 			resp, err = g.forward(ctx, inv, c.Backend, es, v)
 		}
 		if errors.Is(err, errStaleBackend) {
@@ -606,12 +612,15 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		} else {
 			vm.counter(childDecisionMiss).Inc()
 		}
-		vs, failed := v.stats, resp.StatusCode >= 500
+		vs, failed, meter, from := v.stats, resp.StatusCode >= 500, v.route.Meter, sent
 		resp.Body = &trackedBody{ReadCloser: resp.Body, done: func() {
 			release()
 			d := clock.Since(g.clock, start)
 			finish(es, vs, d, failed)
 			vm.observer(childLatency).Observe(d.Seconds())
+			if meter != nil {
+				meter(clock.Since(g.clock, from))
+			}
 		}}
 		return &Result{Variant: variant, BackendID: c.Backend.ID, Response: resp,
 			Strategy: v.strategy, PredictedCachedTokens: req.predictedBlocks * req.blockSize, start: start, stats: es, vm: vm}, nil

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/capstan-dev/capstan/internal/awsjson"
+	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 )
 
@@ -21,7 +23,31 @@ type createEndpointConfigInput struct {
 	Tags                   []endpoint.Tag     `json:"Tags"`
 }
 
-func (a *API) validateVariant(ve *validationError, v *endpoint.Variant, count *int, i int) {
+// serverlessInput is ProductionVariantServerlessConfig as sent, telling an
+// absent member from 0.
+type serverlessInput struct {
+	MemorySizeInMB         *int `json:"MemorySizeInMB"`
+	MaxConcurrency         *int `json:"MaxConcurrency"`
+	ProvisionedConcurrency *int `json:"ProvisionedConcurrency"`
+}
+
+// validateServerless checks a ServerlessConfig against SageMaker's model.
+func validateServerless(ve *validationError, sc *serverlessInput, p string) {
+	p += ".serverlessConfig"
+	if ve.Required(sc.MemorySizeInMB != nil, p+".memorySizeInMB") {
+		m := *sc.MemorySizeInMB
+		ve.IntRange(&m, 1024, 6144, p+".memorySizeInMB")
+		if m >= 1024 && m <= 6144 && !slices.Contains(catalog.ServerlessMemorySizes, m) {
+			ve.Add(m, p+".memorySizeInMB", "Member must satisfy enum value set: [1024, 2048, 3072, 4096, 5120, 6144]")
+		}
+	}
+	if ve.Required(sc.MaxConcurrency != nil, p+".maxConcurrency") {
+		ve.IntRange(sc.MaxConcurrency, 1, endpoint.MaxServerlessConcurrency, p+".maxConcurrency")
+	}
+	ve.IntRange(sc.ProvisionedConcurrency, 1, endpoint.MaxServerlessConcurrency, p+".provisionedConcurrency")
+}
+
+func (a *API) validateVariant(ve *validationError, v *endpoint.Variant, count *int, sc *serverlessInput, i int) {
 	p := fmt.Sprintf("productionVariants.%d.member", i+1)
 	vn := &v.VariantName
 	if v.VariantName == "" {
@@ -33,16 +59,17 @@ func (a *API) validateVariant(ve *validationError, v *endpoint.Variant, count *i
 		mn = nil
 	}
 	ve.name(mn, p+".modelName", patModelName, patModelNameText)
-	if v.ServerlessConfig != nil {
-		ve.Add("ServerlessConfig", p+".serverlessConfig", "Serverless inference is not supported by capstan; use InstanceType and InitialInstanceCount")
-		return
+	if sc != nil {
+		// Serverless: instance members are optional; giving them too is
+		// refused by the service (a variant is one kind or the other).
+		validateServerless(ve, sc, p)
 	}
-	if ve.Required(v.InstanceType != "", p+".instanceType") {
+	if ve.Required(v.InstanceType != "" || sc != nil, p+".instanceType") && v.InstanceType != "" {
 		if _, err := a.opts.Catalog.InstanceType(v.InstanceType); err != nil {
 			ve.Add(v.InstanceType, p+".instanceType", "Member must satisfy enum value set: ["+strings.Join(a.opts.Catalog.InstanceTypeNames(), ", ")+"]")
 		}
 	}
-	if ve.Required(count != nil, p+".initialInstanceCount") {
+	if ve.Required(count != nil || sc != nil, p+".initialInstanceCount") && count != nil {
 		ve.IntRange(count, 1, endpoint.MaxInstancesPerVariant, p+".initialInstanceCount")
 	}
 	ve.minFloat(v.InitialVariantWeight, 0, p+".initialVariantWeight")
@@ -83,16 +110,18 @@ func (a *API) createEndpointConfig(ctx context.Context, body []byte) (any, error
 	// A second look at the variants tells an absent InitialInstanceCount from 0.
 	var counts struct {
 		ProductionVariants []struct {
-			InitialInstanceCount *int `json:"InitialInstanceCount"`
+			InitialInstanceCount *int             `json:"InitialInstanceCount"`
+			ServerlessConfig     *serverlessInput `json:"ServerlessConfig"`
 		} `json:"ProductionVariants"`
 	}
 	_ = json.Unmarshal(body, &counts)
 	for i := range in.ProductionVariants {
 		var count *int
+		var sc *serverlessInput
 		if i < len(counts.ProductionVariants) {
-			count = counts.ProductionVariants[i].InitialInstanceCount
+			count, sc = counts.ProductionVariants[i].InitialInstanceCount, counts.ProductionVariants[i].ServerlessConfig
 		}
-		a.validateVariant(&ve, &in.ProductionVariants[i], count, i)
+		a.validateVariant(&ve, &in.ProductionVariants[i], count, sc, i)
 	}
 	ve.maxLen(in.KmsKeyId, 2048, "kmsKeyId")
 	ve.tags(in.Tags)

@@ -50,6 +50,10 @@ type variantSummary struct {
 	VariantStatus        []variantStatus         `json:"VariantStatus,omitempty"`
 	RoutingConfig        *endpoint.RoutingConfig `json:"RoutingConfig,omitempty"`
 	CapacityReservation  *reservationSummary     `json:"CapacityReservationConfig,omitempty"`
+	// Serverless variants (their instance counts are capstan's replicas
+	// at the moment, an addition to what SageMaker shows).
+	CurrentServerlessConfig *endpoint.ServerlessConfig `json:"CurrentServerlessConfig,omitempty"`
+	DesiredServerlessConfig *endpoint.ServerlessConfig `json:"DesiredServerlessConfig,omitempty"`
 }
 
 // reservationSummary is ProductionVariantSummary.CapacityReservationConfig.
@@ -105,10 +109,19 @@ func summarize(v endpoint.VariantState, serving bool, status string, since *Epoc
 	if v.RoutingStrategy != "" {
 		s.RoutingConfig = &endpoint.RoutingConfig{RoutingStrategy: v.RoutingStrategy}
 	}
+	if v.Serverless != nil {
+		s.DesiredServerlessConfig = v.Serverless
+		if v.DesiredServerless != nil {
+			s.DesiredServerlessConfig = v.DesiredServerless
+		}
+	}
 	if serving {
 		s.CurrentWeight = ptr(v.Weight)
 		s.CurrentInstanceCount = ptr(len(v.Replicas))
-		if v.Weight != v.DesiredWeight || len(v.Replicas) != v.DesiredCount {
+		s.CurrentServerlessConfig = v.Serverless
+		// A serverless variant's count follows its load: not an update.
+		scaling := len(v.Replicas) != v.DesiredCount && v.Serverless == nil
+		if v.Weight != v.DesiredWeight || scaling || !s.CurrentServerlessConfig.Equal(s.DesiredServerlessConfig) {
 			status = "Updating"
 		}
 	} else {
@@ -253,7 +266,10 @@ type desiredInput struct {
 	VariantName            *string  `json:"VariantName"`
 	DesiredWeight          *float64 `json:"DesiredWeight"`
 	DesiredInstanceCount   *int     `json:"DesiredInstanceCount"`
-	ServerlessUpdateConfig any      `json:"ServerlessUpdateConfig"`
+	ServerlessUpdateConfig *struct {
+		MaxConcurrency         *int `json:"MaxConcurrency"`
+		ProvisionedConcurrency *int `json:"ProvisionedConcurrency"`
+	} `json:"ServerlessUpdateConfig"`
 }
 
 func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
@@ -278,11 +294,16 @@ func (a *API) updateWeights(ctx context.Context, body []byte) (any, error) {
 		ve.name(d.VariantName, p+".variantName", patResourceName, patResourceNameText)
 		ve.minFloat(d.DesiredWeight, 0, p+".desiredWeight")
 		ve.IntRange(d.DesiredInstanceCount, 0, endpoint.MaxInstancesPerVariant, p+".desiredInstanceCount")
-		if d.ServerlessUpdateConfig != nil {
-			ve.Add("ServerlessUpdateConfig", p+".serverlessUpdateConfig", "Serverless inference is not supported by capstan")
+		var su *endpoint.ServerlessUpdate
+		if u := d.ServerlessUpdateConfig; u != nil {
+			sp := p + ".serverlessUpdateConfig"
+			ve.IntRange(u.MaxConcurrency, 1, endpoint.MaxServerlessConcurrency, sp+".maxConcurrency")
+			ve.IntRange(u.ProvisionedConcurrency, 1, endpoint.MaxServerlessConcurrency, sp+".provisionedConcurrency")
+			su = &endpoint.ServerlessUpdate{MaxConcurrency: u.MaxConcurrency, ProvisionedConcurrency: u.ProvisionedConcurrency}
 		}
 		if d.VariantName != nil {
-			desired = append(desired, endpoint.Desired{VariantName: *d.VariantName, Weight: d.DesiredWeight, InstanceCount: d.DesiredInstanceCount})
+			desired = append(desired, endpoint.Desired{VariantName: *d.VariantName, Weight: d.DesiredWeight, InstanceCount: d.DesiredInstanceCount,
+				Serverless: su})
 		}
 	}
 	if err := ve.Err(); err != nil {

@@ -110,7 +110,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	svc := endpoint.NewService(st, fl, cat, clk, log)
 	svc.SetReservations(fl)
-	reg.MustRegister(newStatusCollector(svc), capacity.NewCollector(fl))
+	costs := capacity.NewCollector(fl)
+	reg.MustRegister(newStatusCollector(svc), costs)
 	args := append([]string{fmt.Sprintf("--time-scale=%g", cfg.Engine.TimeScale)}, cfg.Engine.Args...)
 	// One serving engine runs the replicas of both doors.
 	eng := serving.New(serving.Options{Runtime: rt, Router: gw, Logger: log, EngineArgs: args,
@@ -123,7 +124,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	svc.SetAlarms(alarmsAdapter{alarms})
 	ctrl := endpoint.NewController(st, fl, eng, clk, log, endpoint.Options{
-		StartTimeout: cfg.Endpoints.StartTimeout.Duration, Resync: o.Resync, Reservations: fl, Alarms: alarmsAdapter{alarms}})
+		StartTimeout: cfg.Endpoints.StartTimeout.Duration, Resync: o.Resync, Reservations: fl, Alarms: alarmsAdapter{alarms},
+		Load: gw, Costs: costs, Registerer: reg, ServerlessIdleTimeout: cfg.Endpoints.ServerlessIdleTimeout.Duration})
 	// Routes exist before the listener opens: after a restart, requests to
 	// an endpoint wait for its replicas instead of failing as unknown.
 	if err := ctrl.Prime(); err != nil {

@@ -19,6 +19,10 @@ const (
 	codeInternalFailure    = "InternalFailure"
 	codeServiceUnavailable = "ServiceUnavailable"
 	codeUnknownOperation   = "UnknownOperationException"
+	// codeThrottling: requests past a serverless endpoint's MaxConcurrency
+	// (not modelled for the runtime; the generic AWS throttling code, which
+	// every SDK retries).
+	codeThrottling = "ThrottlingException"
 )
 
 // maxMessage is the modelled limit on an error Message.
@@ -119,6 +123,9 @@ func toWire(err error, c errContext) wireError {
 			OriginalMessage:    truncate(me.body, maxMessage),
 			LogStreamArn:       c.logStreamArn(),
 		}}
+	case gateway.IsQueueFull(err):
+		return wireError{http.StatusBadRequest, codeThrottling,
+			wireBody{Message: fmt.Sprintf("Endpoint %s is serving its maximum number of concurrent requests (MaxConcurrency). Rate exceeded; retry the request later.", c.endpoint)}}
 	case errors.As(err, &ae) && ae.Overflow:
 		return wireError{http.StatusServiceUnavailable, codeServiceUnavailable,
 			wireBody{Message: fmt.Sprintf("Endpoint %s is scaling up from zero instances and %d requests are already waiting for it. Try again later.", c.endpoint, ae.MaxHeld)}}
