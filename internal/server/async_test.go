@@ -12,6 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	aas "github.com/aws/aws-sdk-go-v2/service/applicationautoscaling"
+	aastypes "github.com/aws/aws-sdk-go-v2/service/applicationautoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
@@ -239,5 +241,69 @@ func TestAsyncInferenceConfigValidation(t *testing.T) {
 			NotificationConfig: &smtypes.AsyncInferenceNotificationConfig{SuccessTopic: aws.String("arn:aws:sns:us-east-1:123456789012:done"),
 				IncludeInferenceResponseIn: []smtypes.AsyncNotificationTopicTypes{"SUCCESS_NOTIFICATION_TOPIC"}}})}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An async endpoint may be registered with MinCapacity 0; at zero instances
+// a queued request scales it back to one and is then served.
+func TestAsyncScaleFromZero(t *testing.T) {
+	h, s3c := asyncHarness(t)
+	ctx := context.Background()
+	if _, err := h.sm.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("zc"),
+		ProductionVariants: asyncVariant(), AsyncInferenceConfig: &smtypes.AsyncInferenceConfig{
+			OutputConfig: &smtypes.AsyncInferenceOutputConfig{S3OutputPath: aws.String("s3://async/zero")}}}); err != nil {
+		t.Fatal(err)
+	}
+	h.setup(t, "", "sync-cfg", 1)
+	for ep, cfgName := range map[string]string{"zero-ep": "zc", "sync-ep": "sync-cfg"} {
+		if _, err := h.sm.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String(ep), EndpointConfigName: aws.String(cfgName)}); err != nil {
+			t.Fatal(err)
+		}
+		h.waitStatus(t, ep, smtypes.EndpointStatusInService)
+	}
+	as := aas.New(aas.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")})
+	register := func(ep string) error {
+		_, err := as.RegisterScalableTarget(ctx, &aas.RegisterScalableTargetInput{ServiceNamespace: aastypes.ServiceNamespaceSagemaker,
+			ResourceId: aws.String("endpoint/" + ep + "/variant/AllTraffic"), ScalableDimension: aastypes.ScalableDimensionSageMakerVariantDesiredInstanceCount,
+			MinCapacity: aws.Int32(0), MaxCapacity: aws.Int32(2)})
+		return err
+	}
+	if err := register("zero-ep"); err != nil {
+		t.Fatalf("MinCapacity 0 on an async endpoint: %v", err)
+	}
+	if err := register("sync-ep"); err == nil || !strings.Contains(err.Error(), "MinCapacity must be at least 1") {
+		t.Fatalf("MinCapacity 0 on a real-time endpoint: %v", err)
+	}
+	// Scale in to zero, as a target-tracking policy on the backlog would.
+	if _, err := h.sm.UpdateEndpointWeightsAndCapacities(ctx, &sm.UpdateEndpointWeightsAndCapacitiesInput{EndpointName: aws.String("zero-ep"),
+		DesiredWeightsAndCapacities: []smtypes.DesiredWeightAndCapacity{{VariantName: aws.String("AllTraffic"), DesiredInstanceCount: aws.Int32(0)}}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for h.srv.Gateway.Snapshot("zero-ep").Replicas != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the endpoint did not scale to zero")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("async"), Key: aws.String("in/z.json"),
+		Body: bytes.NewReader([]byte(`{"inputs":"wake up"}`))}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.smr.InvokeEndpointAsync(ctx, &smr.InvokeEndpointAsyncInput{EndpointName: aws.String("zero-ep"),
+		InputLocation: aws.String("s3://async/in/z.json"), InferenceId: aws.String("z1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(out.FailureLocation) != "" {
+		t.Fatalf("FailureLocation %q without S3FailurePath", aws.ToString(out.FailureLocation))
+	}
+	if got := waitObject(t, s3c, aws.ToString(out.OutputLocation)); !strings.Contains(got, "wake up") {
+		t.Fatalf("output: %s", got)
+	}
+	d := h.waitStatus(t, "zero-ep", smtypes.EndpointStatusInService)
+	if n := aws.ToInt32(d.ProductionVariants[0].DesiredInstanceCount); n != 1 {
+		t.Fatalf("desired instances after the wake: %d", n)
 	}
 }

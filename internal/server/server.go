@@ -162,8 +162,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
+	asyncQ, err := newAsync(ctx, cfg, st, svc, gw, clk, log, reg)
+	if err != nil {
+		return fail(err)
+	}
 	aas := appautoscaling.NewAPI(st, variantsAdapter{svc}, appautoscaling.Options{AccountID: cfg.AccountID, Region: cfg.Region,
-		Clock: clk, Logger: log, Registerer: reg, Source: gw})
+		Clock: clk, Logger: log, Registerer: reg, Source: gw, NewReader: asyncReaders(asyncQ, gw, clk)})
 
 	nodesH, err := cls.handler(st, clk, log)
 	if err != nil {
@@ -171,10 +175,6 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log,
 		Capacity: fl, Clusters: cls.svc})
-	asyncQ, err := newAsync(ctx, cfg, st, svc, gw, clk, log, reg)
-	if err != nil {
-		return fail(err)
-	}
 	var control, runtimeH http.Handler = awsJSONDispatch(api, aas), http.NotFoundHandler()
 	if o.RuntimeAPI != nil {
 		runtimeH = runtimeapi.WithAsync(o.RuntimeAPI(gw, log), asyncQ, runtimeapi.Options{AccountID: cfg.AccountID, Region: cfg.Region, Logger: log})
