@@ -3,9 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,10 @@ import (
 	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 	"github.com/aws/smithy-go"
 
+	"github.com/capstan-dev/capstan/internal/asyncinference"
 	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/store"
 	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
@@ -306,4 +311,51 @@ func TestAsyncScaleFromZero(t *testing.T) {
 	if n := aws.ToInt32(d.ProductionVariants[0].DesiredInstanceCount); n != 1 {
 		t.Fatalf("desired instances after the wake: %d", n)
 	}
+}
+
+type stubReader struct{}
+
+func (stubReader) Read(context.Context, string, string, string, time.Duration) (float64, error) {
+	return 42, nil
+}
+
+type oneAsyncConfig struct{}
+
+func (oneAsyncConfig) AsyncConfig(context.Context, string) (json.RawMessage, error) {
+	return json.RawMessage(`{"OutputConfig":{"S3OutputPath":"s3://b/o"}}`), nil
+}
+
+func TestBacklogReader(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	gw := gateway.New(gateway.Options{})
+	q, err := asyncinference.New(asyncinference.Options{Store: st, Gateway: gw, Configs: oneAsyncConfig{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := q.Submit(context.Background(), asyncinference.Request{Endpoint: "ep", InputLocation: "s3://b/in"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := backlogReader{Reader: stubReader{}, q: q, gw: gw, ep: "ep"}
+	check := func(want map[string]float64) {
+		t.Helper()
+		for m, w := range want {
+			v, err := r.Read(context.Background(), "", m, "Average", time.Minute)
+			if err != nil || v != w {
+				t.Errorf("%s = %v, %v; want %v", m, v, err, w)
+			}
+		}
+	}
+	// No instance: the whole backlog per "instance", and a backlog without capacity.
+	check(map[string]float64{MetricApproximateBacklogSize: 3, MetricApproximateBacklogSizePerInstance: 3,
+		MetricHasBacklogWithoutCapacity: 1, "InvocationsPerInstance": 42})
+	gw.SetRoute(gateway.Route{Endpoint: "ep", Variants: []gateway.VariantRoute{{Name: "AllTraffic", Weight: 1,
+		Backends: []gateway.Backend{{ID: "a", Addr: "127.0.0.1:1"}, {ID: "b", Addr: "127.0.0.1:2"}}}}})
+	check(map[string]float64{MetricApproximateBacklogSize: 3, MetricApproximateBacklogSizePerInstance: 1.5,
+		MetricHasBacklogWithoutCapacity: 0})
 }
