@@ -74,7 +74,8 @@ type Options struct {
 	Configs Configs
 	S3      S3
 	// Wake, when set, is called (from the dispatcher's goroutine) when an
-	// endpoint with queued requests has no instance: it scales the endpoint
+	// endpoint with queued requests has no instance (again after each failed
+	// try while it still has none): it scales the endpoint
 	// from zero. The gateway's activator is the second half of the path.
 	Wake       func(ctx context.Context, endpoint string)
 	Clock      clock.Clock
@@ -380,6 +381,10 @@ func (m *Manager) process(ctx context.Context, j job) {
 		q.waiting = append([]job{j}, q.waiting...)
 		if ctx.Err() == nil {
 			q.notBefore = m.clk.Now().Add(m.o.RetryInterval)
+			// Wake again on the next try if there is still no instance: a
+			// wake can fail (the endpoint was updating) and Wake is a no-op
+			// for variants that already want instances.
+			q.woke = false
 		}
 		m.publish(j.Endpoint)
 		m.mu.Unlock()
