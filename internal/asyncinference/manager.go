@@ -375,8 +375,8 @@ func (m *Manager) process(ctx context.Context, j job) {
 	outcome, err := m.run(ctx, j)
 	m.mu.Lock()
 	q := m.queue(j.Endpoint)
-	q.inflight--
 	if errors.Is(err, errRetry) || ctx.Err() != nil {
+		q.inflight--
 		// Back to the head of its queue, kept in the store.
 		q.waiting = append([]job{j}, q.waiting...)
 		if ctx.Err() == nil {
@@ -390,12 +390,17 @@ func (m *Manager) process(ctx context.Context, j job) {
 		m.mu.Unlock()
 		return
 	}
-	m.publish(j.Endpoint)
 	m.mu.Unlock()
+	m.completed.WithLabelValues(j.Endpoint, outcome).Inc()
+	// Out of the store before out of the backlog: a backlog of 0 means
+	// nothing is left to run after a restart.
 	if derr := m.o.Store.Update(func(tx *store.Tx) error { return tx.Delete(bucketJobs, j.Key) }); derr != nil {
 		m.log.Warn("asynchronous inference: removing finished request", "endpoint", j.Endpoint, "inference_id", j.InferenceID, "err", derr)
 	}
-	m.completed.WithLabelValues(j.Endpoint, outcome).Inc()
+	m.mu.Lock()
+	q.inflight--
+	m.publish(j.Endpoint)
+	m.mu.Unlock()
 	level := slog.LevelInfo
 	if outcome != "success" {
 		level = slog.LevelWarn

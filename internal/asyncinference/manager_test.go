@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -117,6 +118,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) manager(t *testing.T, o Options) *Manager {
 	t.Helper()
 	o.Store, o.Gateway, o.Configs, o.S3, o.Clock = f.st, f.gw, f.cfg, f.s3, f.clk
+	o.Logger = slog.New(slog.DiscardHandler)
 	if o.Registerer == nil {
 		o.Registerer = prometheus.NewRegistry()
 	}

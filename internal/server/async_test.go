@@ -149,19 +149,31 @@ func TestAsyncInference(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		resp, err := http.Get(h.url + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, want := range []string{`capstan_async_backlog{endpoint="async-ep"} 0`, `capstan_async_invocations_total{endpoint="async-ep",outcome="success"} 2`,
+		want := []string{`capstan_async_backlog{endpoint="async-ep"} 0`, `capstan_async_invocations_total{endpoint="async-ep",outcome="success"} 2`,
 			`capstan_async_invocations_total{endpoint="async-ep",outcome="failure"} 1`,
 			// The same gateway path as InvokeEndpoint: its request metrics count async work.
-			`endpoint="async-ep"`} {
-			if !strings.Contains(string(b), want) {
-				t.Errorf("metrics lack %s", want)
+			`endpoint="async-ep"`}
+		var missing []string
+		// The object is written a moment before the request is counted.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get(h.url + "/metrics")
+			if err != nil {
+				t.Fatal(err)
 			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			missing = missing[:0]
+			for _, w := range want {
+				if !strings.Contains(string(b), w) {
+					missing = append(missing, w)
+				}
+			}
+			if len(missing) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if len(missing) > 0 {
+			t.Errorf("metrics lack %q", missing)
 		}
 	})
 

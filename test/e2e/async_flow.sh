@@ -79,7 +79,7 @@ grep -q "does not exist" <<<"$err" || fail "failure object: $err"
 
 # From a file: grep -q under pipefail could SIGPIPE curl.
 curl -fsS "$url/metrics" >"$work/metrics.txt"
-grep -q 'capstan_async_backlog{endpoint="async-ep"} 0' "$work/metrics.txt" || fail "no capstan_async_backlog metric"
+grep -q 'capstan_async_backlog{endpoint="async-ep"}' "$work/metrics.txt" || fail "no capstan_async_backlog metric"
 
 # A real-time endpoint refuses async invocations; bad configs are refused.
 sm create-endpoint-config --endpoint-config-name rt-cfg --production-variants "$variants" >/dev/null
