@@ -27,7 +27,11 @@ func validateAsync(ve *validationError, raw json.RawMessage) (ignored []string) 
 	const p = "asyncInferenceConfig"
 	var c asyncinference.Config
 	if err := json.Unmarshal(raw, &c); err != nil {
-		ve.Add(string(raw), p, "Member must be an AsyncInferenceConfig structure: "+err.Error())
+		v := string(raw)
+		if r := []rune(v); len(r) > 64 {
+			v = string(r[:64]) + "…"
+		}
+		ve.Add(v, p, "Member must be an AsyncInferenceConfig structure: "+err.Error())
 		return nil
 	}
 	if c.ClientConfig != nil {
