@@ -97,7 +97,10 @@ func TestAsyncInference(t *testing.T) {
 	if _, err := h.sm.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String("async-ep"), EndpointConfigName: aws.String("async-cfg")}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitStatus(t, "async-ep", smtypes.EndpointStatusInService)
+	de := h.waitStatus(t, "async-ep", smtypes.EndpointStatusInService)
+	if de.AsyncInferenceConfig == nil || aws.ToString(de.AsyncInferenceConfig.OutputConfig.S3FailurePath) != "s3://async/fail" {
+		t.Fatalf("DescribeEndpoint AsyncInferenceConfig: %+v", de.AsyncInferenceConfig)
+	}
 	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("async"), Key: aws.String("in/req.json"),
 		Body: bytes.NewReader([]byte(`{"inputs":"hello async"}`))}); err != nil {
 		t.Fatal(err)
