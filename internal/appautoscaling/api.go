@@ -43,6 +43,13 @@ type Variants interface {
 	SetDesired(ctx context.Context, endpoint, variant string, n int) error
 }
 
+// ZeroScaler is implemented by Variants that know which endpoints may scale
+// to zero instances (SageMaker allows MinCapacity 0 for asynchronous
+// inference endpoints only); without it MinCapacity must be at least 1.
+type ZeroScaler interface {
+	AllowsZero(ctx context.Context, endpoint string) bool
+}
+
 // Reader reads one SageMaker CloudWatch-style metric of one endpoint;
 // *triggers.CloudWatchReader satisfies it. variant "" is the whole endpoint.
 // It returns an error when the metric is unknown or no value can be computed,

@@ -48,7 +48,8 @@ func (a *API) registerScalableTarget(ctx context.Context, body []byte) (any, err
 	if err != nil {
 		return nil, err
 	}
-	if in.MinCapacity != nil && *in.MinCapacity < 1 {
+	zs, zero := a.v.(ZeroScaler)
+	if in.MinCapacity != nil && *in.MinCapacity < 1 && !(zero && zs.AllowsZero(ctx, ep)) {
 		return nil, awsjson.Validationf("MinCapacity must be at least 1 for scalable dimension %s.", DimensionVariant)
 	}
 	// A variant holds at most endpoint.MaxInstancesPerVariant instances, so a

@@ -46,24 +46,41 @@ func (f *Fetcher) s3Client(ctx context.Context, region string) (s3API, error) {
 	if c, ok := f.s3[region]; ok {
 		return c, nil
 	}
-	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region)}
-	if f.o.S3AccessKeyID != "" || f.o.S3SecretAccessKey != "" {
-		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(f.o.S3AccessKeyID, f.o.S3SecretAccessKey, "")))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	c, err := NewS3Client(ctx, f.o, region)
 	if err != nil {
 		return nil, srcErr(ReasonFetchFailed, err, "loading AWS configuration for S3")
 	}
-	c := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		if f.o.S3Endpoint != "" {
-			o.BaseEndpoint = aws.String(f.o.S3Endpoint)
-			// S3-compatible servers rarely have per-bucket DNS names.
-			o.UsePathStyle = true
-		}
-		o.DisableLogOutputChecksumValidationSkipped = true
-	})
 	f.s3[region] = c
 	return c, nil
+}
+
+// NewS3Client returns an S3 client for o's S3 settings (S3Endpoint with
+// path-style addressing, static credentials or the AWS default chain) in
+// region ("" = o.S3Region, else us-east-1). It is the server's one S3
+// configuration: model sources and asynchronous inference both use it.
+func NewS3Client(ctx context.Context, o Options, region string) (*s3.Client, error) {
+	if region == "" {
+		region = o.S3Region
+	}
+	if region == "" {
+		region = "us-east-1"
+	}
+	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region)}
+	if o.S3AccessKeyID != "" || o.S3SecretAccessKey != "" {
+		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.S3AccessKeyID, o.S3SecretAccessKey, "")))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s3.NewFromConfig(cfg, func(so *s3.Options) {
+		if o.S3Endpoint != "" {
+			so.BaseEndpoint = aws.String(o.S3Endpoint)
+			// S3-compatible servers rarely have per-bucket DNS names.
+			so.UsePathStyle = true
+		}
+		so.DisableLogOutputChecksumValidationSkipped = true
+	}), nil
 }
 
 type s3Object struct {

@@ -125,6 +125,7 @@ func (a *API) createEndpointConfig(ctx context.Context, body []byte) (any, error
 	}
 	ve.maxLen(in.KmsKeyId, 2048, "kmsKeyId")
 	ve.tags(in.Tags)
+	asyncWarn := validateAsync(&ve, in.AsyncInferenceConfig)
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
@@ -135,6 +136,7 @@ func (a *API) createEndpointConfig(ctx context.Context, body []byte) (any, error
 	if err != nil {
 		return nil, err
 	}
+	a.warnIgnored("CreateEndpointConfig", asyncWarn)
 	return map[string]string{"EndpointConfigArn": a.arn(endpoint.ResConfig, c.Name)}, nil
 }
 

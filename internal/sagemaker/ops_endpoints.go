@@ -97,6 +97,7 @@ type describeEndpointOutput struct {
 	LastModifiedTime         Epoch             `json:"LastModifiedTime"`
 	PendingDeploymentSummary *pendingSummary   `json:"PendingDeploymentSummary,omitempty"`
 	LastDeploymentConfig     *deploymentConfig `json:"LastDeploymentConfig,omitempty"`
+	AsyncInferenceConfig     json.RawMessage   `json:"AsyncInferenceConfig,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -221,7 +222,13 @@ func (a *API) describeEndpoint(ctx context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.describe(ep), nil
+	out := a.describe(ep)
+	if out.EndpointConfigName != "" {
+		if c, err := a.svc.GetEndpointConfig(ctx, out.EndpointConfigName); err == nil {
+			out.AsyncInferenceConfig = c.AsyncInferenceConfig
+		}
+	}
+	return out, nil
 }
 
 type updateEndpointInput struct {

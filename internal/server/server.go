@@ -31,6 +31,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/nodeapi"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
+	"github.com/capstan-dev/capstan/internal/sagemaker/runtimeapi"
 	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
@@ -166,8 +167,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
+	asyncQ, err := newAsync(ctx, cfg, st, svc, gw, clk, log, reg)
+	if err != nil {
+		return fail(err)
+	}
 	aas := appautoscaling.NewAPI(st, variantsAdapter{svc}, appautoscaling.Options{AccountID: cfg.AccountID, Region: cfg.Region,
-		Clock: clk, Logger: log, Registerer: reg, Source: gw})
+		Clock: clk, Logger: log, Registerer: reg, Source: gw, NewReader: asyncReaders(asyncQ, gw, clk)})
 
 	nodesH, err := cls.handler(st, clk, log)
 	if err != nil {
@@ -177,7 +182,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		Capacity: fl, Clusters: cls.svc, Tags: tags})
 	var control, runtimeH http.Handler = awsJSONDispatch(api, aas), http.NotFoundHandler()
 	if o.RuntimeAPI != nil {
-		runtimeH = o.RuntimeAPI(gw, log)
+		runtimeH = runtimeapi.WithAsync(o.RuntimeAPI(gw, log), asyncQ, runtimeapi.Options{AccountID: cfg.AccountID, Region: cfg.Region, Logger: log})
 	}
 	var manifestsH, nodeAPIH http.Handler = manifests, nodesH
 	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
@@ -228,7 +233,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// Application Auto Scaling's target tracking, the clusters' nodes and
 	// the node autoscaler. Stop waits for all of them before it stops the
 	// replicas.
-	for _, run := range []func(context.Context){ctrl.Run, dep.Run, aas.Run, cls.svc.Run, cls.autoscaler.Run} {
+	for _, run := range []func(context.Context){ctrl.Run, dep.Run, aas.Run, cls.svc.Run, cls.autoscaler.Run, asyncQ.Run} {
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()
