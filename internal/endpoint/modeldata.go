@@ -5,24 +5,50 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
-	"github.com/capstan-dev/capstan/internal/modelsource"
 )
 
 // DefaultModelDataTimeout bounds the download and extraction of a model's
 // artifacts during CreateModel.
 const DefaultModelDataTimeout = 5 * time.Minute
 
+// ModelSource makes a SageMaker model's artifacts a local model folder
+// (*modelsource.Fetcher implements it).
+type ModelSource interface {
+	// FetchModelData fetches the artifacts at uri (an s3:// URI) with
+	// SageMaker's CompressionType compression ("" when the request gave
+	// none: ModelDataUrl) and returns the folder holding config.json and
+	// the catalog model it is ("" when none). Errors may implement
+	// ModelDataProblem to say what went wrong.
+	FetchModelData(ctx context.Context, uri, compression string) (dir, catalogModel string, err error)
+}
+
+// ModelDataProblem is implemented by ModelSource errors: kind is
+// ProblemNoConfig, ProblemNotFound, ProblemAccessDenied or another word;
+// detail says what was looked for and where.
+type ModelDataProblem interface {
+	error
+	ModelDataProblem() (kind, detail string)
+}
+
+// Kinds of ModelDataProblem.
+const (
+	ProblemNoConfig     = "NoConfig"
+	ProblemNotFound     = "NotFound"
+	ProblemAccessDenied = "AccessDenied"
+)
+
 // SetModelSource makes CreateModel fetch a model's artifacts
 // (PrimaryContainer.ModelDataUrl or ModelDataSource.S3DataSource) through f,
 // within timeout (0: DefaultModelDataTimeout), so the engine runs the
 // architecture of the model's own config.json. Without it, ModelDataUrl only
 // names a catalog model (see ResolveModel).
-func (s *Service) SetModelSource(f *modelsource.Fetcher, timeout time.Duration) {
+func (s *Service) SetModelSource(f ModelSource, timeout time.Duration) {
 	if timeout <= 0 {
 		timeout = DefaultModelDataTimeout
 	}
@@ -39,6 +65,12 @@ type s3ModelDataSource struct {
 		HubAccessConfig   json.RawMessage `json:"HubAccessConfig"`
 	} `json:"S3DataSource"`
 }
+
+// SageMaker's CompressionType values.
+const (
+	compressionNone = "None"
+	compressionGzip = "Gzip"
+)
 
 // modelData is where a container's artifacts are: the S3 URI, SageMaker's
 // CompressionType, and the request field naming the URI ("" uri: none).
@@ -59,14 +91,14 @@ func containerModelData(c *Container, path string) (modelData, error) {
 		switch {
 		case d.S3Uri == "":
 			return modelData{}, invalidf("%s.S3Uri: required", field)
-		case d.S3DataType == "S3Prefix" && d.CompressionType == modelsource.CompressionNone:
+		case d.S3DataType == "S3Prefix" && d.CompressionType == compressionNone:
 			if !strings.HasSuffix(d.S3Uri, "/") {
 				return modelData{}, invalidf("%s.S3Uri: %s must end with \"/\" when S3DataType is S3Prefix", field, d.S3Uri)
 			}
-		case d.S3DataType == "S3Object" && d.CompressionType == modelsource.CompressionGzip:
+		case d.S3DataType == "S3Object" && d.CompressionType == compressionGzip:
 		case d.S3DataType != "S3Prefix" && d.S3DataType != "S3Object":
 			return modelData{}, invalidf("%s.S3DataType: %q is not valid (want S3Prefix or S3Object)", field, d.S3DataType)
-		case d.CompressionType != modelsource.CompressionNone && d.CompressionType != modelsource.CompressionGzip:
+		case d.CompressionType != compressionNone && d.CompressionType != compressionGzip:
 			return modelData{}, invalidf("%s.CompressionType: %q is not valid (want None or Gzip)", field, d.CompressionType)
 		default:
 			return modelData{}, invalidf("%s: S3DataType %s with CompressionType %s is not supported (use S3Prefix with None, or S3Object with Gzip)", field, d.S3DataType, d.CompressionType)
@@ -110,11 +142,11 @@ var jumpStartBucket = regexp.MustCompile(`^jumpstart-(private-)?cache-(prod|alph
 // SageMaker Python SDK's JumpStartModel.deploy() writes them: those public
 // buckets are not reachable here, the id is enough.
 func jumpStartArtifacts(cat *catalog.Catalog, uri string) (string, bool) {
-	bucket, key, err := modelsource.ParseS3URI(uri)
-	if err != nil || !jumpStartBucket.MatchString(bucket) {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "s3" || !jumpStartBucket.MatchString(u.Host) {
 		return "", false
 	}
-	for _, seg := range strings.Split(key, "/") {
+	for _, seg := range strings.Split(u.Path, "/") {
 		if seg == "" {
 			continue
 		}
@@ -149,45 +181,36 @@ func (s *Service) resolveModelData(ctx context.Context, m *Model) error {
 		m.ResolvedModel = id
 		return nil
 	}
-	src, err := modelsource.FromModelData(md.uri, md.compression)
-	if err != nil {
-		return invalidf("%s: %s", md.field, sourceMessage(err))
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.modelTimeout)
 	defer cancel()
-	res, err := s.models.Fetch(ctx, src)
+	dir, id, err := s.models.FetchModelData(ctx, md.uri, md.compression)
 	if err != nil {
 		return modelDataError(md, err)
 	}
-	m.ModelDir, m.ResolvedModel = res.Dir, res.Model
+	m.ModelDir, m.ResolvedModel = dir, id
 	return nil
 }
 
 // modelDataError words a fetch failure as SageMaker does, naming the field.
 func modelDataError(md modelData, err error) error {
-	msg := sourceMessage(err)
-	switch {
-	case errors.Is(err, modelsource.ErrNoConfig):
+	kind, msg := "", err.Error()
+	var p ModelDataProblem
+	if errors.As(err, &p) {
+		kind, msg = p.ModelDataProblem()
+	}
+	var text string
+	switch kind {
+	case ProblemNoConfig:
 		if !strings.Contains(msg, md.uri) {
 			msg = md.uri + ": " + msg
 		}
-		return &Error{Kind: ErrInvalid, Message: fmt.Sprintf("%s: %s", md.field, msg), Err: err}
-	case modelsource.Reason(err) == modelsource.ReasonNotFound:
-		return &Error{Kind: ErrInvalid, Message: fmt.Sprintf("%s: Could not find model data at %s (%s).", md.field, md.uri, msg), Err: err}
-	case modelsource.Reason(err) == modelsource.ReasonAccessDenied:
-		return &Error{Kind: ErrInvalid, Message: fmt.Sprintf("%s: Could not access model data at %s (%s).", md.field, md.uri, msg), Err: err}
+		text = fmt.Sprintf("%s: %s", md.field, msg)
+	case ProblemNotFound:
+		text = fmt.Sprintf("%s: Could not find model data at %s (%s).", md.field, md.uri, msg)
+	case ProblemAccessDenied:
+		text = fmt.Sprintf("%s: Could not access model data at %s (%s).", md.field, md.uri, msg)
+	default:
+		text = fmt.Sprintf("%s: could not use the model data at %s: %s", md.field, md.uri, msg)
 	}
-	return &Error{Kind: ErrInvalid, Message: fmt.Sprintf("%s: could not use the model data at %s: %s", md.field, md.uri, msg), Err: err}
-}
-
-// sourceMessage is a SourceError's message without the reason prefix.
-func sourceMessage(err error) string {
-	var se *modelsource.SourceError
-	if errors.As(err, &se) {
-		if se.Err != nil && !errors.Is(se.Err, modelsource.ErrNoConfig) {
-			return se.Message + ": " + se.Err.Error()
-		}
-		return se.Message
-	}
-	return err.Error()
+	return &Error{Kind: ErrInvalid, Message: text, Err: err}
 }

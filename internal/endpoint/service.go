@@ -13,7 +13,6 @@ import (
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/fleet"
-	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
@@ -31,7 +30,7 @@ type Service struct {
 	alarms  Alarms
 	// models fetches ModelDataUrl / ModelDataSource at CreateModel (nil:
 	// not fetched; see SetModelSource).
-	models       *modelsource.Fetcher
+	models       ModelSource
 	modelTimeout time.Duration
 }
 

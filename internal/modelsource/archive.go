@@ -332,3 +332,34 @@ func writeArchiveState(dir string, st archiveState) error {
 	}
 	return writeFileAtomic(filepath.Join(dir, archiveStateFile), b)
 }
+
+// FetchModelData fetches a SageMaker model's artifacts (FromModelData, then
+// Fetch) and returns the model folder and its catalog model id ("" when not
+// in the catalog); it implements endpoint.ModelSource. Errors are
+// *SourceError.
+func (f *Fetcher) FetchModelData(ctx context.Context, uri, compression string) (dir, catalogModel string, err error) {
+	src, err := FromModelData(uri, compression)
+	if err != nil {
+		return "", "", err
+	}
+	res, err := f.Fetch(ctx, src)
+	if err != nil {
+		return "", "", err
+	}
+	return res.Dir, res.Model, nil
+}
+
+// ModelDataProblem classifies e for SageMaker's CreateModel (it implements
+// endpoint.ModelDataProblem): "NoConfig" when the folder or archive lacks
+// config.json, else the Reason; detail is the message with the cause, without
+// the reason prefix.
+func (e *SourceError) ModelDataProblem() (kind, detail string) {
+	kind, detail = e.Reason, e.Message
+	if errors.Is(e.Err, ErrNoConfig) {
+		return "NoConfig", detail
+	}
+	if e.Err != nil {
+		detail += ": " + e.Err.Error()
+	}
+	return kind, detail
+}

@@ -196,6 +196,11 @@ func TestS3ArchiveAgainstMoto(t *testing.T) {
 			if got := errors.Is(err, ErrNoConfig); got != tc.noCfg {
 				t.Fatalf("errors.Is(err, ErrNoConfig) = %v, want %v", got, tc.noCfg)
 			}
+			var se *SourceError
+			errors.As(err, &se)
+			if kind, _ := se.ModelDataProblem(); (kind == "NoConfig") != tc.noCfg || (!tc.noCfg && kind != tc.reason) {
+				t.Fatalf("ModelDataProblem kind %q for %v", kind, err)
+			}
 			if left := cacheEntries(t, f); len(left) != 0 {
 				t.Fatalf("a refused archive left %v in the cache", left)
 			}

@@ -40,6 +40,9 @@ type deploymentDeps struct {
 	models *modelsource.Fetcher
 }
 
+// The SageMaker door fetches models through the manifests' fetcher.
+var _ endpoint.ModelSource = (*modelsource.Fetcher)(nil)
+
 // newModelSource builds the model-source fetcher from the serve config's
 // modelSources block. Manifests' deployments and SageMaker's CreateModel
 // (ModelDataUrl / ModelDataSource) use this one fetcher, so both reach S3

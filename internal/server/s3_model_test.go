@@ -9,6 +9,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"context"
 	"errors"
 	"os"
@@ -31,7 +32,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
-// customConfig is a ~2.8B-parameter architecture that is in no catalog:
+// customConfig is a ~2.8B-parameter architecture (3B by its weights' header) that is in no catalog:
 // 30 layers, hidden 2560, 20 query / 4 KV heads.
 const customConfig = `{
   "_name_or_path": "acme/custom-3b",
@@ -102,7 +103,11 @@ func TestE2EModelFromS3(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put("custom/model.tar.gz", modelTarGz(t, map[string]string{"config.json": customConfig, "tokenizer_config.json": "{}"}))
+	// The weights are a header-only safetensors stub: its header says 3e9
+	// parameters, which the engine takes over the count derived from config.json.
+	hdr := `{"__metadata__":{"format":"pt"},"model.weight":{"dtype":"BF16","shape":[3000000,1000],"data_offsets":[0,6000000000]}}`
+	stub := string(binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))) + hdr
+	put("custom/model.tar.gz", modelTarGz(t, map[string]string{"config.json": customConfig, "tokenizer_config.json": "{}", "model.safetensors": stub}))
 	put("bad/model.tar.gz", modelTarGz(t, map[string]string{"weights.safetensors": "not a model folder"}))
 	put("prefix/config.json", []byte(customConfig))
 
@@ -176,14 +181,16 @@ func TestE2EModelFromS3(t *testing.T) {
 	}
 
 	// The engine runs the archive's architecture: its ready line reports the
-	// layers and parameters of config.json, not a catalog preset's.
+	// layers of config.json and the parameters of the weights' header, not a
+	// catalog preset's.
 	want, err := catalog.ModelFromHFConfig("custom", []byte(customConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
+	want.Params = 3_000_000_000
 	layers, params := engineModel(t, dataDir, "custom")
 	if layers != 30 || params != want.Params {
-		t.Fatalf("engine runs %d layers, %d params; config.json says 30 layers, %d params", layers, params, want.Params)
+		t.Fatalf("engine runs %d layers, %d params; config.json says 30 layers, the safetensors header %d params", layers, params, want.Params)
 	}
 	if l8, p8 := engineModel(t, dataDir, "preset-8b"); l8 != 32 || p8 != 8030000000 {
 		t.Fatalf("preset engine runs %d layers, %d params; want llama-3.1-8b's", l8, p8)
