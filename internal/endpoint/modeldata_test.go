@@ -1,11 +1,13 @@
 package endpoint
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
 func TestContainerModelData(t *testing.T) {
@@ -79,5 +81,91 @@ func TestCatalogPresetAndJumpStartArtifacts(t *testing.T) {
 	// SM_MODEL_ID accepts a JumpStart id in ResolveModel too.
 	if id, err := ResolveModel(cat, Model{Name: "m", PrimaryContainer: &Container{Environment: map[string]string{"SM_MODEL_ID": "deepseek-llm-r1-distill-llama-8b"}}}); err != nil || id != "deepseek-r1-distill-llama-8b" {
 		t.Fatalf("ResolveModel(SM_MODEL_ID JumpStart id) = %q, %v", id, err)
+	}
+}
+
+// fakeSource is a ModelSource answering from a table of URIs.
+type fakeSource struct {
+	calls int
+	dirs  map[string][2]string // uri → dir, catalog model
+}
+
+type fakeProblem struct{ kind, detail string }
+
+func (p *fakeProblem) Error() string                      { return p.kind + ": " + p.detail }
+func (p *fakeProblem) ModelDataProblem() (string, string) { return p.kind, p.detail }
+
+func (f *fakeSource) FetchModelData(_ context.Context, uri, _ string) (string, string, error) {
+	f.calls++
+	if d, ok := f.dirs[uri]; ok {
+		return d[0], d[1], nil
+	}
+	if strings.Contains(uri, "noconfig") {
+		return "", "", &fakeProblem{ProblemNoConfig, uri + " has no config.json"}
+	}
+	return "", "", &fakeProblem{ProblemNotFound, "object key does not exist"}
+}
+
+// CreateModel fetches the artifacts, refuses bad ones storing nothing, and
+// the replicas run the fetched folder (ModelDir) under the model's name.
+func TestCreateModelFetchesModelData(t *testing.T) {
+	e := newEnv(t, true, 4)
+	src := &fakeSource{dirs: map[string][2]string{
+		"s3://b/custom.tar.gz": {"/cache/s3-archive/b/custom.tar.gz", ""},
+		"s3://b/qwen/":         {"/cache/s3/b/qwen", "qwen2.5-7b"},
+	}}
+	e.svc.SetModelSource(src, 0)
+	create := func(name, url string, env map[string]string) error {
+		_, err := e.svc.CreateModel(e.ctx, Model{Name: name, PrimaryContainer: &Container{ModelDataUrl: url, Environment: env}})
+		return err
+	}
+	for _, tc := range []struct{ url, want string }{
+		{"s3://b/noconfig.tar.gz", "PrimaryContainer.ModelDataUrl: s3://b/noconfig.tar.gz has no config.json"},
+		{"s3://b/absent.tar.gz", "PrimaryContainer.ModelDataUrl: Could not find model data at s3://b/absent.tar.gz (object key does not exist)."},
+	} {
+		err := create("bad", tc.url, nil)
+		if ae, ok := AsError(err); !ok || ae.Kind != ErrInvalid || ae.Message != tc.want {
+			t.Fatalf("CreateModel(%s) = %v, want ErrInvalid %q", tc.url, err, tc.want)
+		}
+		if _, err := e.svc.GetModel(e.ctx, "bad"); !IsNotFound(err) {
+			t.Fatalf("refused model stored: %v", err)
+		}
+	}
+	if err := create("custom", "s3://b/custom.tar.gz", map[string]string{"HF_MODEL_ID": "/opt/ml/model"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("qwen", "s3://b/qwen/", nil); err != nil {
+		t.Fatal(err)
+	}
+	// A catalog model in the environment wins: nothing is fetched.
+	before := src.calls
+	if err := create("preset", "s3://b/absent.tar.gz", map[string]string{"SM_MODEL_ID": "huggingface-llm-gemma-2-2b-instruct"}); err != nil || src.calls != before {
+		t.Fatalf("preset: %v, %d fetches", err, src.calls-before)
+	}
+	// A duplicate name is refused before any fetch.
+	if err := create("custom", "s3://b/custom.tar.gz", nil); err == nil || src.calls != before {
+		t.Fatalf("duplicate: %v, %d fetches", err, src.calls-before)
+	}
+
+	want := map[string]struct{ model, dir string }{
+		"custom": {"custom", "/cache/s3-archive/b/custom.tar.gz"},
+		"qwen":   {"qwen2.5-7b", "/cache/s3/b/qwen"},
+		"preset": {"gemma-2-2b", ""},
+	}
+	for name, w := range want {
+		e.config("c-"+name, name, "ml.g5.xlarge", 1)
+		if _, err := e.svc.CreateEndpoint(e.ctx, "ep-"+name, "c-"+name, nil); err != nil {
+			t.Fatal(err)
+		}
+		e.reconcile("ep-" + name)
+		var spec *runtime.ReplicaSpec
+		for _, s := range e.rt.Starts() {
+			if s.Endpoint == "ep-"+name {
+				spec = &s
+			}
+		}
+		if spec == nil || spec.Model != w.model || spec.ModelDir != w.dir {
+			t.Fatalf("%s: replica spec %+v, want model %q dir %q", name, spec, w.model, w.dir)
+		}
 	}
 }
