@@ -140,6 +140,9 @@ func TestE2EModelFromS3(t *testing.T) {
 		{"prefix-not-slash", smtypes.ContainerDefinition{ModelDataSource: &smtypes.ModelDataSource{S3DataSource: &smtypes.S3ModelDataSource{
 			S3Uri: aws.String("s3://models/prefix"), S3DataType: smtypes.S3ModelDataTypeS3Prefix, CompressionType: smtypes.ModelCompressionTypeNone}}},
 			[]string{"PrimaryContainer.ModelDataSource.S3DataSource.S3Uri", "must end with"}},
+		{"uri-too-long", smtypes.ContainerDefinition{ModelDataSource: &smtypes.ModelDataSource{S3DataSource: &smtypes.S3ModelDataSource{
+			S3Uri: aws.String("s3://models/" + strings.Repeat("k", 1100) + "/"), S3DataType: smtypes.S3ModelDataTypeS3Prefix, CompressionType: smtypes.ModelCompressionTypeNone}}},
+			[]string{"at 'primaryContainer.modelDataSource.s3DataSource.s3Uri' failed to satisfy constraint"}},
 	}
 	for _, tc := range bad {
 		wantValidation(t, createModel(tc.name, tc.c), tc.mentions...)
