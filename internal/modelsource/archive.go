@@ -351,15 +351,15 @@ func (f *Fetcher) FetchModelData(ctx context.Context, uri, compression string) (
 
 // ModelDataProblem classifies e for SageMaker's CreateModel (it implements
 // endpoint.ModelDataProblem): "NoConfig" when the folder or archive lacks
-// config.json, else the Reason; detail is the message with the cause, without
-// the reason prefix.
+// config.json, else the Reason; detail is the message without the reason
+// prefix, with the cause unless the reason is NotFound.
 func (e *SourceError) ModelDataProblem() (kind, detail string) {
 	kind, detail = e.Reason, e.Message
 	if errors.Is(e.Err, ErrNoConfig) {
 		return "NoConfig", detail
 	}
-	if e.Err != nil {
-		detail += ": " + e.Err.Error()
+	if e.Err != nil && e.Reason != ReasonNotFound {
+		detail += ": " + e.Err.Error() // a missing bucket or key says it all without the SDK's text
 	}
 	return kind, detail
 }
