@@ -218,8 +218,8 @@ func TestJumpStartModel(t *testing.T) {
 		})
 	}
 	_, err := c.JumpStartModel("huggingface-llm-nonexistent")
-	if err == nil || !strings.Contains(err.Error(), "deepseek-llm-r1-distill-qwen-1-5b") || !strings.Contains(err.Error(), "huggingface-llm-nonexistent") {
-		t.Fatalf("unknown id error = %v; want it to name the id and list known ids", err)
+	if err == nil || !strings.Contains(err.Error(), "huggingface-llm-nonexistent") || !strings.Contains(err.Error(), "no known id is close") {
+		t.Fatalf("unknown id error = %v; want it to name the id and say nothing is close", err)
 	}
 	if _, err := New(nil, []Model{
 		{ID: "a", Layers: 1, KVHeads: 1, HeadDim: 1, Params: 1, DTypeBytes: 2, JumpStartIDs: []string{"dup"}},

@@ -24,14 +24,88 @@ func (c *Catalog) JumpStartModel(id string) (Model, error) {
 	if m, ok := c.models[k]; ok {
 		return m, nil
 	}
-	known := c.JumpStartIDs()
-	const show = 6
-	more := ""
-	if len(known) > show {
-		more = fmt.Sprintf(" (and %d more)", len(known)-show)
-		known = known[:show]
+	if close := c.CloseJumpStartIDs(id, 5); len(close) > 0 {
+		return Model{}, fmt.Errorf("unknown JumpStart model id %q; did you mean %s? (%d ids are known, see docs/model-sources.md)",
+			id, strings.Join(close, ", "), len(c.jumpStart))
 	}
-	return Model{}, fmt.Errorf("unknown JumpStart model id %q; known ids include: %s%s", id, strings.Join(known, ", "), more)
+	return Model{}, fmt.Errorf("unknown JumpStart model id %q; no known id is close to it (%d ids are known, see docs/model-sources.md; a catalog id such as %s works too)",
+		id, len(c.jumpStart), strings.Join(c.modelNames[:min(3, len(c.modelNames))], ", "))
+}
+
+// genericTokens appear in many JumpStart ids and say nothing about which
+// model is meant, so sharing them does not make two ids close.
+var genericTokens = map[string]bool{"huggingface": true, "llm": true, "meta": true, "textgeneration": true,
+	"instruct": true, "it": true, "chat": true, "hf": true, "model": true, "base": true}
+
+func idTokens(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return r == '-' || r == '_' || r == '.' || r == '/' }) {
+		if !genericTokens[t] {
+			out[t] = true
+		}
+	}
+	return out
+}
+
+// CloseJumpStartIDs returns up to n known JumpStart ids close to id, closest
+// first: those sharing a model-specific token with it (a family name, a
+// version, a size; "huggingface", "llm", "instruct" … do not count) or
+// within an edit distance of a quarter of its length. Ranked by edit
+// distance less three per shared token.
+func (c *Catalog) CloseJumpStartIDs(id string, n int) []string {
+	q := strings.ToLower(strings.TrimSpace(id))
+	if len(q) > 200 {
+		q = q[:200] // bounds the edit-distance work
+	}
+	qt := idTokens(q)
+	type cand struct {
+		id    string
+		score int
+	}
+	var cands []cand
+	for _, k := range c.JumpStartIDs() {
+		shared := 0
+		for t := range idTokens(k) {
+			if qt[t] {
+				shared++
+			}
+		}
+		d := levenshtein(q, k)
+		if shared == 0 && d > max(2, len(q)/4) {
+			continue
+		}
+		cands = append(cands, cand{k, d - 3*shared})
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].score < cands[j].score })
+	out := make([]string, 0, n)
+	for _, c := range cands {
+		if len(out) == n {
+			break
+		}
+		out = append(out, c.id)
+	}
+	return out
+}
+
+// levenshtein is the edit distance between a and b (bytes).
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // JumpStartIDs lists every JumpStart id the catalog resolves, sorted.

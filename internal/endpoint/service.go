@@ -28,6 +28,10 @@ type Service struct {
 	log     *slog.Logger
 	res     placement.Plans
 	alarms  Alarms
+	// models fetches ModelDataUrl / ModelDataSource at CreateModel (nil:
+	// not fetched; see SetModelSource).
+	models       ModelSource
+	modelTimeout time.Duration
 }
 
 // SetAlarms enables alarms in update policies, checked against a.
@@ -47,9 +51,26 @@ func NewService(s *store.Store, f placement.Allocator, cat *catalog.Catalog, c c
 
 // ---- models ----
 
-// CreateModel stores m (CreationTime is set here).
-func (s *Service) CreateModel(_ context.Context, m Model) (Model, error) {
+// CreateModel stores m (CreationTime is set here). With a model source set
+// (SetModelSource), the model's artifacts are fetched first and a model whose
+// artifacts cannot be used is refused, naming the field; nothing is stored.
+func (s *Service) CreateModel(ctx context.Context, m Model) (Model, error) {
 	m.CreationTime = s.clock.Now().UTC().Truncate(1e6)
+	m.ModelDir, m.ResolvedModel = "", ""
+	if s.models != nil {
+		// A duplicate name is refused before any download.
+		if err := s.store.View(func(tx *store.Tx) error {
+			if tx.Exists(KindModel, m.Name) {
+				return alreadyExists(ResModel, m.Name)
+			}
+			return nil
+		}); err != nil {
+			return m, err
+		}
+		if err := s.resolveModelData(ctx, &m); err != nil {
+			return m, err
+		}
+	}
 	err := s.store.Update(func(tx *store.Tx) error {
 		if tx.Exists(KindModel, m.Name) {
 			return alreadyExists(ResModel, m.Name)
@@ -596,14 +617,32 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 		} else {
 			vs.GPU, vs.GPUCount = it.Device(), it.GPUCount
 		}
-		if id, err := ResolveModel(s.catalog, m); err != nil {
-			vs.ModelError = err.Error()
-		} else {
-			vs.Model = id
-			if itErr == nil && it.IsCPU() {
-				if msg := cpuFit(s.catalog, id, it); msg != "" {
-					vs.ModelError = msg
+		switch {
+		case m.ModelDir != "":
+			// The model's own folder: the engine reads its config.json. The
+			// name seeds the KV block hashes, so engine and gateway must
+			// agree on it: the catalog id when the folder is a catalog
+			// model, else the SageMaker model's name.
+			vs.ModelDir, vs.Model = m.ModelDir, m.ResolvedModel
+			if vs.Model == "" {
+				vs.Model = m.Name
+				if cm, err := s.catalog.Model(m.Name); err == nil {
+					vs.Model = cm.ID
 				}
+			}
+		case m.ResolvedModel != "":
+			vs.Model = m.ResolvedModel
+		default:
+			if id, err := ResolveModel(s.catalog, m); err != nil {
+				vs.ModelError = err.Error()
+			} else {
+				vs.Model = id
+			}
+		}
+		if vs.ModelError == "" && itErr == nil && it.IsCPU() {
+			// A model's own folder is not in the catalog; only catalog models are checked here.
+			if msg := cpuFit(s.catalog, vs.Model, it); msg != "" {
+				vs.ModelError = msg
 			}
 		}
 		dep.Variants = append(dep.Variants, vs)
@@ -614,12 +653,16 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 // ResolveModel decides which catalog model a SageMaker model runs. The rule,
 // first match wins, using the primary container (or the first of Containers):
 //  1. Environment["HF_MODEL_ID"] (Hugging Face name, e.g. meta-llama/Llama-3.1-8B-Instruct)
-//  2. Environment["SM_MODEL_ID"] (a catalog id or alias, e.g. llama-3.1-8b)
+//  2. Environment["SM_MODEL_ID"] (a catalog id or alias, e.g. llama-3.1-8b, or a
+//     JumpStart id, e.g. meta-textgeneration-llama-3-1-8b-instruct)
 //  3. ModelDataUrl: the object key without a trailing ".tar.gz" or "/", then its
 //     last path segment (s3://bucket/models/llama-3.1-8b.tar.gz → llama-3.1-8b).
 //
 // Each candidate is looked up by catalog id or alias. A named model that is not
-// in the catalog is an error naming the field it came from.
+// in the catalog is an error naming the field it came from. An environment
+// value that is a local path (HF_MODEL_ID=/opt/ml/model) names no model and
+// is skipped. With a model source set, CreateModel fetches ModelDataUrl
+// instead (Model.ModelDir) and rule 3 is not used.
 func ResolveModel(cat *catalog.Catalog, m Model) (string, error) {
 	c := m.PrimaryContainer
 	if c == nil && len(m.Containers) > 0 {
@@ -629,8 +672,11 @@ func ResolveModel(cat *catalog.Catalog, m Model) (string, error) {
 		return "", fmt.Errorf("model %s has no container: set PrimaryContainer.Environment.HF_MODEL_ID to a catalog model", m.Name)
 	}
 	for _, key := range []string{"HF_MODEL_ID", "SM_MODEL_ID"} {
-		if id := strings.TrimSpace(c.Environment[key]); id != "" {
+		if id := strings.TrimSpace(c.Environment[key]); id != "" && !strings.HasPrefix(id, "/") {
 			cm, err := cat.Model(id)
+			if err != nil && key == "SM_MODEL_ID" {
+				cm, err = cat.JumpStartModel(id)
+			}
 			if err != nil {
 				return "", fmt.Errorf("model %q (PrimaryContainer.Environment.%s of model %s) is not in the model catalog; known models: %s",
 					id, key, m.Name, strings.Join(cat.ModelIDs(), ", "))

@@ -107,6 +107,13 @@ type Model struct {
 	InferenceExecutionConfig json.RawMessage `json:"InferenceExecutionConfig,omitempty"`
 	VpcConfig                json.RawMessage `json:"VpcConfig,omitempty"`
 	Tags                     []Tag           `json:"Tags,omitempty"`
+
+	// Set by CreateModel, never on the wire: ModelDir is the local model
+	// folder fetched from ModelDataUrl / ModelDataSource (its config.json
+	// gives the architecture); ResolvedModel the catalog model it is, or
+	// the one a JumpStart artifacts URI names ("" when not in the catalog).
+	ModelDir      string `json:"capstanModelDir,omitempty"`
+	ResolvedModel string `json:"capstanResolvedModel,omitempty"`
 }
 
 // RoutingConfig picks the replica strategy inside a variant.
@@ -224,8 +231,11 @@ type VariantState struct {
 	// not be resolved (the endpoint then fails with it as FailureReason).
 	Model      string `json:"model,omitempty"`
 	ModelError string `json:"modelError,omitempty"`
-	GPU        string `json:"gpu,omitempty"`
-	GPUCount   int    `json:"gpuCount,omitempty"`
+	// ModelDir is the model folder replicas run (--model-dir), when the
+	// model's artifacts were fetched; Model then only names it.
+	ModelDir string `json:"modelDir,omitempty"`
+	GPU      string `json:"gpu,omitempty"`
+	GPUCount int    `json:"gpuCount,omitempty"`
 
 	Weight        float64  `json:"weight"`
 	DesiredWeight float64  `json:"desiredWeight"`

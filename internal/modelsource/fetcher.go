@@ -58,6 +58,10 @@ type Options struct {
 	Clock clock.Clock
 	// ParallelDownloads bounds concurrent object downloads per fetch (default 4).
 	ParallelDownloads int
+	// MaxArchiveBytes and MaxArchiveEntries bound what one model archive
+	// (s3 Archive source) may extract to (default 64 GiB and 10 000 entries).
+	MaxArchiveBytes   int64
+	MaxArchiveEntries int
 }
 
 // Result is a fetched model folder.
@@ -194,7 +198,11 @@ func (f *Fetcher) fetch(ctx context.Context, src Source) (Result, error) {
 	var err error
 	switch src.Type {
 	case TypeS3:
-		res, err = f.fetchS3(ctx, src)
+		if src.Archive {
+			res, err = f.fetchS3Archive(ctx, src)
+		} else {
+			res, err = f.fetchS3(ctx, src)
+		}
 	case TypeFSx:
 		res, err = f.fetchFSx(src)
 	case TypeHuggingFace:

@@ -62,7 +62,7 @@ func safeRel(rel string) error {
 		return errors.New("absolute path")
 	case strings.ContainsAny(rel, "\\\x00"):
 		return errors.New("backslash or NUL in name")
-	case rel == stateFile || strings.HasPrefix(filepath.Base(rel), partPrefix):
+	case rel == stateFile || rel == archiveStateFile || strings.HasPrefix(filepath.Base(rel), partPrefix):
 		return errors.New("reserved name")
 	}
 	for _, seg := range strings.Split(rel, "/") {

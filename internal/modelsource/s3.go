@@ -35,6 +35,7 @@ const MaxS3Objects = 10000
 type s3API interface {
 	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, optFns ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
 	GetObject(ctx context.Context, in *s3.GetObjectInput, optFns ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	HeadObject(ctx context.Context, in *s3.HeadObjectInput, optFns ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 }
 
 var _ s3API = (*s3.Client)(nil)
@@ -116,7 +117,7 @@ func (f *Fetcher) fetchS3(ctx context.Context, src Source) (Result, error) {
 		hasConfig = hasConfig || o.rel == "config.json"
 	}
 	if !hasConfig {
-		return Result{}, srcErr(ReasonNotFound, nil, "no config.json under %s: object key %q does not exist in bucket %q (a model folder needs a Hugging Face config.json)", where, prefix+"config.json", src.Bucket)
+		return Result{}, srcErr(ReasonNotFound, ErrNoConfig, "no config.json under %s: object key %q does not exist in bucket %q (a model folder needs a Hugging Face config.json)", where, prefix+"config.json", src.Bucket)
 	}
 
 	dir := filepath.Join(f.o.CacheDir, "s3", src.Bucket, filepath.FromSlash(strings.TrimSuffix(prefix, "/")))

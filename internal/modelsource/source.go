@@ -19,8 +19,11 @@ const (
 
 // Source says where a model comes from. Which fields matter depends on Type.
 type Source struct {
-	Type                                        string // "s3", "fsx", "huggingface", "jumpstart"
-	Bucket, Region, Location                    string // s3: bucket, region, key prefix (modelLocation)
+	Type                     string // "s3", "fsx", "huggingface", "jumpstart"
+	Bucket, Region, Location string // s3: bucket, region, key prefix (modelLocation)
+	// Archive (s3 only) says Location is the key of one gzip tar archive
+	// (SageMaker's model.tar.gz) to download and extract, not a prefix.
+	Archive                                     bool
 	FileSystemID, MountName                     string // fsx (+ Location: path inside the file system)
 	HFModelID, HFRevision                       string // huggingface
 	HubName, JumpStartModelID, JumpStartVersion string // jumpstart
@@ -34,6 +37,9 @@ type Source struct {
 func (s Source) String() string {
 	switch s.Type {
 	case TypeS3:
+		if s.Archive {
+			return "s3://" + s.Bucket + "/" + s.Location
+		}
 		return "s3://" + s.Bucket + "/" + prefixOf(s.Location)
 	case TypeFSx:
 		return "fsx://" + s.FileSystemID + "/" + s.MountName + "/" + strings.TrimPrefix(s.Location, "/")
@@ -156,6 +162,14 @@ func (s Source) Validate() error {
 	case TypeS3:
 		if !bucketRE.MatchString(s.Bucket) || strings.Contains(s.Bucket, "..") {
 			return srcErr(ReasonInvalidSource, nil, "s3 bucket name %q is not a valid bucket name", s.Bucket)
+		}
+		if s.Archive {
+			if s.Location == "" || strings.HasSuffix(s.Location, "/") {
+				return srcErr(ReasonInvalidSource, nil, "s3://%s/%s: an archive is one object, not a prefix (use CompressionType None for a prefix)", s.Bucket, s.Location)
+			}
+			if err := safeRel(s.Location); err != nil {
+				return srcErr(ReasonPathEscape, err, "archive key %q is not a plain object key", s.Location)
+			}
 		}
 		return checkLocation(s.Location)
 	case TypeFSx:

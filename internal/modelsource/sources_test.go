@@ -240,9 +240,9 @@ func TestJumpStart(t *testing.T) {
 			}
 		})
 	}
-	t.Run("unknown id lists known ids", func(t *testing.T) {
-		_, err := f.Fetch(context.Background(), Source{Type: TypeJumpStart, JumpStartModelID: "huggingface-llm-unknown"})
-		wantReason(t, err, ReasonNotFound, "huggingface-llm-unknown", "deepseek-llm-r1-distill-qwen-1-5b")
+	t.Run("unknown id lists close ids", func(t *testing.T) {
+		_, err := f.Fetch(context.Background(), Source{Type: TypeJumpStart, JumpStartModelID: "deepseek-llm-r1-distill-qwen-7b"})
+		wantReason(t, err, ReasonNotFound, "deepseek-llm-r1-distill-qwen-7b", "did you mean", "deepseek-llm-r1-distill-qwen-1-5b")
 	})
 	t.Run("private hub", func(t *testing.T) {
 		_, err := f.Fetch(context.Background(), Source{Type: TypeJumpStart, HubName: "MyHub", JumpStartModelID: "deepseek-llm-r1-distill-qwen-1-5b"})

@@ -64,6 +64,16 @@ func (e *validationError) container(c *endpoint.Container, path string) {
 	e.maxLen(c.ContainerHostname, 63, path+".containerHostname")
 	e.maxLen(c.Image, 255, path+".image")
 	e.maxLen(c.ModelDataUrl, 1024, path+".modelDataUrl")
+	if len(c.ModelDataSource) > 0 {
+		var ds struct {
+			S3DataSource *struct {
+				S3Uri string `json:"S3Uri"`
+			} `json:"S3DataSource"`
+		}
+		if json.Unmarshal(c.ModelDataSource, &ds) == nil && ds.S3DataSource != nil {
+			e.maxLen(ds.S3DataSource.S3Uri, 1024, path+".modelDataSource.s3DataSource.s3Uri")
+		}
+	}
 	e.enum(c.Mode, path+".mode", "SingleModel", "MultiModel")
 	e.environment(c.Environment, path+".environment")
 }

@@ -36,6 +36,25 @@ type deploymentDeps struct {
 	gatewayURL string
 	pool       *cluster.Cluster
 	nodeEvents deployment.NodeEvents
+	// models is the model-source fetcher both doors share (newModelSource).
+	models *modelsource.Fetcher
+}
+
+// The SageMaker door fetches models through the manifests' fetcher.
+var _ endpoint.ModelSource = (*modelsource.Fetcher)(nil)
+
+// newModelSource builds the model-source fetcher from the serve config's
+// modelSources block. Manifests' deployments and SageMaker's CreateModel
+// (ModelDataUrl / ModelDataSource) use this one fetcher, so both reach S3
+// with the same endpoint and credentials and share one cache.
+func newModelSource(cfg config.Config, cat *catalog.Catalog, clk clock.Clock, log *slog.Logger) (*modelsource.Fetcher, error) {
+	ms := cfg.ModelSources
+	return modelsource.New(modelsource.Options{
+		CacheDir: ms.CacheDir, FSxRoot: ms.FSxRoot, HuggingFaceEndpoint: ms.HuggingFaceEndpoint,
+		S3Endpoint: ms.S3.Endpoint, S3Region: ms.S3.Region,
+		S3AccessKeyID: ms.S3.AccessKeyID, S3SecretAccessKey: ms.S3.SecretAccessKey,
+		Catalog: cat, Logger: log, Clock: clk,
+	})
 }
 
 // newDeployments builds the manifests' side of capstan: the model-source
@@ -43,19 +62,9 @@ type deploymentDeps struct {
 // InferenceEndpointConfig and JumpStartModel objects on the serving engine
 // the SageMaker endpoints share.
 func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
-	ms := d.cfg.ModelSources
-	models, err := modelsource.New(modelsource.Options{
-		CacheDir: ms.CacheDir, FSxRoot: ms.FSxRoot, HuggingFaceEndpoint: ms.HuggingFaceEndpoint,
-		S3Endpoint: ms.S3.Endpoint, S3Region: ms.S3.Region,
-		S3AccessKeyID: ms.S3.AccessKeyID, S3SecretAccessKey: ms.S3.SecretAccessKey,
-		Catalog: d.cat, Logger: d.log, Clock: d.clock,
-	})
-	if err != nil {
-		return nil, err
-	}
 	return deployment.New(deployment.Options{
 		Store: d.store, Clock: d.clock, Logger: d.log, Registerer: d.reg,
-		Engine: d.eng, Cluster: d.pool, NodeEvents: d.nodeEvents, Gateway: d.gw, Models: models, Endpoints: d.endpoints,
+		Engine: d.eng, Cluster: d.pool, NodeEvents: d.nodeEvents, Gateway: d.gw, Models: d.models, Endpoints: d.endpoints,
 		Triggers: triggers.Build, Catalog: d.cat, StartTimeout: d.cfg.Endpoints.StartTimeout.Duration,
 		Resync: o.Resync, GatewayURL: d.gatewayURL, Region: d.cfg.Region, AccountID: d.cfg.AccountID,
 	})

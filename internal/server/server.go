@@ -111,6 +111,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	svc := endpoint.NewService(st, fl, cat, clk, log)
 	svc.SetReservations(fl)
+	models, err := newModelSource(cfg, cat, clk, log)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		st.Close()
+		return nil, fmt.Errorf("model sources: %w", err)
+	}
+	svc.SetModelSource(models, 0)
 	costs := capacity.NewCollector(fl)
 	reg.MustRegister(newStatusCollector(svc), costs)
 	args := append([]string{fmt.Sprintf("--time-scale=%g", cfg.Engine.TimeScale)}, cfg.Engine.Args...)
@@ -154,7 +161,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return fail(fmt.Errorf("clusters: %w", err))
 	}
 	dep, err := newDeployments(deploymentDeps{cfg: cfg, store: st, clock: clk, log: log, reg: reg, eng: eng, gw: gw,
-		endpoints: svc, cat: cat, gatewayURL: "http://" + ln.Addr().String(), pool: cls.pool, nodeEvents: cls.svc}, o)
+		endpoints: svc, cat: cat, models: models, gatewayURL: "http://" + ln.Addr().String(), pool: cls.pool, nodeEvents: cls.svc}, o)
 	if err != nil {
 		return fail(fmt.Errorf("deployments: %w", err))
 	}

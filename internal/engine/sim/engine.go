@@ -139,6 +139,9 @@ func NewEngine(opts Options, d Deps) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.ModelDir != "" {
+		m = withWeightHeaders(m, opts.ModelDir, d.Log)
+	}
 	if opts.ServedModelName == "" {
 		opts.ServedModelName = served
 	}

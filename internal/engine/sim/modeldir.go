@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,4 +84,24 @@ func modelDirName(absDir string, config []byte) string {
 		return n
 	}
 	return filepath.Base(absDir)
+}
+
+// withWeightHeaders takes m's parameter count from the safetensors headers
+// in dir when it has readable ones (catalog.SafetensorsParams), so weight
+// memory and per-token speed follow the checkpoint's real size; otherwise
+// the count derived from config.json stays (unreadable headers are logged).
+// A mixture-of-experts model keeps its active count, capped at the total.
+func withWeightHeaders(m catalog.Model, dir string, log *slog.Logger) catalog.Model {
+	n, err := catalog.SafetensorsParams(dir)
+	if err != nil {
+		if log != nil {
+			log.Warn("safetensors headers unreadable; parameter count from config.json", "dir", dir, "err", err)
+		}
+		return m
+	}
+	if n > 0 {
+		m.Params = n
+		m.ActiveParams = min(m.ActiveParams, n)
+	}
+	return m
 }

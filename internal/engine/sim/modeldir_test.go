@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -151,5 +152,58 @@ func TestProcessModelDirServesChat(t *testing.T) {
 	b, _ := io.ReadAll(r.Body)
 	if !strings.Contains(string(b), `"max_model_len":8192`) || !strings.Contains(string(b), `"id":"tiny-chat-model"`) {
 		t.Fatalf("/v1/models = %s; want the folder's name and config.json's context length", b)
+	}
+}
+
+// The weights' safetensors headers, when present and readable, give the
+// parameter count (so weight memory and decode speed); unreadable ones
+// leave the count derived from config.json.
+func TestModelDirSafetensorsHeaders(t *testing.T) {
+	fromConfig, err := catalog.ModelFromHFConfig("tiny", []byte(tinyConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub := func(t *testing.T, dir, name, header string, junk bool) {
+		t.Helper()
+		var b []byte
+		if junk {
+			b = []byte("\xff\xff\xff\xff\xff\xff\xff\x7fnot safetensors")
+		} else {
+			b = binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+			b = append(b, header...)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name       string
+		files      map[string]string // name → header ("" = junk bytes)
+		wantParams int64
+	}{
+		{"no weights", nil, fromConfig.Params},
+		// Header-only stubs of a 2-shard checkpoint: 3e9 + 1e9 parameters.
+		{"headers", map[string]string{
+			"model-00001-of-00002.safetensors": `{"w":{"dtype":"BF16","shape":[3000000,1000],"data_offsets":[0,6000000000]}}`,
+			"model-00002-of-00002.safetensors": `{"__metadata__":{},"v":{"dtype":"BF16","shape":[1000000000],"data_offsets":[0,2000000000]}}`,
+		}, 4_000_000_000},
+		{"junk", map[string]string{"model.safetensors": ""}, fromConfig.Params},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeModelDir(t, "tiny-"+strings.ReplaceAll(tc.name, " ", "-"), tinyConfig)
+			for n, h := range tc.files {
+				stub(t, dir, n, h, h == "")
+			}
+			o := testOptions()
+			o.Model, o.ModelDir = "", dir
+			e := newTestEngine(t, o, Deps{})
+			if got := e.Model().Params; got != tc.wantParams {
+				t.Fatalf("engine params %d, want %d", got, tc.wantParams)
+			}
+			if got := e.Model().Layers; got != 8 {
+				t.Fatalf("layers %d: the shape must still come from config.json", got)
+			}
+		})
 	}
 }

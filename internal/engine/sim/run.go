@@ -107,7 +107,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer, log *slog.Logger) 
 		defer pub.Close()
 		e.events = eventSink{pub}
 	}
-	log.Info("engine sim ready", "addr", hostPort, "model", e.model.ID, "gpu", opts.GPU, "tp", opts.TensorParallel,
+	log.Info("engine sim ready", "addr", hostPort, "model", e.model.ID, "layers", e.model.Layers, "params", e.model.Params, "gpu", opts.GPU, "tp", opts.TensorParallel,
 		"mig", opts.MIGProfile, "num_gpu_blocks", e.NumGPUBlocks(), "max_model_len", e.maxLen, "time_scale", opts.TimeScale)
 
 	engDone := make(chan struct{})
