@@ -53,7 +53,7 @@ type VariantRoute struct {
 	// Meter, when set, is called once per request the variant answered,
 	// with the time from sending it to its backend to the end of the
 	// response body (per-request billing of serverless variants).
-	Meter func(d time.Duration)
+	Meter func(d time.Duration) `json:"-"`
 }
 
 // Route is everything the gateway needs to serve one endpoint.
