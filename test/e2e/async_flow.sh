@@ -10,28 +10,18 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 : "${CAPSTAN_BIN:?set CAPSTAN_BIN to the capstan binary}"
 command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 1; }
-if command -v moto_server >/dev/null; then moto=(moto_server); else moto=(python3 -m moto.server); fi
 
 # lib/serve.sh (sourced below, once moto is up) takes over work, bg_pids and
 # the cleanup.
 work=$(mktemp -d)
 bg_pids=()
 trap 'for p in "${bg_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1
 export AWS_PAGER="" AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 
-s3port=$(free_port)
-"${moto[@]}" -H 127.0.0.1 -p "$s3port" >"$work/moto.log" 2>&1 &
-bg_pids+=($!)
-s3="http://127.0.0.1:$s3port"
-for _ in $(seq 1 100); do
-  curl -fsS -o /dev/null "$s3/" 2>/dev/null && break
-  sleep 0.1
-done
-curl -fsS -o /dev/null "$s3/" || { cat "$work/moto.log" >&2; echo "FAIL: moto_server did not start" >&2; exit 1; }
-s3cli() { aws s3 --endpoint-url "$s3" "$@"; }
+# shellcheck source=lib/moto.sh
+source "$(dirname "$0")/lib/moto.sh"
 s3api() { aws s3api --endpoint-url "$s3" "$@"; }
 s3cli mb s3://async-demo >/dev/null
 echo "moto S3 at $s3"

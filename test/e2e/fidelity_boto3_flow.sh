@@ -14,24 +14,15 @@
 # Needs CAPSTAN_BIN, python3 with boto3, moto_server.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-if command -v moto_server >/dev/null; then moto=(moto_server); else moto=(python3 -m moto.server); fi
 work=$(mktemp -d)
 bg_pids=()
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-s3port=$(free_port)
-"${moto[@]}" -H 127.0.0.1 -p "$s3port" >"$work/moto.log" 2>&1 &
-bg_pids+=($!)
-s3="http://127.0.0.1:$s3port"
-for _ in $(seq 1 100); do
-  curl -fsS -o /dev/null "$s3/" 2>/dev/null && break
-  sleep 0.1
-done
+# shellcheck source=lib/moto.sh
+source "$(dirname "$0")/lib/moto.sh"
 # The server reads S3 with the default credential chain: give it moto's.
 export AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_DEFAULT_REGION=us-east-1
 serve_args=(--s3-endpoint "$s3" --engine-time-scale 0.1)
 # shellcheck source=lib/serve.sh
 source "$here/lib/serve.sh"
-curl -fsS -o /dev/null "$s3/" || fail "moto_server did not start: $(cat "$work/moto.log")"
 python3 -c 'import boto3' 2>/dev/null || fail "python3 with boto3 is required"
 
 CAPSTAN_URL=$url S3_URL=$s3 CAPSTAN_BIN=$CAPSTAN_BIN WORK=$work python3 - <<'PY' || fail "boto3 flow"

@@ -14,7 +14,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 : "${CAPSTAN_BIN:?set CAPSTAN_BIN to the capstan binary}"
 for c in aws jq python3; do command -v "$c" >/dev/null || { echo "$c is required" >&2; exit 1; }; done
-if command -v moto_server >/dev/null; then moto=(moto_server); else moto=(python3 -m moto.server); fi
 
 # lib/serve.sh (sourced below, once moto is up) takes over work, bg_pids and
 # the cleanup.
@@ -35,22 +34,13 @@ fail() {
   tail -n 60 "$work/server.log" >&2 || true
   exit 1
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1
 export AWS_PAGER="" AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 
 # 1. The S3-compatible server and the model folders.
-s3port=$(free_port)
-"${moto[@]}" -H 127.0.0.1 -p "$s3port" >"$work/moto.log" 2>&1 &
-bg_pids+=($!)
-s3="http://127.0.0.1:$s3port"
-for _ in $(seq 1 100); do
-  curl -fsS -o /dev/null "$s3/" 2>/dev/null && break
-  sleep 0.1
-done
-curl -fsS -o /dev/null "$s3/" || { cat "$work/moto.log" >&2; echo "FAIL: moto_server did not start" >&2; exit 1; }
-s3cli() { aws s3 --endpoint-url "$s3" "$@"; }
+# shellcheck source=lib/moto.sh
+source "$(dirname "$0")/lib/moto.sh"
 s3cli mb s3://models >/dev/null
 for m in tinyllama llama-3.1-8b-instruct qwen2.5-7b-instruct; do
   s3cli cp --recursive --only-show-errors "$here/testdata/models/$m" "s3://models/$m"

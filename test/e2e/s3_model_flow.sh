@@ -14,7 +14,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 : "${CAPSTAN_BIN:?set CAPSTAN_BIN to the capstan binary}"
 for c in aws python3 curl; do command -v "$c" >/dev/null || { echo "$c is required" >&2; exit 1; }; done
-if command -v moto_server >/dev/null; then moto=(moto_server); else moto=(python3 -m moto.server); fi
 
 # lib/serve.sh (sourced below, once moto is up) takes over work, bg_pids and
 # the cleanup.
@@ -35,23 +34,14 @@ fail() {
   tail -n 60 "$work/server.log" >&2 || true
   exit 1
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # The server's S3 client reads these too (moto accepts any credentials).
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1
 export AWS_PAGER="" AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 
 # 1. moto and the artifacts.
-s3port=$(free_port)
-"${moto[@]}" -H 127.0.0.1 -p "$s3port" >"$work/moto.log" 2>&1 &
-bg_pids+=($!)
-s3="http://127.0.0.1:$s3port"
-for _ in $(seq 1 100); do
-  curl -fsS -o /dev/null "$s3/" 2>/dev/null && break
-  sleep 0.1
-done
-curl -fsS -o /dev/null "$s3/" || { cat "$work/moto.log" >&2; echo "FAIL: moto_server did not start" >&2; exit 1; }
-s3cli() { aws s3 --endpoint-url "$s3" "$@"; }
+# shellcheck source=lib/moto.sh
+source "$(dirname "$0")/lib/moto.sh"
 
 mkdir -p "$work/model/my-model" "$work/bad"
 cat >"$work/model/my-model/config.json" <<'JSON'
