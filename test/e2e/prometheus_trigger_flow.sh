@@ -169,10 +169,13 @@ echo "load: $ok requests ok, 0 failed; peak replicas $peak"
 
 # The value the trigger reported is what Prometheus scraped: the endpoint's
 # in-flight requests, so above the per-replica target at the peak and never
-# more than the requests the load kept outstanding.
+# more than the requests the load kept outstanding. A request leaves the
+# gateway's in-flight count when its body is closed there, which can be just
+# after the client has sent its next one, so each worker may count twice for
+# a moment: the bound is 2 × concurrency, still far below a cumulative count.
 peak_tv=$(sort -g "$work/trigger.log" | tail -1)
-awk -v v="$peak_tv" -v c="$conc" 'BEGIN { exit !(v > 2 && v <= c) }' ||
-  fail "peak trigger value on /metrics $peak_tv, want in (2, $conc]"
+awk -v v="$peak_tv" -v c="$conc" 'BEGIN { exit !(v > 2 && v < 2 * c) }' ||
+  fail "peak trigger value on /metrics $peak_tv, want in (2, $((2 * conc)))"
 echo "peak trigger value on /metrics: $peak_tv"
 [ -n "$(metric capstan_autoscaler_desired_replicas)" ] || fail "no capstan_autoscaler_desired_replicas series"
 
