@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,10 +19,15 @@ import (
 //	capstan_plan_instance_hours_total{plan}          instance-hours endpoints used on a plan
 //	capstan_endpoint_instance_hours_total{endpoint,source}  instance-hours per endpoint (source = instance type or trainingplan:<plan>)
 //	capstan_endpoint_cost_usd_total{endpoint}        on-demand cost per endpoint (plus AddCost's charges)
+//	capstan_training_plans{status}                   plans by status (Scheduled, Active, Expired; zeros included)
+//	capstan_training_plan_reserved_instance_hours{plan}  instances × the plan's duration
+//	capstan_training_plan_remaining_seconds{plan}    seconds until the plan ends (0 once ended)
+//	capstan_training_plan_upfront_fee_usd{plan}      the fee paid for the plan
 type Collector struct {
 	cal *Calendar
 
 	reserved, inUse, avail, onDemand, planHours, epHours, epCost *prometheus.Desc
+	plans, planReserved, planRemaining, planFee                  *prometheus.Desc
 
 	mu    sync.Mutex
 	extra map[string]float64 // AddCost's charges by endpoint
@@ -55,12 +61,19 @@ func NewCollector(cal *Calendar) *Collector {
 		planHours: prometheus.NewDesc("capstan_plan_instance_hours_total", "Instance-hours endpoints used on a training plan.", []string{"plan"}, nil),
 		epHours:   prometheus.NewDesc("capstan_endpoint_instance_hours_total", "Instance-hours used by an endpoint.", []string{"endpoint", "source"}, nil),
 		epCost:    prometheus.NewDesc("capstan_endpoint_cost_usd_total", "On-demand cost of an endpoint in USD.", []string{"endpoint"}, nil),
+		plans:     prometheus.NewDesc("capstan_training_plans", "Training plans by status (Scheduled, Active, Expired).", []string{"status"}, nil),
+		planReserved: prometheus.NewDesc("capstan_training_plan_reserved_instance_hours",
+			"Instance-hours a training plan reserves: its instances times its duration.", []string{"plan"}, nil),
+		planRemaining: prometheus.NewDesc("capstan_training_plan_remaining_seconds",
+			"Seconds until a training plan ends (0 once it has ended).", []string{"plan"}, nil),
+		planFee: prometheus.NewDesc("capstan_training_plan_upfront_fee_usd", "Upfront fee paid for a training plan, in USD.", []string{"plan"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.reserved, m.inUse, m.avail, m.onDemand, m.planHours, m.epHours, m.epCost} {
+	for _, d := range []*prometheus.Desc{m.reserved, m.inUse, m.avail, m.onDemand, m.planHours, m.epHours, m.epCost,
+		m.plans, m.planReserved, m.planRemaining, m.planFee} {
 		ch <- d
 	}
 }
@@ -72,7 +85,17 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	reserved := map[[2]string]int{}
+	now := m.cal.clock.Now()
+	byStatus := map[string]int{StatusScheduled: 0, StatusActive: 0, StatusExpired: 0}
 	for _, v := range views {
+		byStatus[v.Status]++
+		ch <- prometheus.MustNewConstMetric(m.planReserved, prometheus.GaugeValue, float64(v.Total())*v.End.Sub(v.Start).Hours(), v.Name)
+		ch <- prometheus.MustNewConstMetric(m.planRemaining, prometheus.GaugeValue, max(v.End.Sub(now).Seconds(), 0), v.Name)
+		// Fees are quoted in CurrencyCode (USD); a plan stored in another
+		// currency, or with no parsable fee, has no fee series.
+		if fee, err := strconv.ParseFloat(v.UpfrontFee, 64); err == nil && (v.CurrencyCode == "" || v.CurrencyCode == CurrencyCode) {
+			ch <- prometheus.MustNewConstMetric(m.planFee, prometheus.GaugeValue, fee, v.Name)
+		}
 		ch <- prometheus.MustNewConstMetric(m.inUse, prometheus.GaugeValue, float64(v.InUse), v.Name)
 		ch <- prometheus.MustNewConstMetric(m.avail, prometheus.GaugeValue, float64(v.Available), v.Name)
 		ch <- prometheus.MustNewConstMetric(m.planHours, prometheus.CounterValue, v.Usage.InstanceHours[v.Key], v.Name)
@@ -81,6 +104,9 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 				reserved[[2]string{v.InstanceType, r.Zone}] += r.Count
 			}
 		}
+	}
+	for s, n := range byStatus {
+		ch <- prometheus.MustNewConstMetric(m.plans, prometheus.GaugeValue, float64(n), s)
 	}
 	for k, n := range reserved {
 		ch <- prometheus.MustNewConstMetric(m.reserved, prometheus.GaugeValue, float64(n), k[0], k[1])

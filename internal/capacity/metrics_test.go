@@ -1,6 +1,9 @@
 package capacity
 
 import (
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +105,75 @@ func TestAddCostJoinsEndpointCost(t *testing.T) {
 	}
 	if got["serverless"] != 0.5 {
 		t.Fatalf("serverless cost %v, want 0.5", got["serverless"])
+	}
+}
+
+// gatherPlans returns the training-plan gauges of c, keyed by metric name
+// and label value (plan or status).
+func gatherPlans(t *testing.T, c *Collector) map[string]map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]float64{}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "capstan_training_plan") {
+			continue
+		}
+		got[mf.GetName()] = map[string]float64{}
+		for _, m := range mf.GetMetric() {
+			got[mf.GetName()][m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	return got
+}
+
+// TestTrainingPlanGauges: the Reservations dashboard's gauges follow the
+// injected clock: plans by status with zeros, reserved instance-hours
+// (instances × duration), seconds until the end (0 after it) and the
+// upfront fee.
+func TestTrainingPlanGauges(t *testing.T) {
+	cal, clk, _ := newCal(t, fleet.Capacity{p5: {"a": 4}})
+	a := buy(t, cal, "Plan-A", week(1))
+	later := week(2)
+	later.StartAfter = t0.Add(30 * 24 * time.Hour)
+	b := buy(t, cal, "Plan-B", later)
+	if !b.Start.After(a.End) {
+		t.Fatalf("plan B starts %s, before plan A ends %s", b.Start, a.End)
+	}
+	fee := func(p Plan) float64 {
+		f, err := strconv.ParseFloat(p.UpfrontFee, 64)
+		if err != nil || f <= 0 {
+			t.Fatalf("plan %s fee %q", p.Name, p.UpfrontFee)
+		}
+		return f
+	}
+	c := NewCollector(cal)
+	for _, tt := range []struct {
+		name     string
+		at       time.Time
+		statuses map[string]float64
+		aLeft    float64
+	}{
+		{"both scheduled", t0, map[string]float64{StatusScheduled: 2, StatusActive: 0, StatusExpired: 0}, a.End.Sub(t0).Seconds()},
+		{"A active", a.Start.Add(time.Hour), map[string]float64{StatusScheduled: 1, StatusActive: 1, StatusExpired: 0}, (167 * time.Hour).Seconds()},
+		{"A ended", a.End.Add(time.Hour), map[string]float64{StatusScheduled: 1, StatusActive: 0, StatusExpired: 1}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk.Set(tt.at)
+			got := gatherPlans(t, c)
+			want := map[string]map[string]float64{
+				"capstan_training_plans":                        tt.statuses,
+				"capstan_training_plan_reserved_instance_hours": {"Plan-A": 168, "Plan-B": 2 * 168},
+				"capstan_training_plan_remaining_seconds":       {"Plan-A": tt.aLeft, "Plan-B": b.End.Sub(tt.at).Seconds()},
+				"capstan_training_plan_upfront_fee_usd":         {"Plan-A": fee(a), "Plan-B": fee(b)},
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("gauges\n got %v\nwant %v", got, want)
+			}
+		})
 	}
 }

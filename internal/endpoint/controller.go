@@ -109,6 +109,11 @@ func NewController(s *store.Store, f placement.Allocator, eng *serving.Engine, c
 	}
 	ctrl := &Controller{store: s, fleet: f, eng: eng, clock: c, log: log, opts: o, watches: map[string]AlarmWatch{},
 		sl: map[string]*serverlessState{}, m: newEndpointMetrics(o.Registerer, log)}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(newStateCollector(ctrl)); err != nil {
+			log.Warn("register endpoint state metrics", "err", err)
+		}
+	}
 	ctrl.queue = reconcile.New(ctrl.Reconcile, func(name string, err error) {
 		if !errors.Is(err, errConflict) {
 			log.Warn("reconcile", "endpoint", name, "err", err)

@@ -113,7 +113,7 @@ var Catalog = []Def{
 	{Name: "capstan_engine_kv_tier_hits_total", Type: Counter, Scope: Replica, Labels: []string{"tier"}},
 	{Name: "capstan_engine_kv_tier_bytes_total", Type: Counter, Scope: Replica, Labels: []string{"tier", "direction"}, Unit: "bytes"},
 	{Name: "capstan_engine_kv_l2_dropped_writes_total", Type: Counter, Scope: Replica},
-	{Name: "capstan_engine_placement_info", Type: Gauge, Scope: Replica},
+	{Name: "capstan_engine_placement_info", Type: Gauge, Scope: Replica, Labels: []string{"device", "gpu", "mig_profile", "tensor_parallel"}},
 }
 
 // Lookup returns the catalog entry of a metric family name. A histogram's

@@ -68,6 +68,7 @@ type Server struct {
 	log    *slog.Logger
 	store  *store.Store
 	rt     runtime.Runtime
+	reg    *prometheus.Registry
 	http   *http.Server
 	ln     net.Listener
 	cancel context.CancelFunc
@@ -235,7 +236,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
-		ln: limited, cancel: cancel, http: httpSrv}
+		reg: reg, ln: limited, cancel: cancel, http: httpSrv}
 	// The controllers: SageMaker endpoints, manifests' deployments,
 	// Application Auto Scaling's target tracking, the clusters' nodes and
 	// the node autoscaler. Stop waits for all of them before it stops the
@@ -265,6 +266,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}()
 	return s, nil
 }
+
+// Registry is the registry /metrics serves: every metric the server exports
+// (the metrics catalog's test holds internal/metrics.Catalog equal to it).
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 // StopTimeout bounds Stop: in-flight requests get up to 20 s of it, the
 // controllers' loops what is left (they observe cancellation between steps,
