@@ -171,6 +171,12 @@ func TestCatalogConventions(t *testing.T) {
 		if d.Scope != metrics.Server && d.Scope != metrics.Replica {
 			t.Errorf("%s: scope %q", d.Name, d.Scope)
 		}
+		if !slices.Contains(metrics.Areas, d.Area) {
+			t.Errorf("%s: area %q is not one of %v", d.Name, d.Area, metrics.Areas)
+		}
+		if (d.Scope == metrics.Replica) != (d.Area == metrics.AreaReplicas) {
+			t.Errorf("%s: scope %s in area %s; replica metrics, and only they, are in %s", d.Name, d.Scope, d.Area, metrics.AreaReplicas)
+		}
 		if got, ok := metrics.Lookup(d.Name); !ok || got.Name != d.Name {
 			t.Errorf("Lookup(%s) = %+v, %v", d.Name, got, ok)
 		}
