@@ -146,8 +146,9 @@ func (d deltas) without(names ...string) deltas {
 // inter-token gaps, whichever door it came in by.
 var streamOnly = []string{"capstan_gateway_time_to_first_token_seconds", "capstan_gateway_inter_token_latency_seconds"}
 
-// The same scenario (the same chat generation n times, then one request the
-// engine refuses) through each front door records the same request,
+// The same scenario (the same chat generation, or completion, n times, then
+// one request the engine refuses) through each front door records the same
+// request,
 // time-to-first-byte, time-to-first-token, inter-token, token, cache and
 // error metrics, with the endpoint and variant labels: SageMaker traffic
 // used to record only the request counter (a TimeToFirstToken trigger and
@@ -200,28 +201,28 @@ func TestDoorsRecordTheSameMetrics(t *testing.T) {
 		}
 		return nil
 	}
-	chat := func(body string) error {
-		resp, err := http.Post(h.url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"`+ep+`",`+body+"}"))
-		if err != nil {
-			return err
+	openAI := func(path string) func(string) error {
+		return func(body string) error {
+			resp, err := http.Post(h.url+path, "application/json", strings.NewReader(`{"model":"`+ep+`",`+body+"}"))
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+			}
+			return nil
 		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d: %s", resp.StatusCode, b)
-		}
-		return nil
 	}
-
-	// One generation first, outside the table: every row then finds the
-	// prompt cached alike (the first row would otherwise count a miss the
-	// others do not).
-	if err := invoke(gen); err != nil {
-		t.Fatal(err)
-	}
+	// A completion (a bare prompt rather than messages), which the OpenAI
+	// door serves at /v1/completions and the SageMaker door passes on
+	// as it is; its prompt differs from the chat's so it has its own
+	// cache entries.
+	completion := fmt.Sprintf(`"prompt":%q,"max_tokens":%d,"ignore_eos":true`, "Complete: "+prompt, maxTokens)
 
 	// measure sends reqs (want an error from those with fail set) and
 	// returns the metric deltas once they have settled: usage and the last
@@ -262,66 +263,82 @@ func TestDoorsRecordTheSameMetrics(t *testing.T) {
 		misses   = "capstan_gateway_routing_decisions_total{outcome=miss,strategy=}" // the default strategy predicts no hit
 	)
 
-	doors := []struct {
-		name    string
-		send    func(string) error
-		body    string // the generation as this door takes it
-		streams bool
+	// Each kind of generation through every door: the same requests move
+	// the same series by the same amounts.
+	for _, kind := range []struct {
+		name, gen, path string
 	}{
-		{"InvokeEndpoint", invoke, gen, false},
-		{"InvokeEndpointWithResponseStream", invokeStream, gen + withUsage, true},
-		{"chat/completions", chat, gen, false},
-		{"chat/completions stream", chat, gen + `,"stream":true` + withUsage, true},
-	}
-	var first, firstStream deltas // the first row's and the first streamed row's
-	for _, d := range doors {
-		t.Run(d.name, func(t *testing.T) {
-			reqs := append(slices.Repeat([]req{{body: d.body}}, n), req{body: refused, fail: true})
-			// A chat stream has maxTokens token chunks and the finish chunk
-			// (one first token, maxTokens gaps); its usage chunk carries no
-			// token.
-			want := map[string]float64{okReqs: n, refusals: 1, ttfb: n + 1, duration: n + 1, misses: n + 1, tokOut: n * maxTokens}
-			if d.streams {
-				want[ttft], want[itl] = n, n*maxTokens
-			}
-			got := measure(t, d.send, reqs, func(got deltas) bool {
+		{"chat", gen, "/v1/chat/completions"},
+		{"completion", completion, "/v1/completions"},
+	} {
+		// One generation first, outside the table: every row then finds
+		// the prompt cached alike (the first row would otherwise count a
+		// miss the others do not).
+		if err := invoke(kind.gen); err != nil {
+			t.Fatal(err)
+		}
+		doors := []struct {
+			name    string
+			send    func(string) error
+			body    string // the generation as this door takes it
+			streams bool
+		}{
+			{"InvokeEndpoint", invoke, kind.gen, false},
+			{"InvokeEndpointWithResponseStream", invokeStream, kind.gen + withUsage, true},
+			{kind.path, openAI(kind.path), kind.gen, false},
+			{kind.path + " stream", openAI(kind.path), kind.gen + `,"stream":true` + withUsage, true},
+		}
+		var first, firstStream deltas // the first row's and the first streamed row's
+		for _, d := range doors {
+			t.Run(kind.name+" "+d.name, func(t *testing.T) {
+				reqs := append(slices.Repeat([]req{{body: d.body}}, n), req{body: refused, fail: true})
+				// A stream has maxTokens token chunks and the finish chunk
+				// (one first token, maxTokens gaps); its usage chunk
+				// carries no token.
+				want := map[string]float64{okReqs: n, refusals: 1, ttfb: n + 1, duration: n + 1, misses: n + 1, tokOut: n * maxTokens}
+				if d.streams {
+					want[ttft], want[itl] = n, n*maxTokens
+				}
+				got := measure(t, d.send, reqs, func(got deltas) bool {
+					for k, v := range want {
+						if got[k] != v {
+							return false
+						}
+					}
+					return got[tokIn] > 0
+				})
 				for k, v := range want {
 					if got[k] != v {
-						return false
+						t.Errorf("%s moved by %v, want %v", k, got[k], v)
 					}
 				}
-				return got[tokIn] > 0
+				if !d.streams {
+					for _, k := range []string{ttft, itl} {
+						if got[k] != 0 {
+							t.Errorf("%s moved by %v for a non-streamed answer", k, got[k])
+						}
+					}
+				}
+				if got[tokIn] <= 0 || got[cached] <= 0 {
+					t.Errorf("prompt tokens %v, cached %v: want both counted", got[tokIn], got[cached])
+				}
+				// Every series, not only the ones above: the same as the
+				// first door's, and a stream's the same as the first
+				// stream's.
+				if first == nil {
+					first = got
+				} else if a, b := got.without(streamOnly...), first.without(streamOnly...); !maps.Equal(a, b) {
+					t.Errorf("metric deltas differ from %s's:\n got %v\nwant %v", doors[0].name, a, b)
+				}
+				if d.streams {
+					if firstStream == nil {
+						firstStream = got
+					} else if !maps.Equal(got, firstStream) {
+						t.Errorf("metric deltas differ from the first stream's:\n got %v\nwant %v", got, firstStream)
+					}
+				}
 			})
-			for k, v := range want {
-				if got[k] != v {
-					t.Errorf("%s moved by %v, want %v", k, got[k], v)
-				}
-			}
-			if !d.streams {
-				for _, k := range []string{ttft, itl} {
-					if got[k] != 0 {
-						t.Errorf("%s moved by %v for a non-streamed answer", k, got[k])
-					}
-				}
-			}
-			if got[tokIn] <= 0 || got[cached] <= 0 {
-				t.Errorf("prompt tokens %v, cached %v: want both counted", got[tokIn], got[cached])
-			}
-			// Every series, not only the ones above: the same as the
-			// first door's, and a stream's the same as the first stream's.
-			if first == nil {
-				first = got
-			} else if a, b := got.without(streamOnly...), first.without(streamOnly...); !maps.Equal(a, b) {
-				t.Errorf("metric deltas differ from %s's:\n got %v\nwant %v", doors[0].name, a, b)
-			}
-			if d.streams {
-				if firstStream == nil {
-					firstStream = got
-				} else if !maps.Equal(got, firstStream) {
-					t.Errorf("metric deltas differ from the first stream's:\n got %v\nwant %v", got, firstStream)
-				}
-			}
-		})
+		}
 	}
 
 	// TGI's own API, as SageMaker's TGI containers serve it: the stream's
