@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -133,6 +134,28 @@ func TestCatalogMatchesRegistries(t *testing.T) {
 			}
 		}
 	}
+	// The gauges the dashboards and alerts were missing read the real
+	// server's state.
+	for _, w := range []struct {
+		name   string
+		labels map[string]string
+		value  float64
+		tol    float64 // the dev clock runs on between the advance and the scrape
+	}{
+		{"capstan_endpoint_replicas", map[string]string{"endpoint": "catalog-ep", "variant": "AllTraffic", "state": "desired"}, 1, 0},
+		{"capstan_endpoint_replicas", map[string]string{"endpoint": "catalog-ep", "variant": "AllTraffic", "state": "ready"}, 1, 0},
+		{"capstan_endpoint_on_expired_plan", map[string]string{"endpoint": "reserved-ep", "plan": "catalog-plan"}, 0, 0},
+		{"capstan_training_plans", map[string]string{"status": "Active"}, 1, 0},
+		{"capstan_training_plans", map[string]string{"status": "Expired"}, 0, 0},
+		{"capstan_training_plan_reserved_instance_hours", map[string]string{"plan": "catalog-plan"}, 24, 0},
+		{"capstan_training_plan_remaining_seconds", map[string]string{"plan": "catalog-plan"}, 23 * 3600, 60},
+	} {
+		got, ok := value(families[metrics.Server][w.name], w.labels)
+		if !ok || got > w.value || got < w.value-w.tol {
+			t.Errorf("%s%v = %v (found %v), want %v", w.name, w.labels, got, ok, w.value)
+		}
+	}
+
 	var unexplained []string
 	for _, def := range metrics.Catalog {
 		_, present := families[def.Scope][def.Name]
@@ -209,10 +232,17 @@ func drive(t *testing.T, srv *server.Server, smc *sm.Client, smrc *smr.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if start := offers.TrainingPlanOfferings[0].RequestedStartTimeAfter; start != nil && start.After(now) {
-		advance(t, url, start.Sub(now))
+	// Into the plan: its instances are reserved, and an endpoint on it serves.
+	var start time.Time
+	for _, r := range offers.TrainingPlanOfferings[0].ReservedCapacityOfferings {
+		if r.StartTime != nil && r.StartTime.After(start) {
+			start = *r.StartTime
+		}
 	}
-	advance(t, url, time.Hour)
+	if start.IsZero() {
+		t.Fatalf("offering without a start time: %+v", offers.TrainingPlanOfferings[0])
+	}
+	advance(t, url, max(start.Sub(now), 0)+time.Hour)
 
 	if _, err := smc.CreateModel(ctx, &sm.CreateModelInput{ModelName: aws.String("m1"),
 		PrimaryContainer: &smtypes.ContainerDefinition{Image: aws.String("capstan/sim"), Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct"}}}); err != nil {
@@ -276,4 +306,23 @@ func advance(t *testing.T, url string, d time.Duration) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("advance the clock %s: %d %s", d, resp.StatusCode, b)
 	}
+}
+
+// value is the value of mf's series with exactly labels.
+func value(mf *dto.MetricFamily, labels map[string]string) (float64, bool) {
+	for _, m := range mf.GetMetric() {
+		got := map[string]string{}
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if maps.Equal(got, labels) {
+			switch {
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue(), true
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue(), true
+			}
+		}
+	}
+	return 0, false
 }
