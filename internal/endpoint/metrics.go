@@ -10,7 +10,8 @@ import (
 //
 //	capstan_endpoint_replicas{endpoint,variant,state}  desired: the variant's desired instance count
 //	                                                   (DescribeEndpoint's DesiredInstanceCount);
-//	                                                   ready: its replicas serving (healthy, not retiring)
+//	                                                   ready: its replicas serving (healthy, not retiring;
+//	                                                   during an update, of both sides)
 //	capstan_endpoint_on_expired_plan{endpoint,plan}    1 for an endpoint whose configuration is bound to a
 //	                                                   training plan that has ended, 0 while the plan runs
 //
@@ -31,7 +32,7 @@ const (
 func newStateCollector(c *Controller) *stateCollector {
 	return &stateCollector{c: c,
 		replicas: prometheus.NewDesc("capstan_endpoint_replicas",
-			"Replicas of a SageMaker endpoint's variant by state: desired (the variant's desired instance count), ready (replicas serving).",
+			"Replicas of a SageMaker endpoint's variant by state: desired (the variant's desired instance count), ready (healthy replicas serving it; during an update, of both sides).",
 			[]string{"endpoint", "variant", "state"}, nil),
 		expiry: prometheus.NewDesc("capstan_endpoint_on_expired_plan",
 			"1 when an endpoint's configuration is bound to a training plan that has ended (it serves nothing until updated), 0 while the plan runs.",
