@@ -1,5 +1,7 @@
 package metrics
 
+import "strings"
+
 // Type is a Prometheus metric type.
 type Type string
 
@@ -48,7 +50,8 @@ type Def struct {
 	Unit   string   // "seconds", "tokens", "requests", "usd", "hours", "bytes", "" for a count or ratio
 }
 
-// Catalog is every metric family capstan exports, by name.
+// Catalog is every metric family capstan exports, by name, except the Go
+// client library's runtime and process collectors (see InRuntimeGroup).
 var Catalog = []Def{
 	// gateway (every front door: SageMaker runtime, response stream, OpenAI)
 	{Name: "capstan_gateway_requests_total", Type: Counter, Scope: Server, Area: AreaGateway, Labels: []string{"endpoint", "variant", "status"}, Unit: "requests"},
@@ -143,4 +146,12 @@ func Lookup(name string) (Def, bool) {
 		}
 	}
 	return Def{}, false
+}
+
+// InRuntimeGroup reports whether name is one of the Go runtime (go_*) or
+// process (process_*) families capstan serve also exports. They are
+// documented as one group rather than listed in the Catalog: their set
+// depends on the Go version and the platform.
+func InRuntimeGroup(name string) bool {
+	return strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_")
 }

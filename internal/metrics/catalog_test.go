@@ -111,7 +111,7 @@ func TestCatalogMatchesRegistries(t *testing.T) {
 
 	for scope, fams := range families {
 		for name, mf := range fams {
-			if runtimeGroup(name) {
+			if metrics.InRuntimeGroup(name) {
 				continue
 			}
 			def, ok := metrics.Lookup(name)
@@ -222,6 +222,11 @@ func TestCatalogConventions(t *testing.T) {
 		}
 		if got, ok := metrics.Lookup(d.Name); !ok || got.Name != d.Name {
 			t.Errorf("Lookup(%s) = %+v, %v", d.Name, got, ok)
+		}
+	}
+	for name, want := range map[string]bool{"go_goroutines": true, "process_resident_memory_bytes": true, "capstan_gateway_requests_total": false, "vllm:num_requests_running": false} {
+		if metrics.InRuntimeGroup(name) != want {
+			t.Errorf("InRuntimeGroup(%s) = %v", name, !want)
 		}
 	}
 	if _, ok := metrics.Lookup("capstan_no_such_metric"); ok {

@@ -22,6 +22,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/engine/sim"
+	"github.com/capstan-dev/capstan/internal/metrics"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
 	"github.com/capstan-dev/capstan/internal/server"
@@ -142,12 +143,6 @@ func describe(t *testing.T, c prometheus.Collector) map[string]desc {
 	return out
 }
 
-// runtimeGroup reports whether name belongs to the Go runtime and process
-// collectors, which the catalog documents as one group (their set changes
-// with the Go version and the platform).
-func runtimeGroup(name string) bool {
-	return strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_")
-}
 
 // simRuntime is the fake runtime with every replica served by one
 // in-process simulated engine, as `capstan engine sim` serves it.
@@ -218,7 +213,7 @@ func replicaDescs(t *testing.T) map[string]desc {
 
 func withoutRuntimeGroup(ds map[string]desc) map[string]desc {
 	for name := range ds {
-		if runtimeGroup(name) {
+		if metrics.InRuntimeGroup(name) {
 			delete(ds, name)
 		}
 	}
