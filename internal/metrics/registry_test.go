@@ -143,7 +143,6 @@ func describe(t *testing.T, c prometheus.Collector) map[string]desc {
 	return out
 }
 
-
 // simRuntime is the fake runtime with every replica served by one
 // in-process simulated engine, as `capstan engine sim` serves it.
 type simRuntime struct {
