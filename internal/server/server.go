@@ -236,7 +236,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
-		reg: reg, ln: limited, cancel: cancel, http: httpSrv}
+		ln: limited, cancel: cancel, http: httpSrv}
 	// The controllers: SageMaker endpoints, manifests' deployments,
 	// Application Auto Scaling's target tracking, the clusters' nodes and
 	// the node autoscaler. Stop waits for all of them before it stops the
@@ -264,6 +264,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		<-ctx.Done()
 		s.Stop(context.Background())
 	}()
+	s.reg = reg
 	return s, nil
 }
 
