@@ -357,7 +357,7 @@ func (s *Store) Statistics(q Query) ([]Aggregate, error) {
 	now := s.clk.Now().Unix()
 	per := int64(q.Period / Resolution)
 	from, to := ceilSec(q.Start), ceilSec(q.End) // seconds [from, to)
-	oldest := now - retentionSecs                  // first second kept
+	oldest := now - retentionSecs                // first second kept
 	seconds := from >= oldest && (per < minuteSecs || per%minuteSecs != 0)
 	if !seconds && per%minuteSecs != 0 {
 		return nil, nil

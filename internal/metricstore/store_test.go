@@ -27,7 +27,7 @@ type at struct {
 
 // want is one expected aggregate: its start offset from t0 and statistics.
 type want struct {
-	start         time.Duration
+	start          time.Duration
 	n, sum, lo, hi float64
 }
 
