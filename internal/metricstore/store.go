@@ -266,7 +266,11 @@ func (s *Store) Handle(namespace, metric string, dims []Dimension) *Handle {
 func (h *Handle) Series() Series { return h.id }
 
 // Record adds one sample of value at the clock's now.
-func (h *Handle) Record(value float64) error {
+func (h *Handle) Record(value float64) error { return h.RecordAt(h.s.clk.Now(), value) }
+
+// RecordAt adds one sample of value at t (a caller recording several
+// series for one event reads the clock once).
+func (h *Handle) RecordAt(t time.Time, value float64) error {
 	if err := finite(h.id.Namespace, h.id.Metric, value); err != nil {
 		return err
 	}
@@ -277,7 +281,7 @@ func (h *Handle) Record(value float64) error {
 			return err
 		}
 	}
-	if got := se.record(h.s, h.s.clk.Now().Unix(), value); got != se || h.se.Load() == nil {
+	if got := se.record(h.s, t.Unix(), value); got != se || h.se.Load() == nil {
 		h.se.Store(got)
 	}
 	return nil
