@@ -153,8 +153,8 @@ func TestBuildTriggers(t *testing.T) {
 			wantErr: "autoScalingSpec.cloudWatchTriggerList[0].metricName",
 		},
 		{
-			name:    "statistic not computable",
-			spec:    manifest.AutoScalingSpec{CloudWatchTrigger: ptr(cw("", "AWS/SageMaker", "ModelLatency", func(c *manifest.CloudWatchTrigger) { c.MetricStat = "p99" }))},
+			name:    "not a statistic",
+			spec:    manifest.AutoScalingSpec{CloudWatchTrigger: ptr(cw("", "AWS/SageMaker", "ModelLatency", func(c *manifest.CloudWatchTrigger) { c.MetricStat = "p100" }))},
 			wantErr: "autoScalingSpec.cloudWatchTrigger.metricStat",
 		},
 		{
@@ -348,6 +348,7 @@ func TestUseCachedMetrics(t *testing.T) {
 			if err != nil || peeked != 12 {
 				t.Fatalf("peek = %v, %v; want 12", peeked, err)
 			}
+			clk.Step(time.Second) // gauges are sampled once a second
 			src.set(func(s *gateway.EndpointSnapshot) { s.Queued = 3 })
 			polled, _ := tr.Value(ctx)
 			want = 3.0
