@@ -86,7 +86,7 @@ func TestReaderOverRealGateway(t *testing.T) {
 	end := clk.Now().Add(time.Second)
 	aggs, err := gw.MetricStore().Statistics(metricstore.Query{Namespace: "AWS/SageMaker", Metric: "Invocation5XXErrors",
 		Dimensions: []metricstore.Dimension{{Name: "EndpointName", Value: "ep"}, {Name: "VariantName", Value: "AllTraffic"}},
-		Start: end.Add(-time.Minute), End: end, Period: time.Minute})
+		Start:      end.Add(-time.Minute), End: end, Period: time.Minute})
 	if err != nil || len(aggs) != 1 || aggs[0].Sum != read("", "Invocation5XXErrors", "Sum") {
 		t.Errorf("store %+v, %v", aggs, err)
 	}
