@@ -213,10 +213,15 @@ func (s *Sampler) Step() {
 }
 
 // Sample records endpoint's gauges at the clock's now, unless they were
-// sampled in this second already.
+// sampled in this second already or the endpoint has no route (a deleted
+// endpoint's series end; nothing is made for a name never routed).
 func (s *Sampler) Sample(endpoint string) {
 	g := s.g
-	es := g.endpointStats(endpoint)
+	rs, ok := g.lookup(endpoint)
+	if !ok {
+		return
+	}
+	es := rs.stats
 	ce := g.cwEndpointOf(es, endpoint)
 	ce.mu.Lock()
 	defer ce.mu.Unlock()
@@ -238,10 +243,6 @@ func (s *Sampler) Sample(endpoint string) {
 		_ = ce.arrivals.RecordAt(now, float64(d)/now.Sub(ce.lastAt).Seconds())
 	}
 	ce.sampled, ce.lastSec, ce.lastAt, ce.lastArrivals = true, sec, now, snap.Arrivals
-	rs, ok := g.lookup(endpoint)
-	if !ok {
-		return
-	}
 	for _, v := range rs.variants {
 		n := snap.Variants[v.route.Name].InFlight
 		if len(rs.variants) == 1 {

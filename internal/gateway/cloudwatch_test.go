@@ -231,6 +231,12 @@ func TestSampler(t *testing.T) {
 		}
 	}
 
+	// A name never routed gets no series.
+	s.Sample("never-routed")
+	if n := len(st.List("", "", []metricstore.Dimension{{Name: "EndpointName", Value: "never-routed"}})); n != 0 {
+		t.Errorf("%d series for an endpoint never routed", n)
+	}
+
 	// Run samples on the clock's ticks.
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
