@@ -59,9 +59,9 @@ type cwEndpoint struct {
 
 	mu           sync.Mutex
 	sampled      bool
-	lastSec      int64     // second of the last sample
+	lastSec      int64     // second of the last ArrivalRate sample
 	lastAt       time.Time // its time
-	lastArrivals uint64
+	lastArrivals uint64    // the arrivals counter then
 }
 
 func (g *Gateway) cwVariantOf(es *epStats, c *counters, endpoint, variant string) *cwVariant {
@@ -165,10 +165,9 @@ func (g *Gateway) MetricStore() *metricstore.Store { return g.cw }
 // Sampler returns the gateway's gauge sampler (nil without a metric store).
 func (g *Gateway) Sampler() *Sampler { return g.sampler }
 
-// SampleGauges records endpoint's gauges now unless they were sampled in
-// this second already: a reader of the store calls it first, so a gauge's
-// newest sample is never older than a second whatever the Sampler's loop
-// is doing. A no-op without a metric store.
+// SampleGauges records endpoint's gauges now: a reader of the store calls
+// it first, so a gauge's newest sample is the value now whatever the
+// Sampler's loop is doing. A no-op without a metric store.
 func (g *Gateway) SampleGauges(endpoint string) {
 	if g.sampler != nil {
 		g.sampler.Sample(endpoint)
@@ -180,7 +179,10 @@ func (g *Gateway) SampleGauges(endpoint string) {
 // per variant (the variant's requests in flight, plus the endpoint's queued
 // and held requests when it has a single variant, since they are that
 // variant's demand) and the capstan built-ins QueueDepth,
-// InFlightPerReplica, KVCacheUtilization and ArrivalRate.
+// InFlightPerReplica, KVCacheUtilization and ArrivalRate. A gauge keeps one
+// sample a second: sampled again within the second (a trigger's read does
+// that), the newer value replaces it. ArrivalRate, arrivals per second
+// since the previous second's sample, is sampled once a second.
 type Sampler struct {
 	g *Gateway
 }
@@ -212,9 +214,9 @@ func (s *Sampler) Step() {
 	}
 }
 
-// Sample records endpoint's gauges at the clock's now, unless they were
-// sampled in this second already or the endpoint has no route (a deleted
-// endpoint's series end; nothing is made for a name never routed).
+// Sample records endpoint's gauges at the clock's now, unless the
+// endpoint has no route (a deleted endpoint's series end; nothing is made
+// for a name never routed).
 func (s *Sampler) Sample(endpoint string) {
 	g := s.g
 	rs, ok := g.lookup(endpoint)
@@ -226,28 +228,26 @@ func (s *Sampler) Sample(endpoint string) {
 	ce.mu.Lock()
 	defer ce.mu.Unlock()
 	now := g.clock.Now()
-	sec := now.Unix()
-	if ce.sampled && sec <= ce.lastSec {
-		return
-	}
 	snap := g.Snapshot(endpoint)
-	_ = ce.queue.RecordAt(now, float64(snap.Queued+snap.EngineWaiting))
-	_ = ce.perReplica.RecordAt(now, float64(snap.InFlight+snap.Queued)/float64(max(snap.Replicas, 1)))
-	_ = ce.kv.RecordAt(now, snap.KVUsage)
-	if ce.sampled && now.After(ce.lastAt) {
-		// The first sample is the baseline only.
-		d := snap.Arrivals - ce.lastArrivals
-		if snap.Arrivals < ce.lastArrivals {
-			d = snap.Arrivals
-		}
-		_ = ce.arrivals.RecordAt(now, float64(d)/now.Sub(ce.lastAt).Seconds())
-	}
-	ce.sampled, ce.lastSec, ce.lastAt, ce.lastArrivals = true, sec, now, snap.Arrivals
+	_ = ce.queue.SetAt(now, float64(snap.Queued+snap.EngineWaiting))
+	_ = ce.perReplica.SetAt(now, float64(snap.InFlight+snap.Queued)/float64(max(snap.Replicas, 1)))
+	_ = ce.kv.SetAt(now, snap.KVUsage)
 	for _, v := range rs.variants {
 		n := snap.Variants[v.route.Name].InFlight
 		if len(rs.variants) == 1 {
 			n += snap.Queued
 		}
-		_ = g.cwVariantOf(es, v.stats, endpoint, v.route.Name).concurrent.RecordAt(now, float64(n))
+		_ = g.cwVariantOf(es, v.stats, endpoint, v.route.Name).concurrent.SetAt(now, float64(n))
+	}
+	if sec := now.Unix(); !ce.sampled || sec > ce.lastSec {
+		if ce.sampled && now.After(ce.lastAt) {
+			// The first sample is the baseline only.
+			d := snap.Arrivals - ce.lastArrivals
+			if snap.Arrivals < ce.lastArrivals {
+				d = snap.Arrivals
+			}
+			_ = ce.arrivals.RecordAt(now, float64(d)/now.Sub(ce.lastAt).Seconds())
+		}
+		ce.sampled, ce.lastSec, ce.lastAt, ce.lastArrivals = true, sec, now, snap.Arrivals
 	}
 }

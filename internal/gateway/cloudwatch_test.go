@@ -199,7 +199,7 @@ func TestSampler(t *testing.T) {
 	waitFor(t, "3 in flight", func() bool { return g.Snapshot("ep").InFlight == 3 })
 	s := g.Sampler()
 	s.Step()
-	s.Step() // the same second: not sampled again
+	s.Step() // the same second: one sample a second, the newest
 	clk.Step(2 * time.Second)
 	for range 4 {
 		res, err := g.Invoke(ctx, gateway.Invocation{Endpoint: "ep", Path: "/fast"})

@@ -120,7 +120,7 @@ func (s *Store) Record(namespace, metric string, dims []Dimension, value float64
 	if err != nil {
 		return err
 	}
-	se.record(s, s.clk.Now().Unix(), value)
+	se.record(s, s.clk.Now().Unix(), value, false)
 	return nil
 }
 
@@ -152,9 +152,9 @@ func (s *Store) get(id Series, k string) (*series, error) {
 	return se, nil
 }
 
-// record adds v at second sec. A series found dead (pruned meanwhile) is
-// looked up again, once.
-func (se *series) record(s *Store, sec int64, v float64) *series {
+// record adds v at second sec (replace: as the second's only sample). A
+// series found dead (pruned meanwhile) is looked up again, once.
+func (se *series) record(s *Store, sec int64, v float64, replace bool) *series {
 	se.mu.Lock()
 	if se.dead {
 		se.mu.Unlock()
@@ -176,6 +176,9 @@ func (se *series) record(s *Store, sec int64, v float64) *series {
 	n := len(se.secs)
 	switch {
 	case n > 0 && se.secs[n-1].t == sec:
+		if replace {
+			se.secs[n-1] = agg{t: sec}
+		}
 		se.secs[n-1].add(v)
 	case n == 0 || se.secs[n-1].t < sec:
 		se.secs = append(se.secs, agg{t: sec})
@@ -270,7 +273,14 @@ func (h *Handle) Record(value float64) error { return h.RecordAt(h.s.clk.Now(), 
 
 // RecordAt adds one sample of value at t (a caller recording several
 // series for one event reads the clock once).
-func (h *Handle) RecordAt(t time.Time, value float64) error {
+func (h *Handle) RecordAt(t time.Time, value float64) error { return h.recordAt(t, value, false) }
+
+// SetAt records value as the only sample of t's second, replacing one
+// recorded in that second before: a gauge sampled more often than once a
+// second keeps one sample a second, its newest value.
+func (h *Handle) SetAt(t time.Time, value float64) error { return h.recordAt(t, value, true) }
+
+func (h *Handle) recordAt(t time.Time, value float64, replace bool) error {
 	if err := finite(h.id.Namespace, h.id.Metric, value); err != nil {
 		return err
 	}
@@ -281,7 +291,7 @@ func (h *Handle) RecordAt(t time.Time, value float64) error {
 			return err
 		}
 	}
-	if got := se.record(h.s, t.Unix(), value); got != se || h.se.Load() == nil {
+	if got := se.record(h.s, t.Unix(), value, replace); got != se || h.se.Load() == nil {
 		h.se.Store(got)
 	}
 	return nil

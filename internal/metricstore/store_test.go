@@ -405,3 +405,27 @@ func BenchmarkHandleRecord(b *testing.B) {
 		}
 	})
 }
+
+// TestSetAt: a gauge set several times in a second keeps one sample, its
+// newest value; the next second is a new sample.
+func TestSetAt(t *testing.T) {
+	clk := clock.NewFake(t0)
+	st := New(clk, Options{})
+	h := st.Handle(ns, "ConcurrentRequestsPerModel", dims)
+	for _, v := range []float64{5, 9, 2} {
+		clk.Step(100 * time.Millisecond)
+		if err := h.SetAt(clk.Now(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Step(time.Second)
+	_ = h.SetAt(clk.Now(), 7)
+	got, err := st.Statistics(Query{Namespace: ns, Metric: "ConcurrentRequestsPerModel", Dimensions: dims, Start: t0, End: t0.Add(time.Minute), Period: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, got, []want{{0, 1, 2, 2, 2}, {time.Second, 1, 7, 7, 7}})
+	if err := h.SetAt(clk.Now(), math.NaN()); err == nil {
+		t.Fatal("NaN set")
+	}
+}

@@ -53,8 +53,8 @@ const (
 	// perRequest: one sample per finished invocation (or stream, for
 	// TimeToFirstToken), recorded by the gateway.
 	perRequest kind = iota
-	// gauge: sampled once per second by the gateway's Sampler; a Read
-	// samples first when this second has no sample yet.
+	// gauge: sampled once per second by the gateway's Sampler, and by
+	// every Read first (one sample a second is kept, the newest).
 	gauge
 )
 
@@ -113,8 +113,8 @@ type MetricSource interface {
 	Source
 	// MetricStore is where the metrics are; nil when none is recorded.
 	MetricStore() *metricstore.Store
-	// SampleGauges records the endpoint's gauges now, unless they were
-	// sampled in this second already.
+	// SampleGauges records the endpoint's gauges now (one sample a second
+	// is kept, the newest).
 	SampleGauges(endpoint string)
 }
 
@@ -148,8 +148,8 @@ func NewCloudWatchReader(src Source, clk clock.Clock, endpoint string) *CloudWat
 // its variants together); a variant the endpoint does not have is an error
 // unless the endpoint has at most one variant (a manifest deployment's
 // single variant may be named differently in the gateway), and the capstan
-// built-ins are always whole-endpoint. Gauges are sampled first when the
-// current second has no sample yet. Returns ErrNoData (wrapped) when the
+// built-ins are always whole-endpoint. Gauges are sampled first, so the
+// current second holds the value now. Returns ErrNoData (wrapped) when the
 // period has no data point.
 func (r *CloudWatchReader) Read(ctx context.Context, variant, metricName, statistic string, period time.Duration) (float64, error) {
 	if err := ctx.Err(); err != nil {

@@ -12,8 +12,8 @@ import (
 
 // fakeSource is a hand-fed MetricSource: Snapshot returns what the test set
 // last and counts calls; the store is real, and SampleGauges records the
-// snapshot's gauges the way the gateway's Sampler does (at most once a
-// second; the real Sampler is tested in package gateway, and
+// snapshot's gauges the way the gateway's Sampler does (one sample a
+// second, the newest; the real Sampler is tested in package gateway, and
 // gateway_seam_test.go reads through a real gateway).
 type fakeSource struct {
 	mu      sync.Mutex
@@ -47,28 +47,28 @@ func (f *fakeSource) SampleGauges(endpoint string) {
 	defer f.mu.Unlock()
 	f.samples++
 	now := f.clk.Now()
-	if f.sampled && now.Unix() <= f.lastSec {
-		return
-	}
 	s := f.snap
 	ep := []metricstore.Dimension{{Name: "EndpointName", Value: endpoint}}
-	rec := func(m Metric, d []metricstore.Dimension, v float64) {
-		if err := f.store.Record(metrics[m].namespace, string(m), d, v); err != nil {
+	set := func(m Metric, d []metricstore.Dimension, v float64) {
+		if err := f.store.Handle(metrics[m].namespace, string(m), d).SetAt(now, v); err != nil {
 			panic(err)
 		}
 	}
-	rec(MetricQueueDepth, ep, float64(s.Queued+s.EngineWaiting))
-	rec(MetricInFlightPerReplica, ep, float64(s.InFlight+s.Queued)/float64(max(s.Replicas, 1)))
-	rec(MetricKVCacheUtilization, ep, s.KVUsage)
-	if f.sampled {
-		rec(MetricArrivalRate, ep, float64(s.Arrivals-f.lastArrivals)/now.Sub(f.lastAt).Seconds())
-	}
+	set(MetricQueueDepth, ep, float64(s.Queued+s.EngineWaiting))
+	set(MetricInFlightPerReplica, ep, float64(s.InFlight+s.Queued)/float64(max(s.Replicas, 1)))
+	set(MetricKVCacheUtilization, ep, s.KVUsage)
 	for name, v := range s.Variants {
 		n := v.InFlight
 		if len(s.Variants) == 1 {
 			n += s.Queued
 		}
-		rec(MetricConcurrentRequestsPerModel, variantDims(endpoint, name), float64(n))
+		set(MetricConcurrentRequestsPerModel, variantDims(endpoint, name), float64(n))
+	}
+	if f.sampled && now.Unix() <= f.lastSec {
+		return // ArrivalRate: once a second
+	}
+	if f.sampled {
+		set(MetricArrivalRate, ep, float64(s.Arrivals-f.lastArrivals)/now.Sub(f.lastAt).Seconds())
 	}
 	f.sampled, f.lastSec, f.lastAt, f.lastArrivals = true, now.Unix(), now, s.Arrivals
 }
