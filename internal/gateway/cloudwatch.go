@@ -64,7 +64,7 @@ type cwEndpoint struct {
 	lastArrivals uint64    // the arrivals counter then
 }
 
-func (g *Gateway) cwVariantOf(es *epStats, c *counters, endpoint, variant string) *cwVariant {
+func (g *Gateway) cwVariantOf(c *counters, endpoint, variant string) *cwVariant {
 	if cv := c.cw.Load(); cv != nil {
 		return cv
 	}
@@ -96,7 +96,6 @@ func (g *Gateway) cwEndpointOf(es *epStats, endpoint string) *cwEndpoint {
 // invocation is what the store needs of one finished invocation.
 type invocation struct {
 	endpoint, variant string
-	es                *epStats
 	vs                *counters
 	replicas          int           // the variant's ready replicas
 	status            int           // upstream status; 0: no response
@@ -111,7 +110,7 @@ func (g *Gateway) recordInvocation(x invocation) {
 	if g.cw == nil || x.vs == nil {
 		return
 	}
-	cv := g.cwVariantOf(x.es, x.vs, x.endpoint, x.variant)
+	cv := g.cwVariantOf(x.vs, x.endpoint, x.variant)
 	now := g.clock.Now()
 	b := func(ok bool) float64 {
 		if ok {
@@ -132,11 +131,11 @@ func (g *Gateway) recordInvocation(x invocation) {
 
 // recordFailed records an invocation that got no upstream response: a
 // full queue (queueFull; the caller got 429) or a failure.
-func (g *Gateway) recordFailed(endpoint string, es *epStats, v *variantState, queueFull bool, total time.Duration) {
+func (g *Gateway) recordFailed(endpoint string, v *variantState, queueFull bool, total time.Duration) {
 	if g.cw == nil || v == nil {
 		return
 	}
-	g.recordInvocation(invocation{endpoint: endpoint, variant: v.route.Name, es: es, vs: v.stats, replicas: len(v.route.Backends),
+	g.recordInvocation(invocation{endpoint: endpoint, variant: v.route.Name, vs: v.stats, replicas: len(v.route.Backends),
 		queueFull: queueFull, failed: !queueFull, total: total, model: -1})
 }
 
@@ -237,7 +236,7 @@ func (s *Sampler) Sample(endpoint string) {
 		if len(rs.variants) == 1 {
 			n += snap.Queued
 		}
-		_ = g.cwVariantOf(es, v.stats, endpoint, v.route.Name).concurrent.SetAt(now, float64(n))
+		_ = g.cwVariantOf(v.stats, endpoint, v.route.Name).concurrent.SetAt(now, float64(n))
 	}
 	if sec := now.Unix(); !ce.sampled || sec > ce.lastSec {
 		if ce.sampled && now.After(ce.lastAt) {

@@ -545,7 +545,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 			if v == nil && len(rs.variants) == 1 {
 				v = rs.variants[0] // the metric store names the endpoint's only variant
 			}
-			g.recordFailed(inv.Endpoint, rs.stats, v, false, d)
+			g.recordFailed(inv.Endpoint, v, false, d)
 		}
 		return nil, err
 	}
@@ -555,7 +555,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		d, full := clock.Since(g.clock, start), IsQueueFull(err)
 		finish(es, v.stats, d, !full)
 		g.metrics.requests.WithLabelValues(inv.Endpoint, variant, statusOf(err)).Inc()
-		g.recordFailed(inv.Endpoint, es, v, full, d)
+		g.recordFailed(inv.Endpoint, v, full, d)
 		return nil, err
 	}
 	req := &SchedRequest{Endpoint: inv.Endpoint, Variant: variant, Model: v.route.Model, Path: inv.Path, Header: inv.Header, Body: inv.Body, Tried: map[string]bool{}}
@@ -603,7 +603,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 				d := clock.Since(g.clock, start)
 				finish(es, v.stats, d, true)
 				g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
-				g.recordFailed(inv.Endpoint, es, v, false, d)
+				g.recordFailed(inv.Endpoint, v, false, d)
 				return nil, fmt.Errorf("invoke %s/%s on %s: %w", inv.Endpoint, variant, c.Backend.ID, ctx.Err())
 			}
 			g.failed(c.Backend.ID)
@@ -644,7 +644,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 				meter(model)
 			}
 			if g.cw != nil {
-				g.recordInvocation(invocation{endpoint: vm.endpoint, variant: vm.variant, es: es, vs: vs, replicas: replicas,
+				g.recordInvocation(invocation{endpoint: vm.endpoint, variant: vm.variant, vs: vs, replicas: replicas,
 					status: code, failed: failed, total: d, model: model})
 			}
 		}}
@@ -655,7 +655,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	d := clock.Since(g.clock, start)
 	finish(es, v.stats, d, true)
 	g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
-	g.recordFailed(inv.Endpoint, es, v, false, d)
+	g.recordFailed(inv.Endpoint, v, false, d)
 	if cur, ok := g.lookup(inv.Endpoint); ok && cur.route.Unavailable != "" {
 		// The endpoint stopped serving (its reservation ended) while this
 		// request was being routed, and its replicas are draining: it gets
