@@ -177,23 +177,31 @@ func (r *CloudWatchReader) Read(ctx context.Context, variant, metricName, statis
 	if info.kind == gauge {
 		ms.SampleGauges(r.endpoint)
 	}
-	filter := []metricstore.Dimension{{Name: gateway.DimensionEndpointName, Value: r.endpoint}}
-	if info.namespace == NamespaceSageMaker && variant != "" {
+	// The series to read: the endpoint's built-in series, or one per
+	// variant the gateway has seen (all of them for the whole endpoint).
+	ep := metricstore.Dimension{Name: gateway.DimensionEndpointName, Value: r.endpoint}
+	var series [][]metricstore.Dimension
+	if info.namespace == NamespaceCapstan {
+		series = [][]metricstore.Dimension{{ep}}
+	} else {
 		vs := r.src.Snapshot(r.endpoint).Variants
-		if _, ok := vs[variant]; ok {
-			filter = append(filter, metricstore.Dimension{Name: gateway.DimensionVariantName, Value: variant})
-		} else if len(vs) > 1 {
-			return 0, fmt.Errorf("endpoint %q has no variant %q", r.endpoint, variant)
+		if _, ok := vs[variant]; !ok && variant != "" {
+			if len(vs) > 1 {
+				return 0, fmt.Errorf("endpoint %q has no variant %q", r.endpoint, variant)
+			}
+			variant = ""
+		}
+		for name := range vs {
+			if variant == "" || name == variant {
+				series = append(series, []metricstore.Dimension{ep, {Name: gateway.DimensionVariantName, Value: name}})
+			}
 		}
 	}
 	per := (period + time.Second - 1).Truncate(time.Second)
 	end := r.clk.Now().Truncate(time.Second).Add(time.Second)
 	var total metricstore.Aggregate
-	for _, s := range st.List(info.namespace, metricName, filter) {
-		if info.namespace == NamespaceCapstan && len(s.Dimensions) != 1 {
-			continue // the built-ins are the endpoint's series only
-		}
-		aggs, err := st.Statistics(metricstore.Query{Namespace: s.Namespace, Metric: s.Metric, Dimensions: s.Dimensions,
+	for _, dims := range series {
+		aggs, err := st.Statistics(metricstore.Query{Namespace: info.namespace, Metric: metricName, Dimensions: dims,
 			Start: end.Add(-per), End: end, Period: per})
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", metricName, err)
