@@ -429,3 +429,50 @@ func TestSetAt(t *testing.T) {
 		t.Fatal("NaN set")
 	}
 }
+
+// TestConcurrent: recorders, readers and the pruner at once (run with
+// -race); every sample recorded is counted once.
+func TestConcurrent(t *testing.T) {
+	clk := clock.NewFake(t0)
+	st := New(clk, Options{})
+	h := st.Handle(ns, metric, dims)
+	const writers, each = 4, 500
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			clk.Step(time.Second)
+			st.Prune()
+			_, _ = st.Statistics(Query{Namespace: ns, Metric: metric, Dimensions: dims, Start: t0, End: t0.Add(time.Hour), Period: time.Minute})
+			_ = st.List("", "", nil)
+		}
+	}()
+	errs := make(chan error, writers)
+	for i := range writers {
+		go func() {
+			for range each {
+				var err error
+				if i%2 == 0 {
+					err = h.Record(1)
+				} else {
+					err = st.Record(ns, metric, dims, 1)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	got, err := st.Statistics(Query{Namespace: ns, Metric: metric, Dimensions: dims, Start: t0, End: t0.Add(time.Hour), Period: time.Hour})
+	if err != nil || len(got) != 1 || got[0].SampleCount != writers*each {
+		t.Fatalf("%+v %v, want %d samples", got, err, writers*each)
+	}
+}
