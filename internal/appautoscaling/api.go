@@ -66,9 +66,9 @@ type Options struct {
 	Logger    *slog.Logger
 	// Registerer receives the capstan_appautoscaling_* gauges; nil = none.
 	Registerer prometheus.Registerer
-	// Source is the gateway's live view of endpoints (*gateway.Gateway);
-	// the controller reads metrics through one triggers.CloudWatchReader per
-	// endpoint over it (readers compute rates from successive snapshots).
+	// Source is the gateway (*gateway.Gateway, with a metric store): the
+	// controller reads metrics through one triggers.CloudWatchReader per
+	// endpoint over it, from the metric store the CloudWatch API serves.
 	Source triggers.Source
 	// NewReader overrides how an endpoint's reader is made (tests feed
 	// values by hand). With neither Source nor NewReader, policies have no

@@ -373,7 +373,7 @@ func (c *Controller) read(ctx context.Context, k readKey) readResult {
 // sums and counts of per-invocation samples.
 func countsZero(metric, stat string) bool {
 	switch triggers.Metric(metric) {
-	case triggers.MetricInvocations, triggers.MetricInvocationsPerInstance,
+	case triggers.MetricInvocations, triggers.MetricInvocationsPerInstance, triggers.MetricInvocation4XXErrors,
 		triggers.MetricInvocation5XXErrors, triggers.MetricInvocationModelErrors:
 		return stat == "Sum" || stat == "SampleCount"
 	}

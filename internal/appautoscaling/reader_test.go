@@ -11,17 +11,19 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
 	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 )
 
-// fakeGateway is a hand-fed triggers.Source: cumulative request counters of
-// one endpoint with one variant.
+// fakeGateway is a hand-fed triggers.MetricSource: one endpoint with one
+// variant whose invocations are recorded into a real metric store, as the
+// gateway records them.
 type fakeGateway struct {
 	mu       sync.Mutex
-	requests uint64
 	replicas int
+	store    *metricstore.Store
 }
 
-var _ triggers.Source = (*fakeGateway)(nil)
+var _ triggers.MetricSource = (*fakeGateway)(nil)
 
 func (g *fakeGateway) Snapshot(ep string) gateway.EndpointSnapshot {
 	g.mu.Lock()
@@ -29,26 +31,36 @@ func (g *fakeGateway) Snapshot(ep string) gateway.EndpointSnapshot {
 	if ep != "my-ep" {
 		return gateway.EndpointSnapshot{Endpoint: ep}
 	}
-	return gateway.EndpointSnapshot{
-		Endpoint: ep, Replicas: g.replicas, Requests: g.requests,
-		Variants: map[string]gateway.VariantSnapshot{"AllTraffic": {Replicas: g.replicas, Requests: g.requests}},
+	return gateway.EndpointSnapshot{Endpoint: ep, Replicas: g.replicas,
+		Variants: map[string]gateway.VariantSnapshot{"AllTraffic": {Replicas: g.replicas}}}
+}
+
+func (g *fakeGateway) MetricStore() *metricstore.Store { return g.store }
+func (g *fakeGateway) SampleGauges(string)             {}
+
+// serve records n invocations at the clock's now with replicas serving.
+func (g *fakeGateway) serve(n int, replicas int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.replicas = replicas
+	d := []metricstore.Dimension{{Name: "EndpointName", Value: "my-ep"}, {Name: "VariantName", Value: "AllTraffic"}}
+	for range n {
+		_ = g.store.Record("AWS/SageMaker", "Invocations", d, 1)
+		_ = g.store.Record("AWS/SageMaker", "InvocationsPerInstance", d, 1/float64(replicas))
 	}
 }
 
-func (g *fakeGateway) serve(n uint64, replicas int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.requests += n
-	g.replicas = replicas
-}
-
 // TestWithCloudWatchReader runs target tracking on the real
-// triggers.CloudWatchReader over hand-fed gateway snapshots: invocations per
+// triggers.CloudWatchReader over a hand-fed metric store: invocations per
 // instance per minute drive a scale-out, and a minute without invocations is
 // a datapoint of 0, so an idle endpoint scales back in to MinCapacity.
 func TestWithCloudWatchReader(t *testing.T) {
 	gw := &fakeGateway{replicas: 1}
-	e := newEnv(t, func(o *Options) { o.NewReader = nil; o.Source = gw })
+	e := newEnv(t, func(o *Options) {
+		o.NewReader = nil
+		o.Source = gw
+		gw.store = metricstore.New(o.Clock, metricstore.Options{})
+	})
 	e.vars.add("my-ep", "AllTraffic", 1, 0)
 	if _, err := e.client.RegisterScalableTarget(e.ctx, sdkRegister(resMyEP, 1, 10)); err != nil {
 		t.Fatal(err)
@@ -56,12 +68,13 @@ func TestWithCloudWatchReader(t *testing.T) {
 	if _, err := e.client.PutScalingPolicy(e.ctx, ttPolicy(resMyEP, "ipi", 50)); err != nil {
 		t.Fatal(err)
 	}
-	// The reader is made at the first evaluation, with that snapshot as its
-	// baseline: the first datapoint is 0 invocations.
+	// The first datapoint is 0 invocations.
 	e.reconcile()
 	for i := 1; i <= 3; i++ {
+		e.clk.Step(30 * time.Second)
 		gw.serve(120, e.desired())
-		e.tick()
+		e.clk.Step(30 * time.Second)
+		e.reconcile()
 		want := 1
 		if i == 3 {
 			want = 3 // ceil(1 × 120 / 50)

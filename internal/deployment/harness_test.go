@@ -24,6 +24,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
 	"github.com/capstan-dev/capstan/internal/serving"
@@ -179,7 +180,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		t.Fatal(err)
 	}
 	prom := prometheus.NewRegistry()
-	gw := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()})
+	gw := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry(), MetricStore: metricstore.New(clk, metricstore.Options{})})
 	models := &fakeModels{}
 	reg := &registry{Service: endpoint.NewService(st, nil, nil, clk, testLogger(t))}
 	o.Cluster, o.Gateway, o.Registerer = cl, gw, prom

@@ -16,6 +16,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/runtime/local"
 	"github.com/capstan-dev/capstan/internal/serving"
@@ -64,7 +65,7 @@ func TestRealEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := gateway.New(gateway.Options{Registerer: prometheus.NewRegistry(), Logger: log})
+	gw := gateway.New(gateway.Options{Registerer: prometheus.NewRegistry(), Logger: log, MetricStore: metricstore.New(clock.Real{}, metricstore.Options{})})
 	eng := serving.New(serving.Options{Runtime: rt, Router: gw, Logger: log, EngineArgs: []string{"--time-scale=0"}, DrainTimeout: 5 * time.Second})
 	svc, err := New(Options{Store: st, Clock: clock.Real{}, Logger: log, Registerer: prometheus.NewRegistry(),
 		Engine: eng, Cluster: cl, Gateway: gw, Models: models,

@@ -156,6 +156,15 @@ type LoadReader interface {
 	Snapshot(endpoint string) gateway.EndpointSnapshot
 }
 
+// SetupTimeRecorder is implemented by a LoadReader that also records
+// serverless cold starts as CloudWatch's ModelSetupTime (the gateway, into
+// its metric store).
+type SetupTimeRecorder interface {
+	RecordModelSetupTime(endpoint, variant string, d time.Duration)
+}
+
+var _ SetupTimeRecorder = (*gateway.Gateway)(nil)
+
 // serverlessState is one serverless variant's in-memory scaling state.
 type serverlessState struct {
 	busy      time.Time // last time a request was in flight or held
@@ -247,6 +256,9 @@ func (c *Controller) scaleServerless(ep *Endpoint) bool {
 		}
 		if !st.coldStart.IsZero() && healthy > 0 {
 			c.m.coldStart.WithLabelValues(ep.Name, v.Name).Observe(now.Sub(st.coldStart).Seconds())
+			if r, ok := c.opts.Load.(SetupTimeRecorder); ok {
+				r.RecordModelSetupTime(ep.Name, v.Name, now.Sub(st.coldStart))
+			}
 			c.log.Info("serverless cold start served", "endpoint", ep.Name, "variant", v.Name, "seconds", now.Sub(st.coldStart).Seconds())
 			st.coldStart = time.Time{}
 		}

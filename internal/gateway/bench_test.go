@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 )
 
 // BenchmarkPick measures one routing decision over 16 backends per strategy.
@@ -50,9 +53,14 @@ func BenchmarkInvoke(b *testing.B) {
 	for _, tr := range []struct {
 		name string
 		rt   http.RoundTripper
-	}{{"upstream=lean", nil}, {"upstream=net-http", defaultTransport()}} {
+		cw   bool // record into a metric store
+	}{{"upstream=lean", nil, false}, {"upstream=net-http", defaultTransport(), false}, {"upstream=lean/metricstore", nil, true}} {
 		b.Run(tr.name, func(b *testing.B) {
-			g := New(Options{Seed: 1, Transport: tr.rt})
+			o := Options{Seed: 1, Transport: tr.rt}
+			if tr.cw {
+				o.MetricStore = metricstore.New(clock.Real{}, metricstore.Options{})
+			}
+			g := New(o)
 			g.SetRoute(Route{Endpoint: "ep", Variants: []VariantRoute{{Name: "A", Weight: 1,
 				Backends: []Backend{{ID: "a", Addr: strings.TrimPrefix(srv.URL, "http://")}}}}})
 			body := []byte(`{"inputs":"hello","parameters":{"max_new_tokens":8}}`)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 )
 
 // Backend is one replica that can serve a variant.
@@ -106,6 +107,10 @@ type Options struct {
 	EjectFor   time.Duration
 	// RetryAfter is the Retry-After hint of a full queue (default 1s).
 	RetryAfter time.Duration
+	// MetricStore, when set, receives the CloudWatch-style metrics of every
+	// finished invocation (cloudwatch.go), and Sampler records the gauges
+	// into it. nil: no recording.
+	MetricStore *metricstore.Store
 }
 
 // Invocation is one request to an endpoint.
@@ -160,6 +165,8 @@ type Gateway struct {
 	queues  sync.Map // endpoint → *admission
 	holds   sync.Map // endpoint → *holdQueue
 	stats   sync.Map // endpoint → *epStats
+	cw      *metricstore.Store
+	sampler *Sampler
 }
 
 type routeState struct {
@@ -211,7 +218,7 @@ func New(opts Options) *Gateway {
 	if seed == 0 {
 		seed = uint64(opts.Clock.Now().UnixNano())
 	}
-	return &Gateway{
+	g := &Gateway{
 		clock:    opts.Clock,
 		log:      opts.Logger,
 		metrics:  newMetrics(opts.Registerer),
@@ -227,7 +234,12 @@ func New(opts Options) *Gateway {
 		tracker:  newTracker(),
 		kvIndex:  newKVIndex(),
 		opts:     opts,
+		cw:       opts.MetricStore,
 	}
+	if g.cw != nil {
+		g.sampler = &Sampler{g: g}
+	}
+	return g
 }
 
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -527,16 +539,23 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 			if v != nil {
 				vs, variant = v.stats, v.route.Name
 			}
-			finish(rs.stats, vs, clock.Since(g.clock, start), true)
+			d := clock.Since(g.clock, start)
+			finish(rs.stats, vs, d, true)
 			g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
+			if v == nil && len(rs.variants) == 1 {
+				v = rs.variants[0] // the metric store names the endpoint's only variant
+			}
+			g.recordFailed(inv.Endpoint, v, false, d)
 		}
 		return nil, err
 	}
 	variant, es := v.route.Name, rs.stats
 	release, err := g.admit(ctx, rs.route, pass)
 	if err != nil {
-		finish(es, v.stats, clock.Since(g.clock, start), !IsQueueFull(err))
+		d, full := clock.Since(g.clock, start), IsQueueFull(err)
+		finish(es, v.stats, d, !full)
 		g.metrics.requests.WithLabelValues(inv.Endpoint, variant, statusOf(err)).Inc()
+		g.recordFailed(inv.Endpoint, v, full, d)
 		return nil, err
 	}
 	req := &SchedRequest{Endpoint: inv.Endpoint, Variant: variant, Model: v.route.Model, Path: inv.Path, Header: inv.Header, Body: inv.Body, Tried: map[string]bool{}}
@@ -581,8 +600,10 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				release()
-				finish(es, v.stats, clock.Since(g.clock, start), true)
+				d := clock.Since(g.clock, start)
+				finish(es, v.stats, d, true)
 				g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
+				g.recordFailed(inv.Endpoint, v, false, d)
 				return nil, fmt.Errorf("invoke %s/%s on %s: %w", inv.Endpoint, variant, c.Backend.ID, ctx.Err())
 			}
 			g.failed(c.Backend.ID)
@@ -612,22 +633,29 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		} else {
 			vm.counter(childDecisionMiss).Inc()
 		}
-		vs, failed, meter, from := v.stats, resp.StatusCode >= 500, v.route.Meter, sent
+		vs, failed, meter, from, code, replicas := v.stats, resp.StatusCode >= 500, v.route.Meter, sent, resp.StatusCode, len(v.route.Backends)
 		resp.Body = &trackedBody{ReadCloser: resp.Body, done: func() {
 			release()
-			d := clock.Since(g.clock, start)
+			now := g.clock.Now()
+			d, model := now.Sub(start), now.Sub(from)
 			finish(es, vs, d, failed)
 			vm.observer(childLatency).Observe(d.Seconds())
 			if meter != nil {
-				meter(clock.Since(g.clock, from))
+				meter(model)
+			}
+			if g.cw != nil {
+				g.recordInvocation(invocation{endpoint: vm.endpoint, variant: vm.variant, vs: vs, replicas: replicas,
+					status: code, failed: failed, total: d, model: model})
 			}
 		}}
 		return &Result{Variant: variant, BackendID: c.Backend.ID, Response: resp,
 			Strategy: v.strategy, PredictedCachedTokens: req.predictedBlocks * req.blockSize, start: start, stats: es, vm: vm}, nil
 	}
 	release()
-	finish(es, v.stats, clock.Since(g.clock, start), true)
+	d := clock.Since(g.clock, start)
+	finish(es, v.stats, d, true)
 	g.metrics.requests.WithLabelValues(inv.Endpoint, variant, "error").Inc()
+	g.recordFailed(inv.Endpoint, v, false, d)
 	if cur, ok := g.lookup(inv.Endpoint); ok && cur.route.Unavailable != "" {
 		// The endpoint stopped serving (its reservation ended) while this
 		// request was being routed, and its replicas are draining: it gets

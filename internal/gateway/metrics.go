@@ -180,6 +180,7 @@ func (vm *variantMetrics) request(code int) {
 // (first byte, tokens in a stream, usage); a front door gets one with
 // Gateway.Measure and relays the response through it (measure.go).
 type Observer struct {
+	g         *Gateway
 	vm        *variantMetrics
 	stats     *epStats
 	predicted int
@@ -196,7 +197,7 @@ func (g *Gateway) Observer(inv Invocation, res *Result) *Observer {
 	if vm == nil || vm.endpoint != inv.Endpoint { // a Result not made by Invoke
 		vm = newVariantMetrics(g.metrics, inv.Endpoint, res.Variant, res.Strategy)
 	}
-	res.obs = Observer{vm: vm, stats: res.stats, predicted: res.PredictedCachedTokens}
+	res.obs = Observer{g: g, vm: vm, stats: res.stats, predicted: res.PredictedCachedTokens}
 	return &res.obs
 }
 
@@ -211,6 +212,7 @@ func (o *Observer) FirstToken(d time.Duration) {
 	if o.stats != nil {
 		o.stats.ttftNs.Add(uint64(max(d, 0)))
 		o.stats.ttftCount.Add(1)
+		o.g.recordTTFT(o.stats, o.vm.endpoint, d)
 	}
 }
 

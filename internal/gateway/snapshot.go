@@ -41,6 +41,7 @@ type counters struct {
 	requests  atomic.Uint64
 	errors    atomic.Uint64
 	latencyNs atomic.Uint64
+	cw        atomic.Pointer[cwVariant] // the metric store's series, made on first use
 }
 
 func (c *counters) finish(d time.Duration, failed bool) {
@@ -60,6 +61,7 @@ type epStats struct {
 	arrivals  atomic.Uint64
 	ttftNs    atomic.Uint64
 	ttftCount atomic.Uint64
+	cw        atomic.Pointer[cwEndpoint]
 
 	mu       sync.Mutex
 	variants map[string]*counters

@@ -29,9 +29,12 @@ func TestValidateCloudWatchMetrics(t *testing.T) {
 		{"SageMaker metric in the capstan namespace", "capstan", "Invocations", "", base + "metricName", "QueueDepth"},
 		{"case matters", "capstan", "queuedepth", "", base + "metricName", "unsupported metric"},
 		{"unknown namespace", "AWS/SQS", "ApproximateNumberOfMessagesVisible", "", base + "namespace", "AWS/SageMaker and capstan"},
-		{"latency percentile not computable", "AWS/SageMaker", "ModelLatency", "p99", base + "metricStat", "not available"},
-		{"TTFT maximum not computable", "capstan", "TimeToFirstToken", "Maximum", base + "metricStat", "not available"},
-		{"count percentile not computable", "AWS/SageMaker", "Invocations", "p50", base + "metricStat", "not available"},
+		{"latency percentile", "AWS/SageMaker", "ModelLatency", "p99", "", ""},
+		{"overhead latency percentile", "AWS/SageMaker", "OverheadLatency", "p99.9", "", ""},
+		{"SageMaker 4XX Sum", "AWS/SageMaker", "Invocation4XXErrors", "Sum", "", ""},
+		{"TTFT maximum", "capstan", "TimeToFirstToken", "Maximum", "", ""},
+		{"count percentile", "AWS/SageMaker", "Invocations", "p50", "", ""},
+		{"arrival rate maximum", "capstan", "ArrivalRate", "Maximum", "", ""},
 		{"bad statistic", "capstan", "QueueDepth", "Median", base + "metricStat", "unsupported statistic"},
 	}
 	for _, tt := range tests {

@@ -775,7 +775,7 @@ func validateCloudWatch(t *CloudWatchTrigger, p path, errs *ErrorList) {
 	case !nsKnown:
 		errs.add(p.child("namespace"), "unsupported namespace %q; capstan maps %s and %s", t.Namespace, cwNamespaceSageMaker, cwNamespaceCapstan)
 	}
-	kind, metricKnown := names[t.MetricName]
+	metricKnown := names[t.MetricName]
 	switch {
 	case t.MetricName == "":
 		errs.add(p.child("metricName"), "required")
@@ -796,8 +796,6 @@ func validateCloudWatch(t *CloudWatchTrigger, p path, errs *ErrorList) {
 	}
 	if t.MetricStat != "" && !reMetricStat.MatchString(t.MetricStat) {
 		errs.add(p.child("metricStat"), "unsupported statistic %q; Average, Sum, Minimum, Maximum, SampleCount or pNN", t.MetricStat)
-	} else if metricKnown && t.MetricStat != "" && !cwStatAvailable(kind, t.MetricStat) {
-		errs.add(p.child("metricStat"), "statistic %q is not available for %s; %s", t.MetricStat, t.MetricName, cwStatsHint[kind])
 	}
 	for i, d := range t.Dimensions {
 		if d.Name == "" {
@@ -832,58 +830,33 @@ func validatePrometheus(t *PrometheusTrigger, p path, errs *ErrorList) {
 	validateTarget(t.TargetValue, t.ActivationTargetValue, t.MetricType, p, errs)
 }
 
-// CloudWatch namespaces and metrics capstan computes (the autoscale/triggers
-// package reads them; its tests check that both tables agree). The kind
-// decides which statistics can be computed from capstan's counters.
+// CloudWatch namespaces and metrics capstan records (package metricstore;
+// the autoscale/triggers package reads them and its tests check that both
+// tables agree). Every statistic is available for every metric: the store
+// keeps each period's samples as count, sum, extremes and a histogram.
 const (
 	cwNamespaceSageMaker = "AWS/SageMaker"
 	cwNamespaceCapstan   = "capstan"
 )
 
-type cwKind int
-
-const (
-	cwPerRequest    cwKind = iota // one exactly known sample per invocation: no percentiles
-	cwPerRequestSum               // per-invocation samples kept as a sum (latency): Sum, SampleCount, Average
-	cwGauge                       // sampled each poll: every statistic
-	cwRate                        // a per-second rate from a counter: Average
-)
-
-var cwStatsHint = map[cwKind]string{
-	cwPerRequest:    "use Sum, SampleCount, Average, Minimum or Maximum",
-	cwPerRequestSum: "use Sum, SampleCount or Average (capstan keeps latency sums, not distributions)",
-	cwRate:          "use Average (the metric is already a rate per second over the period)",
-}
-
-var cloudWatchMetrics = map[string]map[string]cwKind{
+var cloudWatchMetrics = map[string]map[string]bool{
 	cwNamespaceSageMaker: {
-		"Invocations":                cwPerRequest,
-		"InvocationsPerInstance":     cwPerRequest,
-		"Invocation5XXErrors":        cwPerRequest,
-		"InvocationModelErrors":      cwPerRequest,
-		"ModelLatency":               cwPerRequestSum,
-		"ConcurrentRequestsPerModel": cwGauge,
+		"Invocations":                true,
+		"InvocationsPerInstance":     true,
+		"Invocation4XXErrors":        true,
+		"Invocation5XXErrors":        true,
+		"InvocationModelErrors":      true,
+		"ModelLatency":               true,
+		"OverheadLatency":            true,
+		"ConcurrentRequestsPerModel": true,
 	},
 	cwNamespaceCapstan: {
-		"QueueDepth":         cwGauge,
-		"InFlightPerReplica": cwGauge,
-		"KVCacheUtilization": cwGauge,
-		"TimeToFirstToken":   cwPerRequestSum,
-		"ArrivalRate":        cwRate,
+		"QueueDepth":         true,
+		"InFlightPerReplica": true,
+		"KVCacheUtilization": true,
+		"TimeToFirstToken":   true,
+		"ArrivalRate":        true,
 	},
-}
-
-func cwStatAvailable(k cwKind, stat string) bool {
-	if k == cwRate {
-		return stat == "Average"
-	}
-	switch stat {
-	case "Sum", "SampleCount", "Average":
-		return true
-	case "Minimum", "Maximum":
-		return k != cwPerRequestSum
-	}
-	return k == cwGauge // pNN
 }
 
 // parseCustomHeaders checks KEDA's customHeaders form "k=v,k2=v2".

@@ -28,6 +28,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/gateway/openai"
 	"github.com/capstan-dev/capstan/internal/manifestapi"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 	"github.com/capstan-dev/capstan/internal/nodeapi"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
@@ -63,6 +64,8 @@ type Server struct {
 	Gateway     *gateway.Gateway
 	Service     *endpoint.Service
 	Deployments *deployment.Service
+	// MetricStore holds the CloudWatch-style metrics the gateway records.
+	MetricStore *metricstore.Store
 
 	cfg    config.Config
 	log    *slog.Logger
@@ -102,7 +105,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	gw := gateway.New(gateway.Options{Clock: clk, Logger: log, Registerer: reg})
+	// The one store of CloudWatch-style metrics: the gateway records into
+	// it; the CloudWatch API, cloudWatchTrigger and Application Auto Scaling
+	// read it.
+	cw := metricstore.New(clk, metricstore.Options{})
+	gw := gateway.New(gateway.Options{Clock: clk, Logger: log, Registerer: reg, MetricStore: cw})
 	// One calendar for on-demand endpoints and training plans (issue 3).
 	fl, err := capacity.New(st, cat, clk, cfg.FleetCapacity(cat))
 	if err != nil {
@@ -236,12 +243,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
-		ln: limited, cancel: cancel, http: httpSrv}
+		ln: limited, cancel: cancel, http: httpSrv, MetricStore: cw}
 	// The controllers: SageMaker endpoints, manifests' deployments,
 	// Application Auto Scaling's target tracking, the clusters' nodes and
 	// the node autoscaler. Stop waits for all of them before it stops the
 	// replicas.
-	for _, run := range []func(context.Context){ctrl.Run, dep.Run, aas.Run, cls.svc.Run, cls.autoscaler.Run, asyncQ.Run} {
+	for _, run := range []func(context.Context){ctrl.Run, dep.Run, aas.Run, cls.svc.Run, cls.autoscaler.Run, asyncQ.Run,
+		gw.Sampler().Run, cw.Run} {
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
 )
@@ -170,6 +171,14 @@ func TestServerlessEndpoint(t *testing.T) {
 	waitFor(t, "the cold start observed", func() bool {
 		return metricValue(t, h.url, "capstan_endpoint_cold_start_seconds", "sl") == 1
 	})
+	// The same cold start, as CloudWatch's ModelSetupTime (microseconds).
+	if got := h.srv.MetricStore.List("AWS/SageMaker", "ModelSetupTime", []metricstore.Dimension{{Name: "EndpointName", Value: "sl"}}); len(got) != 1 {
+		t.Fatalf("ModelSetupTime series %v, want one", got)
+	} else if aggs, err := h.srv.MetricStore.Statistics(metricstore.Query{Namespace: "AWS/SageMaker", Metric: "ModelSetupTime",
+		Dimensions: got[0].Dimensions, Start: h.srv.Clock.Now().Add(-time.Hour), End: h.srv.Clock.Now().Add(time.Second), Period: time.Hour}); err != nil ||
+		len(aggs) != 1 || aggs[0].SampleCount != 1 || !(aggs[0].Sum >= 100_000) {
+		t.Fatalf("ModelSetupTime %+v, %v: want one cold start of at least the 100 ms held", aggs, err)
+	}
 	cost1 := metricValue(t, h.url, "capstan_endpoint_cost_usd_total", "sl")
 	if cost1 <= 0 {
 		t.Fatalf("cost after one request = %v", cost1)

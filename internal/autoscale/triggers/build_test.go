@@ -153,8 +153,8 @@ func TestBuildTriggers(t *testing.T) {
 			wantErr: "autoScalingSpec.cloudWatchTriggerList[0].metricName",
 		},
 		{
-			name:    "statistic not computable",
-			spec:    manifest.AutoScalingSpec{CloudWatchTrigger: ptr(cw("", "AWS/SageMaker", "ModelLatency", func(c *manifest.CloudWatchTrigger) { c.MetricStat = "p99" }))},
+			name:    "not a statistic",
+			spec:    manifest.AutoScalingSpec{CloudWatchTrigger: ptr(cw("", "AWS/SageMaker", "ModelLatency", func(c *manifest.CloudWatchTrigger) { c.MetricStat = "p100" }))},
 			wantErr: "autoScalingSpec.cloudWatchTrigger.metricStat",
 		},
 		{

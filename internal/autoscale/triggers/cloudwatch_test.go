@@ -9,90 +9,70 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 )
 
-// finish records n finished invocations on the endpoint (and on variant v
-// when non-empty), each with the given latency, errs of them failed.
-func finish(s *gateway.EndpointSnapshot, v string, n, errs uint64, latency float64) {
-	s.Requests += n
-	s.Errors += errs
-	s.LatencySeconds += float64(n) * latency
-	if v != "" {
-		if s.Variants == nil {
-			s.Variants = map[string]gateway.VariantSnapshot{}
-		}
-		vs := s.Variants[v]
-		vs.Requests += n
-		vs.Errors += errs
-		vs.LatencySeconds += float64(n) * latency
-		s.Variants[v] = vs
-	}
-}
-
-func TestCloudWatchReaderCounters(t *testing.T) {
+// TestCloudWatchReaderPerRequest: Read is the store's statistic over the
+// period's whole seconds ending with the current one.
+func TestCloudWatchReaderPerRequest(t *testing.T) {
 	ctx := context.Background()
-	const period = 60 * time.Second
-	// Each case: history is fed at t0 (reader creation, 10 requests already
-	// done before it), t0+30s and t0+60s (the read); the window is
-	// (t0, t0+60s], baseline the creation snapshot.
-	type step struct {
-		n, errs  uint64
-		latency  float64
-		replicas int
+	// at is one batch of samples recorded off after t0 on a variant.
+	type at struct {
+		off     time.Duration
+		variant string
+		vals    []float64
+	}
+	ones := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = 1
+		}
+		return v
 	}
 	cases := []struct {
 		name, variant, metric, stat string
-		steps                       [2]step
+		samples                     []at
 		want                        float64
 		wantErr                     string
 	}{
-		{"Invocations Sum", "", "Invocations", "Sum", [2]step{{n: 6, replicas: 2}, {n: 4, replicas: 2}}, 10, ""},
-		{"Invocations SampleCount", "", "Invocations", "SampleCount", [2]step{{n: 6}, {n: 4}}, 10, ""},
-		{"Invocations Average is 1 per invocation", "", "Invocations", "Average", [2]step{{n: 6}, {n: 4}}, 1, ""},
-		{"InvocationsPerInstance Sum divides by replicas now", "", "InvocationsPerInstance", "Sum", [2]step{{n: 6, replicas: 1}, {n: 6, replicas: 4}}, 3, ""},
-		{"InvocationsPerInstance zero replicas counts as one", "", "InvocationsPerInstance", "Sum", [2]step{{n: 3}, {n: 2}}, 5, ""},
-		{"ModelLatency Average in microseconds", "", "ModelLatency", "Average", [2]step{{n: 2, latency: 0.1}, {n: 2, latency: 0.3}}, 200_000, ""},
-		{"ModelLatency Sum", "", "ModelLatency", "Sum", [2]step{{n: 1, latency: 0.5}, {n: 1, latency: 0.25}}, 750_000, ""},
-		{"ModelLatency Maximum unavailable", "", "ModelLatency", "Maximum", [2]step{{n: 1, latency: 0.5}, {}}, 0, "not available"},
-		{"5XX Sum", "", "Invocation5XXErrors", "Sum", [2]step{{n: 4, errs: 1}, {n: 4, errs: 2}}, 3, ""},
-		{"5XX Average is the error rate", "", "Invocation5XXErrors", "Average", [2]step{{n: 4, errs: 1}, {n: 4, errs: 1}}, 0.25, ""},
-		{"5XX Maximum 1 when any failed", "", "Invocation5XXErrors", "Maximum", [2]step{{n: 4, errs: 1}, {n: 4}}, 1, ""},
-		{"5XX Minimum 0 unless all failed", "", "Invocation5XXErrors", "Minimum", [2]step{{n: 4, errs: 1}, {n: 4}}, 0, ""},
-		{"5XX Minimum 1 when all failed", "", "Invocation5XXErrors", "Minimum", [2]step{{n: 2, errs: 2}, {n: 1, errs: 1}}, 1, ""},
-		{"variant counters only", "blue", "Invocations", "Sum", [2]step{{n: 3}, {n: 2}}, 5, ""},
-		{"no invocations is no data", "", "Invocations", "Sum", [2]step{{}, {}}, 0, ErrNoData.Error()},
-		{"no invocations, latency no data", "", "ModelLatency", "Average", [2]step{{}, {}}, 0, ErrNoData.Error()},
-		{"unknown metric", "", "OverheadLatency", "Average", [2]step{{n: 1}, {}}, 0, "unknown metric"},
-		{"unknown statistic", "", "Invocations", "p99", [2]step{{n: 1}, {}}, 0, "not available"},
+		{"Invocations Sum", "", "Invocations", "Sum", []at{{10 * time.Second, "v1", ones(6)}, {40 * time.Second, "v1", ones(4)}}, 10, ""},
+		{"the period's first second is out, the current one in", "", "Invocations", "Sum",
+			[]at{{0, "v1", ones(100)}, {time.Second, "v1", ones(1)}, {time.Minute, "v1", ones(2)}}, 3, ""},
+		{"Invocations SampleCount", "", "Invocations", "SampleCount", []at{{10 * time.Second, "v1", ones(6)}}, 6, ""},
+		{"Invocations Average is 1", "", "Invocations", "Average", []at{{10 * time.Second, "v1", ones(6)}}, 1, ""},
+		{"InvocationsPerInstance Sum", "", "InvocationsPerInstance", "Sum", []at{{10 * time.Second, "v1", []float64{1, 1, 0.25, 0.25}}}, 2.5, ""},
+		{"ModelLatency Average in microseconds", "", "ModelLatency", "Average", []at{{10 * time.Second, "v1", []float64{100_000, 300_000}}}, 200_000, ""},
+		{"ModelLatency Maximum", "", "ModelLatency", "Maximum", []at{{10 * time.Second, "v1", []float64{100_000, 300_000}}}, 300_000, ""},
+		{"ModelLatency p50 from the histogram", "", "ModelLatency", "p50", []at{{10 * time.Second, "v1", []float64{1000, 2000, 3000, 4000, 5000}}}, 3000, ""},
+		{"OverheadLatency p99", "", "OverheadLatency", "p99", []at{{10 * time.Second, "v1", []float64{10, 20, 30, 40, 5000}}}, 5000, ""},
+		{"5XX Average is the error rate", "", "Invocation5XXErrors", "Average", []at{{10 * time.Second, "v1", []float64{0, 1, 0, 0}}}, 0.25, ""},
+		{"4XX Sum", "", "Invocation4XXErrors", "Sum", []at{{10 * time.Second, "v1", []float64{0, 1, 1, 0}}}, 2, ""},
+		{"whole endpoint merges variants", "", "Invocations", "Sum", []at{{10 * time.Second, "blue", ones(3)}, {20 * time.Second, "green", ones(4)}}, 7, ""},
+		{"a variant reads its own series", "blue", "Invocations", "Sum", []at{{10 * time.Second, "blue", ones(3)}, {20 * time.Second, "green", ones(4)}}, 3, ""},
+		{"TimeToFirstToken in seconds", "", "TimeToFirstToken", "Average", []at{{10 * time.Second, "", []float64{0.2, 0.4}}}, 0.3, ""},
+		{"no invocations is no data", "", "Invocations", "Sum", []at{{0, "v1", ones(3)}}, 0, ErrNoData.Error()},
+		{"unknown metric", "", "CPUUtilization", "Average", nil, 0, "unknown metric"},
+		{"bad statistic", "", "Invocations", "Median", nil, 0, "not available"},
+		{"p100 is not a percentile", "", "Invocations", "p100", nil, 0, "not available"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			src, clk := newFakes()
 			src.set(func(s *gateway.EndpointSnapshot) {
-				finish(s, c.variant, 10, 1, 1) // before the reader: never counted
-				if c.variant != "" {
-					// Another variant's traffic must not leak into a variant read.
-					finish(s, "green", 100, 100, 5)
+				s.Variants = map[string]gateway.VariantSnapshot{}
+				for _, a := range c.samples {
+					if a.variant != "" {
+						s.Variants[a.variant] = gateway.VariantSnapshot{}
+					}
 				}
 			})
-			r := NewCloudWatchReader(src, clk, "ep")
-			for _, st := range c.steps {
-				clk.Step(30 * time.Second)
-				src.set(func(s *gateway.EndpointSnapshot) {
-					finish(s, c.variant, st.n, st.errs, st.latency)
-					s.Replicas = st.replicas
-					if c.variant != "" {
-						v := s.Variants[c.variant]
-						v.Replicas = st.replicas
-						s.Variants[c.variant] = v
-					}
-				})
-				if st == c.steps[0] {
-					// An intermediate read feeds history, as polls do.
-					_, _ = r.Read(ctx, c.variant, c.metric, c.stat, period)
-				}
+			for _, a := range c.samples {
+				clk.Set(t0.Add(a.off))
+				src.record(Metric(c.metric), a.variant, a.vals...)
 			}
-			got, err := r.Read(ctx, c.variant, c.metric, c.stat, period)
+			clk.Set(t0.Add(time.Minute))
+			r := NewCloudWatchReader(src, clk, "ep")
+			got, err := r.Read(ctx, c.variant, c.metric, c.stat, time.Minute)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("Read = %v, %v; want error containing %q", got, err, c.wantErr)
@@ -102,66 +82,59 @@ func TestCloudWatchReaderCounters(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
-			if math.Abs(got-c.want) > 1e-6 {
+			if math.Abs(got-c.want) > 0.01*math.Abs(c.want)+1e-9 {
 				t.Fatalf("Read = %v, want %v", got, c.want)
+			}
+			if src.samples != 0 {
+				t.Fatalf("a per-request metric sampled gauges %d times", src.samples)
 			}
 		})
 	}
 }
 
-func TestCloudWatchReaderWindow(t *testing.T) {
-	ctx := context.Background()
+// TestCloudWatchReaderAgreesWithStore: a Read is exactly the aggregate the
+// store (and so the CloudWatch API) gives for the same range, whichever
+// tier answers.
+func TestCloudWatchReaderAgreesWithStore(t *testing.T) {
 	src, clk := newFakes()
+	src.set(func(s *gateway.EndpointSnapshot) { s.Variants = map[string]gateway.VariantSnapshot{"v1": {}} })
+	for i := range 900 {
+		clk.Set(t0.Add(time.Duration(i) * time.Second))
+		src.record(MetricModelLatency, "v1", float64(1000+i))
+	}
 	r := NewCloudWatchReader(src, clk, "ep")
-	// Polls every 30 s with 3 requests per poll.
-	for range 6 {
-		clk.Step(30 * time.Second)
-		src.set(func(s *gateway.EndpointSnapshot) { finish(s, "", 3, 0, 0.01) })
-		if _, err := r.Read(ctx, "", "Invocations", "Sum", time.Minute); err != nil {
-			t.Fatal(err)
+	for _, period := range []time.Duration{time.Second, 10 * time.Second, 90 * time.Second, 5 * time.Minute, 10 * time.Minute} {
+		end := clk.Now().Add(time.Second)
+		want, err := src.store.Statistics(metricstore.Query{Namespace: NamespaceSageMaker, Metric: "ModelLatency",
+			Dimensions: variantDims("ep", "v1"), Start: end.Add(-period), End: end, Period: period})
+		if err != nil || len(want) != 1 {
+			t.Fatalf("%v: %v %v", period, want, err)
+		}
+		for _, stat := range []string{"Sum", "SampleCount", "Minimum", "Maximum", "p90"} {
+			got, err := r.Read(context.Background(), "v1", "ModelLatency", stat, period)
+			w, _ := want[0].Value(stat)
+			if err != nil || got != w {
+				t.Errorf("%v %s = %v, %v; store says %v", period, stat, got, err, w)
+			}
+		}
+		if n, _ := r.Read(context.Background(), "v1", "ModelLatency", "SampleCount", period); n != period.Seconds() {
+			t.Errorf("%v: %v samples", period, n)
 		}
 	}
-	t.Run("sliding window uses the newest baseline at least a period old", func(t *testing.T) {
-		clk.Step(30 * time.Second)
-		src.set(func(s *gateway.EndpointSnapshot) { finish(s, "", 7, 0, 0.01) })
-		got, err := r.Read(ctx, "", "Invocations", "Sum", time.Minute)
-		if err != nil || got != 10 {
-			t.Fatalf("Sum over 1m = %v, %v; want 3+7", got, err)
-		}
-	})
-	t.Run("a longer period than the history uses all of it", func(t *testing.T) {
-		clk.Step(30 * time.Second)
-		got, err := r.Read(ctx, "", "Invocations", "Sum", time.Hour)
-		if err != nil || got != 6*3+7 {
-			t.Fatalf("Sum over 1h = %v, %v; want %d", got, err, 6*3+7)
-		}
-	})
-	t.Run("idle period is no data", func(t *testing.T) {
-		clk.Step(5 * time.Minute)
-		if _, err := r.Read(ctx, "", "Invocations", "Sum", time.Minute); !errors.Is(err, ErrNoData) {
-			t.Fatalf("err = %v, want ErrNoData", err)
-		}
-	})
-	t.Run("a counter reset counts the new value", func(t *testing.T) {
-		clk.Step(time.Minute)
-		src.set(func(s *gateway.EndpointSnapshot) { s.Requests = 2 })
-		got, err := r.Read(ctx, "", "Invocations", "Sum", time.Minute)
-		if err != nil || got != 2 {
-			t.Fatalf("after reset = %v, %v; want 2", got, err)
-		}
-	})
 }
 
+// TestCloudWatchReaderGauges: gauges are what the sampler recorded in the
+// period; a Read samples first when the current second has none.
 func TestCloudWatchReaderGauges(t *testing.T) {
 	ctx := context.Background()
-	// Samples at t0 (creation), +10s, +20s, +30s (the read) with a 25 s
-	// period: the window is (t0+5s, t0+30s] → the last three.
 	type state struct {
 		replicas, inflight, queued, waiting int
 		kv                                  float64
 	}
+	// Sampled at t0 (outside a 25 s window read at t0+30s), +10s, +20s,
+	// and at the read.
 	states := []state{
-		{replicas: 1, inflight: 100, queued: 100, waiting: 100, kv: 1}, // outside the window
+		{replicas: 1, inflight: 100, queued: 100, waiting: 100, kv: 1},
 		{replicas: 2, inflight: 4, queued: 2, waiting: 1, kv: 0.2},
 		{replicas: 2, inflight: 8, queued: 0, waiting: 3, kv: 0.4},
 		{replicas: 4, inflight: 6, queued: 6, waiting: 0, kv: 0.9},
@@ -185,100 +158,66 @@ func TestCloudWatchReaderGauges(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.metric+" "+c.stat, func(t *testing.T) {
 			src, clk := newFakes()
-			apply := func(st state) {
+			r := NewCloudWatchReader(src, clk, "ep")
+			for i, st := range states {
+				if i > 0 {
+					clk.Step(10 * time.Second)
+				}
 				src.set(func(s *gateway.EndpointSnapshot) {
 					s.Replicas, s.InFlight, s.Queued, s.EngineWaiting, s.KVUsage = st.replicas, st.inflight, st.queued, st.waiting, st.kv
+					s.Variants = map[string]gateway.VariantSnapshot{"v1": {InFlight: st.inflight}}
 				})
-			}
-			apply(states[0])
-			r := NewCloudWatchReader(src, clk, "ep")
-			for i, st := range states[1:] {
-				clk.Step(10 * time.Second)
-				apply(st)
-				if i < len(states)-2 {
-					if _, err := r.Read(ctx, "", c.metric, c.stat, 25*time.Second); err != nil {
-						t.Fatal(err)
-					}
+				if i < len(states)-1 {
+					src.SampleGauges("ep") // the sampler's tick
 				}
 			}
 			got, err := r.Read(ctx, "", c.metric, c.stat, 25*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if math.Abs(got-c.want) > 1e-9 {
+			if math.Abs(got-c.want) > 0.01*c.want {
 				t.Fatalf("= %v, want %v", got, c.want)
 			}
+			// Read again in the same second: no second sample.
+			n, _ := r.Read(ctx, "", c.metric, "SampleCount", 25*time.Second)
+			if n != 3 {
+				t.Fatalf("%v samples after two reads in one second, want 3", n)
+			}
 		})
 	}
 }
 
-func TestCloudWatchReaderTTFT(t *testing.T) {
-	ctx := context.Background()
-	src, clk := newFakes()
-	src.set(func(s *gateway.EndpointSnapshot) { s.TTFTSeconds, s.TTFTCount = 100, 10 })
-	r := NewCloudWatchReader(src, clk, "ep")
-	clk.Step(time.Minute)
-	if _, err := r.Read(ctx, "", "TimeToFirstToken", "Average", time.Minute); !errors.Is(err, ErrNoData) {
-		t.Fatalf("no streamed request: err = %v, want ErrNoData", err)
-	}
-	clk.Step(time.Minute)
-	src.set(func(s *gateway.EndpointSnapshot) { s.TTFTSeconds += 0.2 + 0.4; s.TTFTCount += 2 })
-	got, err := r.Read(ctx, "", "TimeToFirstToken", "Average", time.Minute)
-	if err != nil || math.Abs(got-0.3) > 1e-9 {
-		t.Fatalf("mean TTFT = %v, %v; want 0.3 s", got, err)
-	}
-}
-
-// TestCloudWatchReaderArrivalRate: arrivals per second over the period,
-// from the newest snapshot at least a period old; a younger history divides
-// by the span it really covers, and no arrivals is a rate of 0, not "no
-// data" (an idle endpoint is a real reading).
+// TestCloudWatchReaderArrivalRate: arrivals per second between samples;
+// no arrivals is a rate of 0, not "no data" (an idle endpoint is a real
+// reading), and every statistic applies.
 func TestCloudWatchReaderArrivalRate(t *testing.T) {
 	ctx := context.Background()
-	const period = time.Second
-	type step struct {
+	src, clk := newFakes()
+	src.set(func(s *gateway.EndpointSnapshot) { s.Arrivals = 1000 }) // before the first sample: never counted
+	r := NewCloudWatchReader(src, clk, "ep")
+	if _, err := r.Read(ctx, "", "ArrivalRate", "Average", time.Second); !errors.Is(err, ErrNoData) {
+		t.Fatalf("the first sample is a baseline: err = %v", err)
+	}
+	steps := []struct {
 		after    time.Duration
 		arrivals uint64
-	}
-	cases := []struct {
-		name    string
-		steps   []step // each: advance, add arrivals, read
-		want    []float64
-		wantErr string
+		period   time.Duration
+		stat     string
+		want     float64
 	}{
-		{"whole periods", []step{{time.Second, 3}, {time.Second, 12}}, []float64{3, 12}, ""},
-		{"history shorter than the period divides by its span", []step{{500 * time.Millisecond, 2}}, []float64{4}, ""},
-		{"sliding window at 100 ms reads", []step{
-			{100 * time.Millisecond, 1}, {100 * time.Millisecond, 0}, {800 * time.Millisecond, 1}, // 2 in the first second
-			{100 * time.Millisecond, 5}, {100 * time.Millisecond, 5}, // the first 100 ms leave the window
-		}, []float64{10, 10 / 2.0, 2, 6, 11}, ""},
-		{"no arrivals is zero", []step{{time.Second, 0}}, []float64{0}, ""},
-		{"Sum is refused", []step{{time.Second, 1}}, nil, "not available"},
+		{time.Second, 3, time.Second, "Average", 3},
+		{2 * time.Second, 12, time.Second, "Average", 6},
+		{time.Second, 0, time.Second, "Average", 0},
+		{time.Second, 4, 5 * time.Second, "Maximum", 6},
+		{time.Second, 4, 5 * time.Second, "Sum", 6 + 0 + 4 + 4}, // the samples of t0+2s … t0+6s
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			src, clk := newFakes()
-			src.set(func(s *gateway.EndpointSnapshot) { s.Arrivals = 1000 }) // before the reader: never counted
-			r := NewCloudWatchReader(src, clk, "ep")
-			stat := "Average"
-			if c.wantErr != "" {
-				stat = "Sum"
-			}
-			for i, st := range c.steps {
-				clk.Step(st.after)
-				src.set(func(s *gateway.EndpointSnapshot) { s.Arrivals += st.arrivals })
-				got, err := r.Read(ctx, "", "ArrivalRate", stat, period)
-				if c.wantErr != "" {
-					if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-						t.Fatalf("err = %v, want %q", err, c.wantErr)
-					}
-					return
-				}
-				if err != nil || math.Abs(got-c.want[i]) > 1e-9 {
-					t.Fatalf("read %d = %v, %v; want %v", i, got, err, c.want[i])
-				}
-			}
-		})
+	for i, st := range steps {
+		clk.Step(st.after)
+		src.set(func(s *gateway.EndpointSnapshot) { s.Arrivals += st.arrivals })
+		got, err := r.Read(ctx, "", "ArrivalRate", st.stat, st.period)
+		if err != nil || math.Abs(got-st.want) > 1e-9 {
+			t.Fatalf("read %d = %v, %v; want %v", i, got, err, st.want)
+		}
 	}
 }
 
@@ -286,74 +225,70 @@ func TestCloudWatchReaderVariants(t *testing.T) {
 	ctx := context.Background()
 	t.Run("unknown variant on a single-variant endpoint reads the endpoint", func(t *testing.T) {
 		src, clk := newFakes()
-		r := NewCloudWatchReader(src, clk, "ep")
-		clk.Step(time.Minute)
-		src.set(func(s *gateway.EndpointSnapshot) { finish(s, "v1", 5, 0, 0) })
-		got, err := r.Read(ctx, "AllTraffic", "Invocations", "Sum", time.Minute)
+		src.set(func(s *gateway.EndpointSnapshot) { s.Variants = map[string]gateway.VariantSnapshot{"v1": {}} })
+		src.record(MetricInvocations, "v1", 1, 1, 1, 1, 1)
+		got, err := NewCloudWatchReader(src, clk, "ep").Read(ctx, "AllTraffic", "Invocations", "Sum", time.Minute)
 		if err != nil || got != 5 {
 			t.Fatalf("= %v, %v; want 5", got, err)
 		}
 	})
 	t.Run("unknown variant among several is an error", func(t *testing.T) {
 		src, clk := newFakes()
-		r := NewCloudWatchReader(src, clk, "ep")
-		clk.Step(time.Minute)
-		src.set(func(s *gateway.EndpointSnapshot) { finish(s, "v1", 5, 0, 0); finish(s, "v2", 1, 0, 0) })
-		if _, err := r.Read(ctx, "AllTraffic", "Invocations", "Sum", time.Minute); err == nil || !strings.Contains(err.Error(), "no variant") {
+		src.set(func(s *gateway.EndpointSnapshot) { s.Variants = map[string]gateway.VariantSnapshot{"v1": {}, "v2": {}} })
+		src.record(MetricInvocations, "v1", 1)
+		if _, err := NewCloudWatchReader(src, clk, "ep").Read(ctx, "AllTraffic", "Invocations", "Sum", time.Minute); err == nil || !strings.Contains(err.Error(), "no variant") {
 			t.Fatalf("err = %v, want no variant", err)
+		}
+	})
+	t.Run("built-ins ignore the variant", func(t *testing.T) {
+		src, clk := newFakes()
+		src.set(func(s *gateway.EndpointSnapshot) { s.Queued = 2 })
+		got, err := NewCloudWatchReader(src, clk, "ep").Read(ctx, "v9", "QueueDepth", "Average", time.Minute)
+		if err != nil || got != 2 {
+			t.Fatalf("= %v, %v", got, err)
 		}
 	})
 	t.Run("reads the reader's endpoint", func(t *testing.T) {
 		src, clk := newFakes()
+		src.record(MetricTimeToFirstToken, "", 9) // endpoint "ep"
 		r := NewCloudWatchReader(src, clk, "my-ep")
+		if _, err := r.Read(ctx, "", "TimeToFirstToken", "Average", time.Minute); !errors.Is(err, ErrNoData) {
+			t.Fatalf("another endpoint's data: %v", err)
+		}
 		_, _ = r.Read(ctx, "", "QueueDepth", "Average", time.Minute)
-		for _, e := range src.asked {
-			if e != "my-ep" {
-				t.Fatalf("asked for %q", e)
-			}
+		if got, err := r.Read(ctx, "", "QueueDepth", "SampleCount", time.Minute); err != nil || got != 1 {
+			t.Fatalf("my-ep's QueueDepth samples = %v, %v", got, err)
 		}
 	})
 	t.Run("cancelled context", func(t *testing.T) {
 		src, clk := newFakes()
-		r := NewCloudWatchReader(src, clk, "ep")
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := r.Read(cctx, "", "QueueDepth", "Average", time.Minute); !errors.Is(err, context.Canceled) {
+		if _, err := NewCloudWatchReader(src, clk, "ep").Read(cctx, "", "QueueDepth", "Average", time.Minute); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("a source without a store is an error, not no data", func(t *testing.T) {
+		src, clk := newFakes()
+		src.store = nil
+		_, err := NewCloudWatchReader(src, clk, "ep").Read(ctx, "", "Invocations", "Sum", time.Minute)
+		if err == nil || errors.Is(err, ErrNoData) || !strings.Contains(err.Error(), "no metric store") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 }
 
-func TestCloudWatchReaderHistoryBounded(t *testing.T) {
-	src, clk := newFakes()
-	r := NewCloudWatchReader(src, clk, "ep")
-	for range maxSamples + 100 {
-		clk.Step(time.Second)
-		_, _ = r.Read(context.Background(), "", "QueueDepth", "Average", time.Second)
-	}
-	if n := len(r.samples); n > maxSamples {
-		t.Fatalf("%d samples kept, bound %d", n, maxSamples)
-	}
-	clk.Step(48 * time.Hour)
-	_, _ = r.Read(context.Background(), "", "QueueDepth", "Average", time.Second)
-	if n := len(r.samples); n > 2 {
-		t.Fatalf("%d samples kept after a day idle, want ≤ 2", n)
-	}
-}
-
 func BenchmarkCloudWatchReaderRead(b *testing.B) {
 	src, clk := newFakes()
+	src.set(func(s *gateway.EndpointSnapshot) { s.Variants = map[string]gateway.VariantSnapshot{"v1": {}} })
 	r := NewCloudWatchReader(src, clk, "ep")
-	ctx := context.Background()
 	for range 600 {
 		clk.Step(time.Second)
-		src.set(func(s *gateway.EndpointSnapshot) { finish(s, "", 1, 0, 0.1) })
-		_, _ = r.Read(ctx, "", "Invocations", "Sum", 5*time.Minute)
+		src.record(MetricModelLatency, "v1", 1000, 2000, 3000)
 	}
-	b.ResetTimer()
+	ctx := context.Background()
 	for b.Loop() {
-		clk.Step(time.Second)
-		if _, err := r.Read(ctx, "", "ConcurrentRequestsPerModel", "p90", 5*time.Minute); err != nil {
+		if _, err := r.Read(ctx, "", "ModelLatency", "p90", 5*time.Minute); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -361,20 +296,22 @@ func BenchmarkCloudWatchReaderRead(b *testing.B) {
 
 func TestCloudWatchReaderConcurrent(t *testing.T) {
 	src, clk := newFakes()
+	src.set(func(s *gateway.EndpointSnapshot) { s.Variants = map[string]gateway.VariantSnapshot{"v1": {}} })
 	r := NewCloudWatchReader(src, clk, "ep")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for range 200 {
-			src.set(func(s *gateway.EndpointSnapshot) { finish(s, "", 1, 0, 0.1) })
+			src.record(MetricModelLatency, "v1", 100)
 			clk.Step(time.Second)
 		}
 	}()
 	errs := make(chan error, 4)
-	for range 4 {
+	for i := range 4 {
 		go func() {
+			metric := []string{"ModelLatency", "QueueDepth"}[i%2]
 			for range 200 {
-				if _, err := r.Read(context.Background(), "", "ModelLatency", "Average", 10*time.Second); err != nil && !errors.Is(err, ErrNoData) {
+				if _, err := r.Read(context.Background(), "", metric, "Average", 10*time.Second); err != nil && !errors.Is(err, ErrNoData) {
 					errs <- err
 					return
 				}
@@ -388,9 +325,4 @@ func TestCloudWatchReaderConcurrent(t *testing.T) {
 		}
 	}
 	<-done
-	for i := 1; i < len(r.samples); i++ {
-		if r.samples[i].at.Before(r.samples[i-1].at) {
-			t.Fatalf("history out of order at %d", i)
-		}
-	}
 }

@@ -3,6 +3,7 @@ package triggers
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,12 +12,15 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 )
 
 // TestReaderOverRealGateway checks the seam: the reader's SageMaker metrics
 // over a real *gateway.Gateway routing to an HTTP backend.
 func TestReaderOverRealGateway(t *testing.T) {
+	clk := clock.NewFake(t0)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		clk.Step(5 * time.Millisecond) // the model's time
 		if strings.HasSuffix(r.URL.Path, "/fail") {
 			http.Error(w, "boom", http.StatusInternalServerError)
 			return
@@ -24,13 +28,12 @@ func TestReaderOverRealGateway(t *testing.T) {
 		io.WriteString(w, `{"ok":true}`)
 	}))
 	defer backend.Close()
-	gw := gateway.New(gateway.Options{Clock: clock.Real{}, MaxAttempts: 1})
+	gw := gateway.New(gateway.Options{Clock: clk, MaxAttempts: 1, MetricStore: metricstore.New(clk, metricstore.Options{})})
 	gw.SetRoute(gateway.Route{Endpoint: "ep", Variants: []gateway.VariantRoute{{
 		Name: "AllTraffic", Weight: 1,
 		Backends: []gateway.Backend{{ID: "r1", Addr: strings.TrimPrefix(backend.URL, "http://")}},
 	}}})
 
-	clk := clock.NewFake(t0)
 	r := NewCloudWatchReader(gw, clk, "ep")
 	invoke := func(path string) {
 		res, err := gw.Invoke(context.Background(), gateway.Invocation{Endpoint: "ep", Path: path, Body: []byte(`{}`)})
@@ -46,7 +49,7 @@ func TestReaderOverRealGateway(t *testing.T) {
 	for range 2 {
 		invoke("/fail")
 	}
-	clk.Step(time.Minute)
+	clk.Step(30 * time.Second)
 	ctx := context.Background()
 	read := func(variant, metric, stat string) float64 {
 		t.Helper()
@@ -73,7 +76,18 @@ func TestReaderOverRealGateway(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if lat := read("", "ModelLatency", "Average"); !(lat > 0) {
-		t.Errorf("ModelLatency Average = %v µs, want > 0", lat)
+	if lat := read("", "ModelLatency", "Average"); lat != 5000 {
+		t.Errorf("ModelLatency Average = %v µs, want 5000", lat)
+	}
+	if p := read("AllTraffic", "ModelLatency", "p99"); math.Abs(p-5000) > 50 {
+		t.Errorf("ModelLatency p99 = %v µs, want 5000 within 1 %%", p)
+	}
+	// The reader reads what the store holds: the CloudWatch API's answer.
+	end := clk.Now().Add(time.Second)
+	aggs, err := gw.MetricStore().Statistics(metricstore.Query{Namespace: "AWS/SageMaker", Metric: "Invocation5XXErrors",
+		Dimensions: []metricstore.Dimension{{Name: "EndpointName", Value: "ep"}, {Name: "VariantName", Value: "AllTraffic"}},
+		Start:      end.Add(-time.Minute), End: end, Period: time.Minute})
+	if err != nil || len(aggs) != 1 || aggs[0].Sum != read("", "Invocation5XXErrors", "Sum") {
+		t.Errorf("store %+v, %v", aggs, err)
 	}
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/capstan-dev/capstan/internal/manifest"
 )
 
-// Source is where cloudWatch-style and built-in triggers read live numbers.
-// *gateway.Gateway satisfies it.
+// Source is where cloudWatch-style and built-in triggers read live numbers:
+// the endpoint's variants from Snapshot, the metrics from the store of a
+// MetricSource. *gateway.Gateway satisfies both.
 type Source interface {
 	Snapshot(endpoint string) gateway.EndpointSnapshot
 }
