@@ -22,12 +22,14 @@ import (
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/cloudwatch"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/gateway/openai"
 	"github.com/capstan-dev/capstan/internal/manifestapi"
+	"github.com/capstan-dev/capstan/internal/metricstore"
 	"github.com/capstan-dev/capstan/internal/nodeapi"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
@@ -63,6 +65,7 @@ type Server struct {
 	Gateway     *gateway.Gateway
 	Service     *endpoint.Service
 	Deployments *deployment.Service
+	MetricStore *metricstore.Store
 
 	cfg    config.Config
 	log    *slog.Logger
@@ -102,6 +105,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gw := gateway.New(gateway.Options{Clock: clk, Logger: log, Registerer: reg})
+	cw := metricstore.New(clk, metricstore.Options{})
 	// One calendar for on-demand endpoints and training plans (issue 3).
 	fl, err := capacity.New(st, cat, clk, cfg.FleetCapacity(cat))
 	if err != nil {
@@ -188,6 +192,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log,
 		Capacity: fl, Clusters: cls.svc, Tags: tags})
 	var control, runtimeH http.Handler = awsJSONDispatch(api, aas), http.NotFoundHandler()
+	cwAPI := cloudwatch.NewHandler(cw, cloudwatch.HandlerOptions{Clock: clk, AccountID: cfg.AccountID, Logger: log})
+	control = cloudwatchDispatch(cwAPI, control)
 	if o.RuntimeAPI != nil {
 		runtimeH = runtimeapi.WithAsync(o.RuntimeAPI(gw, log), asyncQ, runtimeapi.Options{AccountID: cfg.AccountID, Region: cfg.Region, Logger: log})
 	}
@@ -202,6 +208,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		// Wall time even under --dev-clock: clients sign with theirs.
 		v := &sigv4.Verifier{Secrets: secrets, Region: cfg.Region, Clock: clock.Real{}}
 		control = awsJSONDispatch(v.Middleware(sagemakerScope, api), v.Middleware(autoScalingScope, aas))
+		control = cloudwatchDispatch(cloudwatchAuth(cwAPI, v.Middleware(cloudwatchScope, cwAPI)), control)
 		runtimeH = v.Middleware(runtimeScope, runtimeH)
 	}
 	// Once any authentication is configured, every surface but /healthz
@@ -211,6 +218,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if cfg.AuthConfigured() {
 		if len(cfg.Credentials) == 0 {
 			control, runtimeH = sigv4Closed(), sigv4Closed()
+			control = cloudwatchDispatch(cloudwatchAuth(cwAPI, sigv4Closed()), control)
 		}
 		front = bearerAuth(front, doorOpenAI, "apiKeys", cfg.APIKeys)
 		manifestsH = bearerAuth(manifestsH, doorManifests, "adminTokens", cfg.AdminTokens)
@@ -236,6 +244,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
 		ln: limited, cancel: cancel, http: httpSrv}
+	s.MetricStore = cw
 	// The controllers: SageMaker endpoints, manifests' deployments,
 	// Application Auto Scaling's target tracking, the clusters' nodes and
 	// the node autoscaler. Stop waits for all of them before it stops the
