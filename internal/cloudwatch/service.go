@@ -126,7 +126,7 @@ func (s *Service) GetMetricStatistics(_ context.Context, in *GetMetricStatistics
 	for _, a := range aggs {
 		dp := Datapoint{Timestamp: Timestamp{a.Start.UTC()}, Unit: unit}
 		for _, st := range in.Statistics {
-			v := statValue(a, st)
+			v := Double(statValue(a, st))
 			switch st {
 			case "SampleCount":
 				dp.SampleCount = &v
@@ -141,9 +141,9 @@ func (s *Service) GetMetricStatistics(_ context.Context, in *GetMetricStatistics
 			}
 		}
 		if len(in.ExtendedStatistics) > 0 {
-			dp.ExtendedStatistics = map[string]float64{}
+			dp.ExtendedStatistics = map[string]Double{}
 			for _, st := range in.ExtendedStatistics {
-				dp.ExtendedStatistics[st] = statValue(a, st)
+				dp.ExtendedStatistics[st] = Double(statValue(a, st))
 			}
 		}
 		out.Datapoints = append(out.Datapoints, dp)
@@ -277,7 +277,7 @@ func (s *Service) GetMetricData(_ context.Context, in *GetMetricDataInput) (*Get
 		if label == "" {
 			label = q.MetricStat.Metric.MetricName
 		}
-		res := MetricDataResult{Id: q.Id, Label: label, Timestamps: []Timestamp{}, Values: []float64{}, StatusCode: "Complete", Messages: []MessageData{}}
+		res := MetricDataResult{Id: q.Id, Label: label, Timestamps: []Timestamp{}, Values: []Double{}, StatusCode: "Complete", Messages: []MessageData{}}
 		n := min(int64(len(ts)-k), left)
 		for _, t := range ts[k : k+int(n)] {
 			res.Timestamps = append(res.Timestamps, Timestamp{t})
@@ -297,7 +297,7 @@ func (s *Service) GetMetricData(_ context.Context, in *GetMetricDataInput) (*Get
 }
 
 // series is one MetricStat's points in scan order.
-func (s *Service) series(ms *MetricStat, start, end, now time.Time, desc bool) ([]time.Time, []float64, error) {
+func (s *Service) series(ms *MetricStat, start, end, now time.Time, desc bool) ([]time.Time, []Double, error) {
 	m := ms.Metric
 	if ms.Unit != "" && ms.Unit != UnitOf(m.Namespace, m.MetricName) {
 		return nil, nil, nil
@@ -312,9 +312,9 @@ func (s *Service) series(ms *MetricStat, start, end, now time.Time, desc bool) (
 		slices.Reverse(aggs)
 	}
 	ts := make([]time.Time, len(aggs))
-	vals := make([]float64, len(aggs))
+	vals := make([]Double, len(aggs))
 	for i, a := range aggs {
-		ts[i], vals[i] = a.Start.UTC(), statValue(a, ms.Stat)
+		ts[i], vals[i] = a.Start.UTC(), Double(statValue(a, ms.Stat))
 	}
 	return ts, vals, nil
 }

@@ -146,7 +146,7 @@ func TestGetMetricStatisticsAnswers(t *testing.T) {
 		t.Fatalf("got %+v", out)
 	}
 	ext := out.Datapoints[0].ExtendedStatistics
-	if math.Abs(ext["p50"]-60000) > 1500 || ext["p100"] != 120000 || ext["p0"] != 1000 || math.Abs(ext["p99.5"]-120000) > 2500 {
+	if math.Abs(float64(ext["p50"])-60000) > 1500 || ext["p100"] != 120000 || ext["p0"] != 1000 || math.Abs(float64(ext["p99.5"])-120000) > 2500 {
 		t.Fatalf("percentiles %v", ext)
 	}
 	for _, tc := range []struct {
@@ -207,16 +207,28 @@ func TestGetMetricDataValidation(t *testing.T) {
 			CodeInvalidParameterValue, "ReturnData"},
 		{"other account", gmd(func() MetricDataQuery { q := mdq("m1", "Invocations", "Sum", 60); q.AccountId = "999"; return q }()),
 			CodeInvalidParameterValue, "AccountId"},
-		{"bad scan", func() *GetMetricDataInput { in := gmd(mdq("m1", "Invocations", "Sum", 60)); in.ScanBy = "Sideways"; return in }(),
+		{"bad scan", func() *GetMetricDataInput {
+			in := gmd(mdq("m1", "Invocations", "Sum", 60))
+			in.ScanBy = "Sideways"
+			return in
+		}(),
 			CodeInvalidParameterValue, "scanBy"},
-		{"max datapoints 0", func() *GetMetricDataInput { in := gmd(mdq("m1", "Invocations", "Sum", 60)); in.MaxDatapoints = i64(0); return in }(),
+		{"max datapoints 0", func() *GetMetricDataInput {
+			in := gmd(mdq("m1", "Invocations", "Sum", 60))
+			in.MaxDatapoints = i64(0)
+			return in
+		}(),
 			CodeInvalidParameterValue, "MaxDatapoints"},
 		{"max datapoints huge", func() *GetMetricDataInput {
 			in := gmd(mdq("m1", "Invocations", "Sum", 60))
 			in.MaxDatapoints = i64(math.MaxInt64)
 			return in
 		}(), CodeInvalidParameterValue, "MaxDatapoints"},
-		{"bad token", func() *GetMetricDataInput { in := gmd(mdq("m1", "Invocations", "Sum", 60)); in.NextToken = "xyz"; return in }(),
+		{"bad token", func() *GetMetricDataInput {
+			in := gmd(mdq("m1", "Invocations", "Sum", 60))
+			in.NextToken = "xyz"
+			return in
+		}(),
 			CodeInvalidNextToken, "NextToken"},
 		{"reversed range", func() *GetMetricDataInput {
 			in := gmd(mdq("m1", "Invocations", "Sum", 60))

@@ -2,6 +2,7 @@ package cloudwatch
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/awsjson"
@@ -45,14 +46,14 @@ type GetMetricStatisticsInput struct {
 
 // Datapoint is one period of GetMetricStatistics.
 type Datapoint struct {
-	Timestamp          Timestamp          `json:"Timestamp"`
-	SampleCount        *float64           `json:"SampleCount,omitempty"`
-	Average            *float64           `json:"Average,omitempty"`
-	Sum                *float64           `json:"Sum,omitempty"`
-	Minimum            *float64           `json:"Minimum,omitempty"`
-	Maximum            *float64           `json:"Maximum,omitempty"`
-	Unit               string             `json:"Unit,omitempty"`
-	ExtendedStatistics map[string]float64 `json:"ExtendedStatistics,omitempty"`
+	Timestamp          Timestamp         `json:"Timestamp"`
+	SampleCount        *Double           `json:"SampleCount,omitempty"`
+	Average            *Double           `json:"Average,omitempty"`
+	Sum                *Double           `json:"Sum,omitempty"`
+	Minimum            *Double           `json:"Minimum,omitempty"`
+	Maximum            *Double           `json:"Maximum,omitempty"`
+	Unit               string            `json:"Unit,omitempty"`
+	ExtendedStatistics map[string]Double `json:"ExtendedStatistics,omitempty"`
 }
 
 // GetMetricStatisticsOutput is GetMetricStatistics' response.
@@ -107,7 +108,7 @@ type MetricDataResult struct {
 	Id         string        `json:"Id"`
 	Label      string        `json:"Label"`
 	Timestamps []Timestamp   `json:"Timestamps"`
-	Values     []float64     `json:"Values"`
+	Values     []Double      `json:"Values"`
 	StatusCode string        `json:"StatusCode"`
 	Messages   []MessageData `json:"Messages"`
 }
@@ -186,3 +187,16 @@ func (t *Timestamp) parseISO(s string) error {
 }
 
 func tsp(t time.Time) *Timestamp { return &Timestamp{t} }
+
+// Double is a wire double: JSON writes it with a fraction (5.0, as AWS
+// does), so JSON clients read a float, as CBOR and XML clients do.
+type Double float64
+
+// MarshalJSON writes d as a JSON number with a fraction or exponent.
+func (d Double) MarshalJSON() ([]byte, error) {
+	f := float64(d)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("double %v has no JSON form", f)
+	}
+	return []byte(formatFloat(f)), nil
+}
