@@ -376,7 +376,7 @@ func (s *Service) ListMetrics(_ context.Context, in *ListMetricsInput) (*ListMet
 		if after != "" && k <= after {
 			continue
 		}
-		if in.RecentlyActive != "" && metricstore.Retention > recentlyActive && !s.active(se, now) {
+		if in.RecentlyActive != "" && !s.active(se, now) {
 			continue
 		}
 		if len(out.Metrics) == ListPageSize {

@@ -20,7 +20,7 @@ var epDims = []Dimension{{"EndpointName", "e1"}, {"VariantName", "AllTraffic"}}
 // fixture: a store on a fake clock holding, from t0, one invocation a
 // second for 120 s (ModelLatency 1000..120000 µs), then the clock at
 // t0+10m.
-func fixture(t *testing.T) (*Service, *metricstore.Store, *clock.Fake) {
+func fixture(t testing.TB) (*Service, *metricstore.Store, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(t0)
 	st := metricstore.New(clk, metricstore.Options{})
