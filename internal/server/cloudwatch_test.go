@@ -18,6 +18,7 @@ import (
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	"github.com/aws/smithy-go"
 
+	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/metricstore"
 )
@@ -174,5 +175,40 @@ func TestCloudWatchSigV4(t *testing.T) {
 	_, err = closed.cloudwatch("AKIDREAL", "s3cret").ListMetrics(ctx, &cw.ListMetricsInput{})
 	if !errors.As(err, &ae) || ae.ErrorCode() != "UnrecognizedClientException" || !strings.Contains(ae.ErrorMessage(), "credentials") {
 		t.Fatalf("closed: %v", err)
+	}
+}
+
+// TestCloudWatchDevClock: under --dev-clock, data are recorded and read at
+// the moved time: a sample recorded after advancing 48h is found around the
+// server's now, not around the wall clock.
+func TestCloudWatchDevClock(t *testing.T) {
+	h := startHarness(t, config.Config{DevClock: true})
+	dev, ok := h.srv.Clock.(*clock.Dev)
+	if !ok {
+		t.Fatalf("clock %T", h.srv.Clock)
+	}
+	if err := dev.Advance(48 * time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	dims := []metricstore.Dimension{{Name: "EndpointName", Value: "e1"}, {Name: "VariantName", Value: "AllTraffic"}}
+	if err := h.srv.MetricStore.Record("AWS/SageMaker", "Invocations", dims, 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := h.cloudwatch("AKIDTEST", "secret")
+	count := func(around time.Time) int {
+		start, end := around.Add(-time.Hour), around.Add(time.Hour)
+		out, err := c.GetMetricStatistics(ctx, &cw.GetMetricStatisticsInput{Namespace: aws.String("AWS/SageMaker"), MetricName: aws.String("Invocations"),
+			Dimensions: cwDims, StartTime: &start, EndTime: &end, Period: aws.Int32(60), Statistics: []cwtypes.Statistic{cwtypes.StatisticSum}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Datapoints)
+	}
+	if n := count(h.srv.Clock.Now()); n != 1 {
+		t.Fatalf("around the server's now: %d datapoints, want 1", n)
+	}
+	if n := count(time.Now()); n != 0 {
+		t.Fatalf("around the wall clock: %d datapoints, want 0", n)
 	}
 }
