@@ -25,14 +25,20 @@ func cloudwatchDispatch(cw, rest http.Handler) http.Handler {
 	})
 }
 
-// cloudwatchAuth runs guard (the SigV4 check, or the refusal when only other
-// authentication is configured) in front of CloudWatch, rewriting the
-// guard's JSON 1.1 refusals into the request's own protocol (CBOR, JSON 1.0
-// or XML), so every CloudWatch client can read them.
-func cloudwatchAuth(api *cloudwatch.Handler, guard http.Handler) http.Handler {
+// cloudwatchRefusals rewrites, for CloudWatch's requests, the AWS JSON 1.1
+// refusals that come from in front of the CloudWatch handler (SigV4, the
+// API closed when only other authentication is configured, rate limits,
+// body budgets) into the request's own protocol (CBOR, JSON 1.0 or XML), so
+// every CloudWatch client can read them. The CloudWatch handler itself never
+// writes JSON 1.1.
+func cloudwatchRefusals(api *cloudwatch.Handler, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !cloudwatch.IsRequest(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		iw := &authErrorWriter{ResponseWriter: w}
-		guard.ServeHTTP(iw, r)
+		next.ServeHTTP(iw, r)
 		if iw.status == 0 {
 			return
 		}
@@ -41,9 +47,8 @@ func cloudwatchAuth(api *cloudwatch.Handler, guard http.Handler) http.Handler {
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(iw.buf.Bytes(), &e)
-		for k := range w.Header() {
-			w.Header().Del(k)
-		}
+		w.Header().Del("Content-Type")
+		w.Header().Del("X-Amzn-ErrorType")
 		api.WriteError(w, r, iw.status, e.Type, e.Message)
 	})
 }

@@ -212,3 +212,24 @@ func TestCloudWatchDevClock(t *testing.T) {
 		t.Fatalf("around the wall clock: %d datapoints, want 0", n)
 	}
 }
+
+// TestCloudWatchThrottled: the rate limiter's refusal (of a configured
+// credential past its burst) reaches a CBOR client as a ThrottlingException
+// it can read.
+func TestCloudWatchThrottled(t *testing.T) {
+	cfg := config.Config{Credentials: sigv4Creds}
+	cfg.Limits.RateLimit = config.RateLimit{RequestsPerSecond: 0.001, Burst: 2}
+	h := startHarness(t, cfg)
+	c := h.cloudwatch("AKIDREAL", "s3cret")
+	ctx := context.Background()
+	var err error
+	for range 3 {
+		if _, err = c.ListMetrics(ctx, &cw.ListMetricsInput{}); err != nil {
+			break
+		}
+	}
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ThrottlingException" {
+		t.Fatalf("third call: %v, want ThrottlingException", err)
+	}
+}

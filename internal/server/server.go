@@ -208,7 +208,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		// Wall time even under --dev-clock: clients sign with theirs.
 		v := &sigv4.Verifier{Secrets: secrets, Region: cfg.Region, Clock: clock.Real{}}
 		control = awsJSONDispatch(v.Middleware(sagemakerScope, api), v.Middleware(autoScalingScope, aas))
-		control = cloudwatchDispatch(cloudwatchAuth(cwAPI, v.Middleware(cloudwatchScope, cwAPI)), control)
+		control = cloudwatchDispatch(v.Middleware(cloudwatchScope, cwAPI), control)
 		runtimeH = v.Middleware(runtimeScope, runtimeH)
 	}
 	// Once any authentication is configured, every surface but /healthz
@@ -218,7 +218,6 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if cfg.AuthConfigured() {
 		if len(cfg.Credentials) == 0 {
 			control, runtimeH = sigv4Closed(), sigv4Closed()
-			control = cloudwatchDispatch(cloudwatchAuth(cwAPI, sigv4Closed()), control)
 		}
 		front = bearerAuth(front, doorOpenAI, "apiKeys", cfg.APIKeys)
 		manifestsH = bearerAuth(manifestsH, doorManifests, "adminTokens", cfg.AdminTokens)
@@ -239,7 +238,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	for _, p := range openai.Paths() {
 		mux.Handle(p, front)
 	}
-	httpSrv, limited := newHTTPServer(ln, guard(mux, cfg, clk), cfg.Limits)
+	httpSrv, limited := newHTTPServer(ln, cloudwatchRefusals(cwAPI, guard(mux, cfg, clk)), cfg.Limits)
 
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
