@@ -68,7 +68,7 @@ func serialization(format string, a ...any) *Error {
 
 func unknownOperation(status int, op string) *Error {
 	return errorf(status, CodeInvalidAction, "UnknownOperationException",
-		"The action %s is not valid for this web service: capstan's CloudWatch serves GetMetricStatistics, GetMetricData and ListMetrics.", op)
+		"The action %s is not valid for this web service: capstan's CloudWatch serves GetMetricStatistics, GetMetricData and ListMetrics.", truncate(op))
 }
 
 // toWire maps any error to an *Error: its own, a body over the limit, else

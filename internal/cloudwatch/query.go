@@ -58,7 +58,7 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		return bindQuery(tree, reflect.ValueOf(v).Elem(), "")
 	})
 	if err == errUnknownOp {
-		err = unknownOperation(http.StatusBadRequest, truncate(op))
+		err = unknownOperation(http.StatusBadRequest, op)
 	}
 	if err != nil {
 		h.queryError(w, op, err)
