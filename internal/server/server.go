@@ -22,6 +22,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/cloudwatch"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/endpoint"
@@ -196,6 +197,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	api := sagemaker.NewAPI(svc, sagemaker.Options{AccountID: cfg.AccountID, Region: cfg.Region, Catalog: cat, Logger: log,
 		Capacity: fl, Clusters: cls.svc, Tags: tags})
 	var control, runtimeH http.Handler = awsJSONDispatch(api, aas), http.NotFoundHandler()
+	cwAPI := cloudwatch.NewHandler(cw, cloudwatch.HandlerOptions{Clock: clk, AccountID: cfg.AccountID, Logger: log})
+	control = cloudwatchDispatch(cwAPI, control)
 	if o.RuntimeAPI != nil {
 		runtimeH = runtimeapi.WithAsync(o.RuntimeAPI(gw, log), asyncQ, runtimeapi.Options{AccountID: cfg.AccountID, Region: cfg.Region, Logger: log})
 	}
@@ -210,6 +213,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		// Wall time even under --dev-clock: clients sign with theirs.
 		v := &sigv4.Verifier{Secrets: secrets, Region: cfg.Region, Clock: clock.Real{}}
 		control = awsJSONDispatch(v.Middleware(sagemakerScope, api), v.Middleware(autoScalingScope, aas))
+		control = cloudwatchDispatch(v.Middleware(cloudwatchScope, cwAPI), control)
 		runtimeH = v.Middleware(runtimeScope, runtimeH)
 	}
 	// Once any authentication is configured, every surface but /healthz
@@ -239,7 +243,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	for _, p := range openai.Paths() {
 		mux.Handle(p, front)
 	}
-	httpSrv, limited := newHTTPServer(ln, guard(mux, cfg, clk), cfg.Limits)
+	httpSrv, limited := newHTTPServer(ln, cloudwatchRefusals(cwAPI, guard(mux, cfg, clk)), cfg.Limits)
 
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
