@@ -1,9 +1,14 @@
 package observability
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
@@ -59,4 +64,40 @@ func TargetsHandler(l Lister) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(Targets(l.List()))
 	})
+}
+
+// ErrUnauthorized is returned by FetchTargets when the server wants an
+// admin token it was not given (or a different one).
+var ErrUnauthorized = errors.New("the server refused the admin token")
+
+// FetchTargets reads the server's discovery answer, as Prometheus does,
+// sending token as a bearer token when it is not empty.
+func FetchTargets(ctx context.Context, server, token string) ([]TargetGroup, error) {
+	u, err := ParseServer(server)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.Scheme+"://"+u.Host+DiscoveryPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reach capstan at %s: %w", server, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, ErrUnauthorized
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("GET %s: status %d", req.URL, resp.StatusCode)
+	}
+	var out []TargetGroup
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("GET %s: %w", req.URL, err)
+	}
+	return out, nil
 }
