@@ -49,7 +49,7 @@ SIGTERM stop Prometheus cleanly).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.prometheus, "prometheus", "prometheus", "the Prometheus binary: a path, or a name looked up on PATH")
-	f.StringVar(&o.listen, "listen", observability.DefaultListen, "host:port Prometheus serves its UI and API on")
+	f.StringVar(&o.listen, "listen", observability.DefaultListen, "host:port Prometheus serves its UI and API on (port 0: a free one)")
 	f.StringVar(&o.dataDir, "data-dir", "", "where the config, rules and TSDB go (default <user cache dir>/capstan/prometheus)")
 	f.StringVar(&o.token, "token", "", "admin token (one of the server's adminTokens) Prometheus sends to /metrics and discovery (env CAPSTAN_TOKEN)")
 	f.DurationVar(&o.interval, "scrape-interval", observability.DefaultScrapeInterval, "scrape, rule evaluation and discovery interval")

@@ -109,3 +109,16 @@ func TestEnvIsAllowListed(t *testing.T) {
 		t.Fatalf("env = %v", got)
 	}
 }
+
+func TestResolveListen(t *testing.T) {
+	if got, err := resolveListen("127.0.0.1:9090"); err != nil || got != "127.0.0.1:9090" {
+		t.Fatalf("%q %v", got, err)
+	}
+	got, err := resolveListen("127.0.0.1:0")
+	if err != nil || !strings.HasPrefix(got, "127.0.0.1:") || got == "127.0.0.1:0" {
+		t.Fatalf("port 0: %q %v", got, err)
+	}
+	if _, err := resolveListen("9090"); err == nil || !strings.Contains(err.Error(), "want host:port") {
+		t.Fatalf("no host: %v", err)
+	}
+}

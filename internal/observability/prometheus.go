@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -80,6 +81,11 @@ func Start(o StartOptions) (*Prometheus, error) {
 	if o.ConfigFile == "" || o.DataDir == "" {
 		return nil, errors.New("prometheus: a config file and a data dir are required")
 	}
+	listen, err := resolveListen(o.Listen)
+	if err != nil {
+		return nil, err
+	}
+	o.Listen = listen
 	bin, err := exec.LookPath(o.Binary)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus binary %q not found (install Debian's prometheus package or pass --prometheus PATH): %w", o.Binary, err)
@@ -104,6 +110,24 @@ func Start(o StartOptions) (*Prometheus, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// resolveListen checks host:port and turns port 0 into a port that is free
+// now: Prometheus would take any port for 0 without saying which.
+func resolveListen(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("listen address %q: want host:port: %w", listen, err)
+	}
+	if port != "0" {
+		return listen, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("listen address %q: %w", listen, err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // Done is closed when the process has exited; Err then says how.
