@@ -848,7 +848,8 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, re
 	}
 	return runtime.ReplicaSpec{ID: id, Endpoint: p.route, Variant: VariantName, Controller: runtime.ControllerDeployment,
 		Engine: "sim", Model: res.Model, ModelDir: res.Dir, ServedModelName: p.route, GPU: it.Device(), TensorParallel: p.tensorParallel(it),
-		MIGProfile: p.req.MIGProfile, Args: args, Env: env}
+		MIGProfile: p.req.MIGProfile, Args: args, Env: env,
+		Labels: map[string]string{"namespace": p.namespace, "deployment": p.name, "kind": p.kind, "endpoint": p.route, "instance_type": it.Name}}
 }
 
 // route is the deployment's gateway route: its serving replicas (minus

@@ -306,7 +306,8 @@ func replicaID(ep string, v *VariantState, gen, i int) string {
 // spec is the replica spec of one member of v.
 func (c *Controller) spec(ep *Endpoint, v *VariantState, id string) runtime.ReplicaSpec {
 	return runtime.ReplicaSpec{ID: id, Endpoint: ep.Name, Variant: v.Name, Engine: c.opts.Engine,
-		Model: v.Model, ModelDir: v.ModelDir, GPU: v.GPU, TensorParallel: max(v.GPUCount, 1)}
+		Model: v.Model, ModelDir: v.ModelDir, GPU: v.GPU, TensorParallel: max(v.GPUCount, 1),
+		Labels: map[string]string{"endpoint": ep.Name, "variant": v.Name, "instance_type": v.InstanceType}}
 }
 
 // ensureStarted starts every member of dep that the runtime does not run.

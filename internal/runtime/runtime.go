@@ -39,6 +39,11 @@ type ReplicaSpec struct {
 	Args []string
 	// Env is extra environment for the engine process.
 	Env map[string]string
+	// Labels name the replica's owner for monitoring (Prometheus service
+	// discovery): endpoint, variant, instance_type for a SageMaker variant;
+	// namespace, deployment, kind, endpoint, instance_type for a manifest's
+	// deployment. The runtime does not read them.
+	Labels map[string]string
 }
 
 // ControllerDeployment owns the replicas of InferenceEndpointConfig and

@@ -31,6 +31,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/manifestapi"
 	"github.com/capstan-dev/capstan/internal/metricstore"
 	"github.com/capstan-dev/capstan/internal/nodeapi"
+	"github.com/capstan-dev/capstan/internal/observability"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
 	"github.com/capstan-dev/capstan/internal/sagemaker/runtimeapi"
@@ -205,6 +206,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	var manifestsH, nodeAPIH http.Handler = manifests, nodesH
 	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
 	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
+	var targetsH http.Handler = observability.TargetsHandler(rt)
 	if len(cfg.Credentials) > 0 {
 		secrets := map[string]string{}
 		for _, c := range cfg.Credentials {
@@ -228,6 +230,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		manifestsH = bearerAuth(manifestsH, doorManifests, "adminTokens", cfg.AdminTokens)
 		nodeAPIH = bearerAuth(nodeAPIH, doorManifests, "adminTokens", cfg.AdminTokens)
 		metricsH = bearerAuth(metricsH, doorAdmin, "adminTokens", cfg.AdminTokens)
+		targetsH = bearerAuth(targetsH, doorAdmin, "adminTokens", cfg.AdminTokens)
 		clockH = bearerAuth(clockH, doorAdmin, "adminTokens", cfg.AdminTokens)
 	}
 	mux := http.NewServeMux()
@@ -238,6 +241,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		mux.Handle(p, nodeAPIH)
 	}
 	mux.Handle("/metrics", metricsH)
+	mux.Handle(observability.DiscoveryPath, targetsH)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.Handle("/_capstan/clock", clockH)
 	for _, p := range openai.Paths() {

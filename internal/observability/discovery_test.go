@@ -1,0 +1,68 @@
+package observability
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+
+	"github.com/capstan-dev/capstan/internal/runtime"
+)
+
+type list []runtime.Replica
+
+func (l list) List() []runtime.Replica { return l }
+
+func TestTargets(t *testing.T) {
+	sm := runtime.ReplicaSpec{ID: "ep.AllTraffic.gen1.0", Labels: map[string]string{"endpoint": "ep", "variant": "AllTraffic", "instance_type": "ml.g5.xlarge"}}
+	dep := runtime.ReplicaSpec{ID: "iec-default-chat-r1-0", Controller: runtime.ControllerDeployment,
+		Labels: map[string]string{"namespace": "default", "deployment": "chat", "kind": "InferenceEndpointConfig", "endpoint": "chat", "instance_type": ""}}
+	tests := []struct {
+		name string
+		in   []runtime.Replica
+		want []TargetGroup
+	}{
+		{"none", nil, []TargetGroup{}},
+		{"not ready replicas are left out", []runtime.Replica{
+			{Spec: sm, State: runtime.StateStarting, Addr: "127.0.0.1:1"},
+			{Spec: sm, State: runtime.StateFailed, Addr: "127.0.0.1:1"},
+			{Spec: sm, State: runtime.StateHealthy},
+		}, []TargetGroup{}},
+		{"both doors, sorted by replica, empty labels dropped", []runtime.Replica{
+			{Spec: sm, State: runtime.StateHealthy, Addr: "127.0.0.1:2"},
+			{Spec: dep, State: runtime.StateHealthy, Addr: "127.0.0.1:3"},
+		}, []TargetGroup{
+			{Targets: []string{"127.0.0.1:2"}, Labels: map[string]string{"replica": "ep.AllTraffic.gen1.0", "endpoint": "ep", "variant": "AllTraffic", "instance_type": "ml.g5.xlarge"}},
+			{Targets: []string{"127.0.0.1:3"}, Labels: map[string]string{"replica": "iec-default-chat-r1-0", "namespace": "default", "deployment": "chat", "kind": "InferenceEndpointConfig", "endpoint": "chat"}},
+		}},
+		{"an owner label cannot replace the replica id", []runtime.Replica{
+			{Spec: runtime.ReplicaSpec{ID: "r", Labels: map[string]string{"replica": "other"}}, State: runtime.StateHealthy, Addr: "h:1"},
+		}, []TargetGroup{{Targets: []string{"h:1"}, Labels: map[string]string{"replica": "r"}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Targets(tc.in); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTargetsHandler(t *testing.T) {
+	srv := httptest.NewServer(TargetsHandler(list{{Spec: runtime.ReplicaSpec{ID: "r", Labels: map[string]string{"endpoint": "e"}}, State: runtime.StateHealthy, Addr: "h:1"}}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw []map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]any{{"targets": []any{"h:1"}, "labels": map[string]any{"replica": "r", "endpoint": "e"}}}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || !reflect.DeepEqual(raw, want) {
+		t.Fatalf("%d %s %v", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+	}
+}
