@@ -65,7 +65,7 @@ func Cluster() (dashboard.Dashboard, error) {
 		"Spend rate of Running nodes in USD per hour, by group and capacity type.", "currencyUSD",
 		q(`sum by (cluster, group, capacity_type) (rate(capstan_cluster_node_cost_dollars_total`+cl+rate+`)) * 3600`, "{{cluster}}/{{group}} {{capacity_type}}")))
 	b.WithPanel(grid("Endpoint instance-hours and cost",
-		"SageMaker endpoints' instance-hours by source (on-demand or a training plan) and their cost over the dashboard's time range.",
+		"Instance-hours by consumer (SageMaker endpoints; clusters as cluster/NAME) and source (the instance type on demand, trainingplan:PLAN on a reservation), and their on-demand cost, over the dashboard's time range.",
 		q(`sum by (endpoint, source) (increase(capstan_endpoint_instance_hours_total[$__range]))`, ""),
 		q(`sum by (endpoint) (increase(capstan_endpoint_cost_usd_total[$__range]))`, "")))
 	return finish(b)

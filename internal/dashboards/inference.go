@@ -24,7 +24,8 @@ func Inference() (dashboard.Dashboard, error) {
 		q(`sum by (endpoint, variant, status) (rate(capstan_gateway_requests_total`+ep+rate+`))`, "{{endpoint}}/{{variant}} {{status}}")))
 	b.WithPanel(series("Error ratio",
 		"Share of invocations that did not end in a 2xx (4xx, 5xx, 429 rejections and requests no backend answered).", "percentunit",
-		q(`sum by (endpoint, variant) (rate(capstan_gateway_requests_total{endpoint=~"$endpoint", status!~"2.."}`+rate+`)) / sum by (endpoint, variant) (rate(capstan_gateway_requests_total`+ep+rate+`))`, "{{endpoint}}/{{variant}}")))
+		// "or … * 0": an endpoint without errors shows 0, not no data.
+		q(`(sum by (endpoint, variant) (rate(capstan_gateway_requests_total{endpoint=~"$endpoint", status!~"2.."}`+rate+`)) or sum by (endpoint, variant) (rate(capstan_gateway_requests_total`+ep+rate+`)) * 0) / sum by (endpoint, variant) (rate(capstan_gateway_requests_total`+ep+rate+`))`, "{{endpoint}}/{{variant}}")))
 	b.WithPanel(series("Latency p50/p95/p99",
 		"Time from invocation to the end of the response body.", "s",
 		quantiles("capstan_gateway_request_duration_seconds", ep, "endpoint, variant", "{{endpoint}}/{{variant}}")...))
@@ -72,7 +73,7 @@ func Inference() (dashboard.Dashboard, error) {
 		"Manifest deployments (InferenceEndpointConfig, JumpStartModel): desired and ready replicas.", "short",
 		q(`sum by (namespace, name, state) (capstan_deployment_replicas{state=~"desired|ready"})`, "{{namespace}}/{{name}} {{state}}")))
 	b.WithPanel(series("Scaling decisions",
-		"Manifest autoscaler decisions per interval by reason, and activations (an endpoint at zero asked for capacity by a request).", "short",
+		"Manifest autoscaler decisions per interval by reason (each poll decides once; DesiredWithinRange is the steady state), and activations (a request asked an endpoint at zero for capacity).", "short",
 		q(`sum by (namespace, name, reason) (increase(capstan_autoscaler_decisions_total`+rate+`))`, "{{namespace}}/{{name}} {{reason}}"),
 		q(`sum by (endpoint) (increase(capstan_gateway_activations_total`+ep+rate+`))`, "{{endpoint}} activation")).
 		DrawStyle(common.GraphDrawStyleBars))
