@@ -10,6 +10,14 @@ import (
 // SageMaker endpoint; "All" (.*) matches series without it too.
 const ep = `{endpoint=~"$endpoint"}`
 
+// byReplicaOwner groups replica series by what service discovery says they
+// serve: a SageMaker endpoint's variant, or a manifest deployment; legend
+// shows whichever the series carries.
+const (
+	byReplicaOwner     = "endpoint, variant, namespace, deployment"
+	replicaOwnerLegend = "{{endpoint}}{{namespace}} {{variant}}{{deployment}}"
+)
+
 // Inference is the dashboard of traffic through capstan's front doors
 // (SageMaker runtime, response streams, OpenAI), the engines behind them and
 // the replicas serving them.
@@ -48,17 +56,17 @@ func Inference() (dashboard.Dashboard, error) {
 			"the GPU tier, and with capstan's tiered KV cache also the blocks loaded back from L1 and L2), "+
 			"and the share of prompt tokens the responses report as cached (served). "+
 			"Right axis: KV blocks per second loaded from each tier below the GPU (l1: host memory, l2: the shared store).", "percentunit",
-		q(`sum by (endpoint, variant) (rate(vllm:prefix_cache_hits_total`+ep+rate+`)) / sum by (endpoint, variant) (rate(vllm:prefix_cache_queries_total`+ep+rate+`))`, "{{endpoint}}/{{variant}} gpu prefix cache"),
-		q(`sum by (endpoint, variant, tier) (rate(capstan_engine_kv_tier_hits_total`+ep+rate+`))`, "{{endpoint}}/{{variant}} {{tier}} blocks/s"),
+		q(`sum by (`+byReplicaOwner+`) (rate(vllm:prefix_cache_hits_total`+ep+rate+`)) / sum by (`+byReplicaOwner+`) (rate(vllm:prefix_cache_queries_total`+ep+rate+`))`, replicaOwnerLegend+" gpu prefix cache"),
+		q(`sum by (`+byReplicaOwner+`, tier) (rate(capstan_engine_kv_tier_hits_total`+ep+rate+`))`, replicaOwnerLegend+" {{tier}} blocks/s"),
 		q(`sum by (endpoint) (rate(capstan_gateway_prompt_cached_tokens_total{endpoint=~"$endpoint", source="served"}`+rate+`)) / sum by (endpoint) (rate(capstan_gateway_tokens_total{endpoint=~"$endpoint", direction="in"}`+rate+`))`, "{{endpoint}} served from cache"),
 	), "B", "suffix: blocks/s"))
 	b.WithPanel(series("Engine KV cache usage",
 		"Share of the engines' GPU KV blocks in use (vLLM's kv_cache_usage_perc), averaged over an endpoint's or deployment's replicas.", "percentunit",
-		q(`avg by (endpoint, variant, namespace, deployment) (vllm:kv_cache_usage_perc`+ep+`)`, "{{endpoint}}{{namespace}} {{variant}}{{deployment}}")))
+		q(`avg by (`+byReplicaOwner+`) (vllm:kv_cache_usage_perc`+ep+`)`, replicaOwnerLegend)))
 	b.WithPanel(series("Engine requests running and waiting",
 		"Requests in the engines' batches (running) and in their queues (waiting), summed over replicas.", "short",
-		q(`sum by (endpoint, variant, namespace, deployment) (vllm:num_requests_running`+ep+`)`, "{{endpoint}}{{namespace}} {{variant}}{{deployment}} running"),
-		q(`sum by (endpoint, variant, namespace, deployment) (vllm:num_requests_waiting`+ep+`)`, "{{endpoint}}{{namespace}} {{variant}}{{deployment}} waiting")))
+		q(`sum by (`+byReplicaOwner+`) (vllm:num_requests_running`+ep+`)`, replicaOwnerLegend+" running"),
+		q(`sum by (`+byReplicaOwner+`) (vllm:num_requests_waiting`+ep+`)`, replicaOwnerLegend+" waiting")))
 
 	b.WithRow(dashboard.NewRowBuilder("Queue, replicas and scaling"))
 	b.WithPanel(series("Queue depth and held requests",
