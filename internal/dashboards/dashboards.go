@@ -194,6 +194,16 @@ func newDashboard(uid, title, desc string) *dashboard.DashboardBuilder {
 		Refresh("30s").
 		Time("now-1h", "now").
 		Timezone(common.TimeZoneBrowser).
+		// A menu of the other capstan dashboards, keeping the time range.
+		Link(dashboard.NewDashboardLinkBuilder("capstan dashboards").
+			Type(dashboard.DashboardLinkTypeDashboards).
+			Tags([]string{"capstan"}).
+			AsDropdown(true).
+			KeepTime(true).
+			IncludeVars(false).
+			TargetBlank(false).
+			Icon("external link").
+			Tooltip("")).
 		WithVariable(datasourceVar())
 }
 
