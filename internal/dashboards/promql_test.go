@@ -260,6 +260,16 @@ func (c *checker) labels(e parser.Node, underRate bool) set {
 			for _, k := range vm.Include {
 				out[k] = true
 			}
+			// One-to-one arithmetic (and comparisons with bool) keep only
+			// the on() labels, or drop the ignoring() ones; a filtering
+			// comparison returns the left series as they are.
+			if vm.Card == parser.CardOneToOne && !n.Op.IsSetOperator() && (!n.Op.IsComparisonOperator() || n.ReturnBool) {
+				for k := range out {
+					if slices.Contains(vm.MatchingLabels, k) != vm.On {
+						delete(out, k)
+					}
+				}
+			}
 			return out
 		case lv:
 			return l
@@ -357,6 +367,15 @@ func TestDashboardQueriesParseAndUseTheCatalog(t *testing.T) {
 					t.Errorf("panel %q query %s reads no metric: %s", tg.Panel, tg.RefID, tg.Expr)
 				}
 			}
+			for name := range vars {
+				used := name == "datasource"
+				for _, tg := range ts {
+					used = used || strings.Contains(tg.Expr, "$"+name)
+				}
+				if !used {
+					t.Errorf("variable %s filters no query", name)
+				}
+			}
 			for name, query := range VariableQueries(d) {
 				for _, p := range checkVariableQuery(query) {
 					t.Errorf("variable %s: %s", name, p)
@@ -388,6 +407,9 @@ func TestDashboardQueryChecker(t *testing.T) {
 		{"rate of a gauge", `rate(capstan_gateway_queued_requests[5m])`, "", "gauge"},
 		{"mismatched division", `sum by (endpoint, variant) (rate(capstan_gateway_tokens_total[5m])) / sum by (endpoint) (rate(capstan_gateway_requests_total[5m]))`, "", "different labels"},
 		{"legend label missing", `sum by (endpoint) (rate(capstan_gateway_requests_total[5m]))`, "{{variant}}", "legend names {{variant}}"},
+		{"on() keeps only its labels", `sum by (endpoint, variant) (rate(capstan_gateway_tokens_total[5m])) / on (endpoint) group_left sum by (endpoint) (rate(capstan_gateway_requests_total[5m]))`, "{{variant}}", ""},
+		{"on() one-to-one drops the rest", `sum by (endpoint, variant) (capstan_gateway_in_flight_requests) / on (endpoint, variant) sum by (endpoint, variant) (capstan_gateway_in_flight_requests)`, "{{endpoint}}", ""},
+		{"ignoring() drops its labels", `sum by (endpoint, direction) (rate(capstan_gateway_tokens_total[5m])) / ignoring (direction) sum by (endpoint, direction) (rate(capstan_gateway_tokens_total[5m]))`, "{{direction}}", "legend names {{direction}}"},
 		{"undefined variable", `capstan_gateway_queued_requests{endpoint=~"$cluster"}`, "", "$cluster"},
 	}
 	for _, tt := range tests {
