@@ -163,8 +163,9 @@ func datasourceVar() *dashboard.DatasourceVariableBuilder {
 		})
 }
 
-// labelVar is a multi-value variable over one label's values, All by
-// default (regex .*, which also matches series without the label).
+// labelVar is the multi-value variable name over the values of the label
+// of the same name on metric; All by default (regex .*, which also matches
+// series without the label).
 func labelVar(name, label, metric string) *dashboard.QueryVariableBuilder {
 	expr := fmt.Sprintf("label_values(%s, %s)", metric, name)
 	return dashboard.NewQueryVariableBuilder(name).
