@@ -22,7 +22,7 @@ func newObservabilityCommand(g *globalOptions) *cobra.Command {
 		Use:   "observability",
 		Short: "Watch capstan: a local Prometheus with its alert rules, and Grafana dashboards",
 	}
-	cmd.AddCommand(newObservabilityUpCommand(g))
+	cmd.AddCommand(newObservabilityUpCommand(g), newObservabilityDashboardsCmd())
 	return cmd
 }
 
