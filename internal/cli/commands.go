@@ -16,6 +16,7 @@ func registerCommands(root *cobra.Command, g *globalOptions) {
 		newDescribeCommand(g),
 		newDeleteCommand(g),
 		newNodeCommand(g),
+		newTopCommand(g),
 		newVersionCommand(),
 	)
 }
