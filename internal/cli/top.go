@@ -98,6 +98,19 @@ func (o *topOptions) isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
+// size is the terminal's width and height, or 0, 0 when unknown.
+func (o *topOptions) size(w io.Writer) (int, int) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0, 0
+	}
+	width, height, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0, 0
+	}
+	return width, height
+}
+
 func (o *topOptions) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -130,7 +143,8 @@ func (o *topOptions) run(cmd *cobra.Command) error {
 		}
 		f := top.Diff(prev, cur, o.routes(ctx, base, cur), order)
 		if screen {
-			err = f.WriteScreen(out, "q or Ctrl-C quits  ·  "+base)
+			width, height := o.size(out)
+			err = f.WriteScreen(out, "q or Ctrl-C quits  ·  "+base, width, height)
 		} else {
 			err = f.WritePlain(out)
 		}

@@ -79,12 +79,26 @@ func (f Frame) WritePlain(w io.Writer) error {
 // screen.
 const ClearHome = "\x1b[H\x1b[2J"
 
-// WriteScreen redraws a terminal with the frame. Lines end in CR LF: the
-// terminal is in raw mode while top reads keys.
-func (f Frame) WriteScreen(w io.Writer, footer string) error {
+// WriteScreen redraws a terminal with the frame and a footer line, fitted
+// to width × height cells when they are known (> 0): long lines are cut,
+// and rows that do not fit give way to a line saying how many are hidden.
+// Lines end in CR LF: the terminal is in raw mode while top reads keys.
+func (f Frame) WriteScreen(w io.Writer, footer string, width, height int) error {
 	lines := f.Lines()
+	if room := height - 3; height > 0 && len(lines) > room { // footer, its gap, the cursor's line
+		keep := max(room-1, 2) // header and column names stay
+		hidden := len(lines) - keep
+		lines = append(lines[:keep:keep], fmt.Sprintf("… %d more (make the terminal taller)", hidden))
+	}
 	if footer != "" {
 		lines = append(lines, "", footer)
+	}
+	if width > 0 {
+		for i, l := range lines {
+			if r := []rune(l); len(r) > width {
+				lines[i] = string(r[:width])
+			}
+		}
 	}
 	_, err := io.WriteString(w, ClearHome+strings.Join(lines, "\r\n")+"\r\n")
 	return err

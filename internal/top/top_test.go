@@ -190,7 +190,7 @@ func TestParseRejectsGarbage(t *testing.T) {
 func TestWriteScreenAndPlain(t *testing.T) {
 	f := Diff(load(t, "mixed-1.txt", t0), load(t, "mixed-2.txt", t0.Add(4*time.Second)), nil, ByRate)
 	var screen, plain strings.Builder
-	if err := f.WriteScreen(&screen, "q quits"); err != nil {
+	if err := f.WriteScreen(&screen, "q quits", 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.WritePlain(&plain); err != nil {
@@ -244,5 +244,42 @@ func TestDocSample(t *testing.T) {
 			return
 		}
 		t.Errorf("the sample in %s drifted from the output; rerun with -update.\ngot in doc:\n%s\nrendered:\n%s", docPath, got, want)
+	}
+}
+
+// A small terminal gets what fits: lines cut at its width, rows beyond its
+// height counted instead of shown.
+func TestWriteScreenFits(t *testing.T) {
+	f := Diff(load(t, "mixed-1.txt", t0), load(t, "mixed-2.txt", t0.Add(4*time.Second)), nil, ByRate)
+	tests := []struct {
+		name          string
+		width, height int
+		want          []string
+	}{
+		{"roomy", 200, 50, append(f.Lines(), "", "q quits")},
+		{"short", 200, 7, append(f.Lines()[:3:3], "… 4 more (make the terminal taller)", "", "q quits")},
+		{"tiny keeps the header", 200, 2, append(f.Lines()[:2:2], "… 5 more (make the terminal taller)", "", "q quits")},
+		{"narrow", 20, 50, func() []string {
+			var out []string
+			for _, l := range append(f.Lines(), "", "q quits") {
+				if r := []rune(l); len(r) > 20 {
+					l = string(r[:20])
+				}
+				out = append(out, l)
+			}
+			return out
+		}()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := f.WriteScreen(&b, "q quits", tc.width, tc.height); err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Split(strings.TrimSuffix(strings.TrimPrefix(b.String(), ClearHome), "\r\n"), "\r\n")
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
 	}
 }
