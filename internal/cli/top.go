@@ -30,6 +30,12 @@ const (
 	maxTopCount    = 1_000_000
 )
 
+// ANSI sequences that hide the cursor while top redraws, and show it again.
+const (
+	hideCursor = "\x1b[?25l"
+	showCursor = "\x1b[?25h"
+)
+
 type topOptions struct {
 	g        *globalOptions
 	clk      clock.Clock
@@ -120,11 +126,17 @@ func (o *topOptions) run(cmd *cobra.Command) error {
 		var restore func()
 		ctx, restore = o.keys(ctx, cmd.InOrStdin())
 		defer restore()
+		_, _ = io.WriteString(out, hideCursor)
+		defer func() { _, _ = io.WriteString(out, showCursor) }()
 	}
 	base := strings.TrimRight(o.g.serverURL(), "/")
 	prev, err := o.scrape(ctx, base)
 	if err != nil {
 		return err
+	}
+	if screen {
+		// Something to look at while the first window fills.
+		fmt.Fprintf(out, "%s%s  measuring the first %s window…\r\n", top.ClearHome, base, o.interval)
 	}
 	for n := 0; o.count == 0 || n < o.count; n++ {
 		if err := clock.Sleep(ctx, o.clk, o.interval); err != nil {

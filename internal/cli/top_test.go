@@ -291,6 +291,12 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -371,7 +377,7 @@ func TestTopTerminal(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(context.Background()) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(out.String(), "\x1b[H\x1b[2J") < 2 {
+	for strings.Count(out.String(), "\x1b[H\x1b[2J") < 3 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no second redraw: %q", out.String())
 		}
@@ -389,6 +395,11 @@ func TestTopTerminal(t *testing.T) {
 		t.Fatal("q did not quit")
 	}
 	screens := strings.Split(out.String(), "\x1b[H\x1b[2J")
+	if !strings.Contains(screens[1], "measuring the first 100ms window") {
+		t.Errorf("first screen: %q", screens[1])
+	}
+	hidden := screens[0]
+	screens = screens[1:]
 	first := screens[1]
 	lines := strings.Split(first, "\r\n")
 	if strings.Contains(strings.ReplaceAll(first, "\r\n", ""), "\n") || len(lines) < 4 {
@@ -396,6 +407,9 @@ func TestTopTerminal(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines[2], "llama ") || !strings.HasPrefix(lines[3], "small ") {
 		t.Errorf("not busiest first:\n%s", strings.Join(lines, "\n"))
+	}
+	if hidden != hideCursor || !strings.HasSuffix(out.String(), showCursor) {
+		t.Errorf("cursor not hidden while drawing and shown after: %q … %q", hidden, out.String()[max(0, out.Len()-20):])
 	}
 	if !strings.Contains(first, "q or Ctrl-C quits") {
 		t.Errorf("no footer: %q", first)
