@@ -28,6 +28,7 @@ require (
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/net v0.62.0
 	golang.org/x/sync v0.24.0
+	golang.org/x/term v0.47.0
 	golang.org/x/time v0.16.0
 	sigs.k8s.io/yaml v1.6.0
 )

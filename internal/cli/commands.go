@@ -17,6 +17,7 @@ func registerCommands(root *cobra.Command, g *globalOptions) {
 		newDeleteCommand(g),
 		newNodeCommand(g),
 		newObservabilityCommand(g),
+		newTopCommand(g),
 		newVersionCommand(),
 	)
 }
