@@ -399,9 +399,17 @@ func TestListMetrics(t *testing.T) {
 		}
 		in.NextToken = out.NextToken
 	}
-	// Past the store's retention nothing is listed.
+	// Four hours on, the metrics are still listed (the per-minute tier keeps
+	// them 15 days) but not as recently active; past 15 days nothing is.
 	clk.Step(4 * time.Hour)
-	if out, err := svc.ListMetrics(ctx, &ListMetricsInput{Namespace: NamespaceSageMaker}); err != nil || len(out.Metrics) != 0 {
+	if out, err := svc.ListMetrics(ctx, &ListMetricsInput{Namespace: NamespaceSageMaker}); err != nil || len(out.Metrics) != 3 {
 		t.Fatalf("after 4h: %v, %v", names(out), err)
+	}
+	if out, err := svc.ListMetrics(ctx, &ListMetricsInput{Namespace: NamespaceSageMaker, RecentlyActive: "PT3H"}); err != nil || len(out.Metrics) != 0 {
+		t.Fatalf("recently active after 4h: %v, %v", names(out), err)
+	}
+	clk.Step(metricstore.MinuteRetention)
+	if out, err := svc.ListMetrics(ctx, &ListMetricsInput{Namespace: NamespaceSageMaker}); err != nil || len(out.Metrics) != 0 {
+		t.Fatalf("after 15 days: %v, %v", names(out), err)
 	}
 }

@@ -93,6 +93,8 @@ type Slice struct {
 type Placement struct {
 	ReplicaID string    `json:"replicaID"`
 	Request   Resources `json:"request"`
+	// InstanceType is the type the replica asked for: it runs on no other.
+	InstanceType string `json:"instanceType"`
 }
 
 // Pending is a replica that fits on no node of its cluster now: what the
@@ -194,9 +196,10 @@ type node struct {
 }
 
 type placement struct {
-	node  *node
-	req   Resources
-	slice int // index in node.slices, or -1
+	node         *node
+	req          Resources
+	instanceType string
+	slice        int // index in node.slices, or -1
 }
 
 // NewPool returns an empty pool; clk stamps Node.Since and Pending.Since.
@@ -417,7 +420,7 @@ func (c *Cluster) Place(replicaID, clusterName, instanceType string, req Resourc
 	if bestSlice >= 0 {
 		best.slices[bestSlice].ReplicaID = replicaID
 	}
-	c.where[replicaID] = placement{node: best, req: req, slice: bestSlice}
+	c.where[replicaID] = placement{node: best, req: req, instanceType: instanceType, slice: bestSlice}
 	delete(c.pending, replicaID)
 	return best.Name, nil
 }
@@ -571,7 +574,8 @@ func (c *Cluster) snapshot(n *node) Node {
 	sort.Strings(out.Replicas)
 	out.Placed = make([]Placement, len(out.Replicas))
 	for i, id := range out.Replicas {
-		out.Placed[i] = Placement{ReplicaID: id, Request: c.where[id].req}
+		w := c.where[id]
+		out.Placed[i] = Placement{ReplicaID: id, Request: w.req, InstanceType: w.instanceType}
 	}
 	out.Slices = slices.Clone(n.slices)
 	out.Partitions = slices.Clone(n.Partitions)

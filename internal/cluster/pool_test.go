@@ -84,7 +84,7 @@ func TestPoolSinceAndPlaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := p.NodeOf("r")
-	if !n.Since.Equal(joined.Add(time.Minute)) || len(n.Placed) != 1 || n.Placed[0] != (Placement{"r", Resources{GPUs: 2, MilliCPU: 1000}}) {
+	if !n.Since.Equal(joined.Add(time.Minute)) || len(n.Placed) != 1 || n.Placed[0] != (Placement{ReplicaID: "r", Request: Resources{GPUs: 2, MilliCPU: 1000}, InstanceType: "t"}) {
 		t.Fatalf("node after a placement: %+v", n)
 	}
 	clk.Step(time.Minute)

@@ -177,8 +177,14 @@ func (s *autoscalerState) Nodes() []nodes.NodeState {
 		if pn, ok := pool[ns.Name]; ok {
 			ns.Deleting = ns.Deleting || pn.Cordoned
 			ns.Allocated, ns.Since = pn.Allocated, pn.Since
+			// GPUs split into MIG slices take no whole-GPU replica.
+			for _, parts := range pn.Partitions {
+				if len(parts) > 0 {
+					ns.Capacity.GPUs--
+				}
+			}
 			for _, p := range pn.Placed {
-				ns.Replicas = append(ns.Replicas, nodes.PlacedReplica{ID: p.ReplicaID, Request: p.Request})
+				ns.Replicas = append(ns.Replicas, nodes.PlacedReplica{ID: p.ReplicaID, Request: p.Request, InstanceType: p.InstanceType})
 			}
 		}
 		out = append(out, ns)

@@ -8,11 +8,20 @@
 # HTTP API that the request counts per endpoint are what was sent, that the
 # replicas' own metrics arrive labelled by discovery (endpoint and variant;
 # namespace, deployment and kind), and that capstan's alert rules are loaded.
+# Then every panel of the Grafana dashboards (`capstan observability
+# dashboards`) is queried and must return data: for the Cluster and
+# Reservations dashboards the script also runs a cluster with a MIG group
+# and a Karpenter-grown group, a JumpStartModel there that scales from zero,
+# and an endpoint on a training plan, which it finally lets expire.
 # Then SIGINT stops Prometheus cleanly.
 # Needs CAPSTAN_BIN, the aws CLI, python3 with boto3, jq, curl and prometheus
-# (test/run.sh installs them). About 30 s.
+# (test/run.sh installs them). About a minute.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+# Nodes launch in 2 s (the default is minutes).
+echo 'cluster: {launchTime: 2s}' >"$work/capstan.yaml"
+serve_args=(--config "$work/capstan.yaml")
 
 # shellcheck source=lib/serve.sh
 source "$here/lib/serve.sh"
@@ -20,6 +29,10 @@ for c in jq curl prometheus; do command -v "$c" >/dev/null || fail "$c is requir
 python3 -c 'import boto3' 2>/dev/null || fail "python3 with boto3 is required"
 export CAPSTAN_SERVER=$url
 cap() { "$CAPSTAN_BIN" "$@"; }
+advance() { cap clock advance "$1" --server "$url" >/dev/null || fail "clock advance $1"; }
+server_now() { date -u -d "$(cap clock now --server "$url" | cut -d' ' -f1)" +%s; }
+iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
+acct=000000000000
 
 up_pid=""
 stop_up() {
@@ -82,6 +95,40 @@ wait_status obs-ep InService
 wait_state DeploymentComplete
 echo "obs-ep InService, obs-chat DeploymentComplete"
 
+# 1b. For the Cluster and Reservations dashboards: obs-cluster with a MIG
+# group (one p4d node, every GPU split 7 × 1g.5gb) and a group Karpenter
+# grows from 0 nodes, a JumpStartModel there at 0 replicas, and obs-plan, an
+# endpoint on a training plan.
+role="arn:aws:iam::$acct:role/hyperpod-exec"
+lc='"LifeCycleConfig":{"SourceS3Uri":"s3://bucket/lc/","OnCreate":"on_create.sh"}'
+sm create-cluster --cluster-name obs-cluster \
+  --orchestrator "{\"Eks\":{\"ClusterArn\":\"arn:aws:eks:us-east-1:$acct:cluster/obs\"}}" \
+  --instance-groups "[{\"InstanceGroupName\":\"mig\",\"InstanceType\":\"ml.p4d.24xlarge\",\"InstanceCount\":1,\"ExecutionRole\":\"$role\",$lc,
+    \"KubernetesConfig\":{\"Labels\":{\"nvidia.com/mig.config\":\"all-1g.5gb\"}}},
+    {\"InstanceGroupName\":\"auto\",\"InstanceType\":\"ml.g5.xlarge\",\"InstanceCount\":0,\"ExecutionRole\":\"$role\",$lc}]" \
+  --auto-scaling '{"Mode":"Enable","AutoScalerType":"Karpenter"}' --cluster-role "$role" >/dev/null || fail "create-cluster"
+cs=""
+for _ in $(seq 1 120); do
+  cs=$(sm describe-cluster --cluster-name obs-cluster --query ClusterStatus --output text)
+  [ "$cs" = InService ] && break
+  sleep 0.25
+done
+[ "$cs" = InService ] || fail "obs-cluster not InService (last $cs)"
+cap apply -f "$here/testdata/observability-cluster.yaml" >"$work/apply2.out" 2>&1 || fail "apply: $(cat "$work/apply2.out")"
+
+now=$(server_now)
+offer=$(sm search-training-plan-offerings --target-resources endpoint --instance-type ml.p5.48xlarge --instance-count 1 \
+  --duration-hours 168 --start-time-after "$(iso "$now")" --end-time-before "$(iso $((now + 30 * 86400)))" \
+  --query 'TrainingPlanOfferings[0].TrainingPlanOfferingId' --output text)
+plan=$(sm create-training-plan --training-plan-offering-id "$offer" --training-plan-name obs-plan --query TrainingPlanArn --output text)
+advance 2m
+sm create-endpoint-config --endpoint-config-name obs-plan-cfg --production-variants \
+  "[{\"VariantName\":\"AllTraffic\",\"ModelName\":\"obs-model\",\"InitialInstanceCount\":1,\"InstanceType\":\"ml.p5.48xlarge\",
+    \"CapacityReservationConfig\":{\"CapacityReservationPreference\":\"capacity-reservations-only\",\"MlReservationArn\":\"$plan\"}}]" >/dev/null
+sm create-endpoint --endpoint-name obs-plan --endpoint-config-name obs-plan-cfg >/dev/null
+wait_status obs-plan InService
+echo "obs-cluster InService (MIG group, Karpenter group at 0), obs-plan InService on its training plan"
+
 # 2. capstan observability up, scraping every second.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # The binary itself in the background (not through a function, whose
@@ -96,7 +143,7 @@ done
 grep -q "press Ctrl-C to stop" "$work/up.out" || fail "capstan observability up not ready"
 prom=$(sed -n 's/^prometheus serving on \(http:.*\)$/\1/p' "$work/up.out")
 [ "$prom" = "http://127.0.0.1:$port" ] || fail "prometheus URL '$prom'"
-grep -q "(2 ready replicas now)" "$work/up.out" || fail "up did not list the 2 replicas: $(cat "$work/up.out")"
+grep -q "(3 ready replicas now)" "$work/up.out" || fail "up did not list the 2 replicas: $(cat "$work/up.out")"
 echo "prometheus at $prom"
 
 # 3. Requests through each door: 3 InvokeEndpoint (aws CLI) and 2 response
@@ -122,7 +169,11 @@ for i in 1 2 3 4; do
     -d '{"model":"obs-chat","messages":[{"role":"user","content":"Hello"}],"max_tokens":4}')
   [ "$code" = 200 ] || fail "OpenAI API: HTTP $code $(head -c 300 "$work/openai$i.json")"
 done
-echo "sent 3 InvokeEndpoint + 2 streams to obs-ep, 4 chat completions to obs-chat"
+# One chat completion wakes obs-jsm: a node launches, then a replica.
+code=$(curl -sS --max-time 120 -o "$work/jsm.json" -w '%{http_code}' "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"model":"obs-jsm","messages":[{"role":"user","content":"Wake up"}],"max_tokens":4}')
+[ "$code" = 200 ] || fail "obs-jsm from zero: HTTP $code $(head -c 300 "$work/jsm.json")"
+echo "sent 3 InvokeEndpoint + 2 streams to obs-ep, 4 chat completions to obs-chat, 1 to obs-jsm (from zero)"
 
 # 4. What Prometheus has, once a scrape has seen it.
 promq() {
@@ -140,14 +191,24 @@ wait_value() { # QUERY WANT
 }
 wait_value 'sum(capstan_gateway_requests_total{job="capstan",endpoint="obs-ep",status="200"})' 5
 wait_value 'sum(capstan_gateway_requests_total{job="capstan",endpoint="obs-chat",status="200"})' 4
+wait_value 'sum(capstan_gateway_requests_total{job="capstan",endpoint="obs-jsm",status="200"})' 1
 wait_value 'sum(capstan_gateway_requests_total{job="capstan",status!="200"}) or vector(0)' 0
 wait_value 'count(capstan_gateway_time_to_first_token_seconds_count{endpoint="obs-ep"} > 0)' 1
-echo "request counts per endpoint match"
+# CloudWatch's Invocations (the same requests, counted by the same
+# gateway code) agrees with Prometheus.
+now=$(server_now)
+cw=$(aws cloudwatch --endpoint-url "$url" get-metric-statistics --namespace AWS/SageMaker --metric-name Invocations \
+  --dimensions Name=EndpointName,Value=obs-ep Name=VariantName,Value=AllTraffic \
+  --start-time "$(iso $((now - 3600)))" --end-time "$(iso $((now + 60)))" --period 60 --statistics Sum \
+  --query 'sum(Datapoints[].Sum)' --output text) || fail "get-metric-statistics"
+[ "${cw%.0}" = 5 ] || fail "CloudWatch Invocations for obs-ep: $cw, want 5"
+echo "request counts per endpoint match (Prometheus and CloudWatch)"
 
 wait_value 'count(vllm:num_requests_running{job="capstan-replicas",endpoint="obs-ep",variant="AllTraffic",instance_type="ml.g5.xlarge"})' 1
 wait_value 'count(vllm:num_requests_running{job="capstan-replicas",namespace="default",deployment="obs-chat",kind="InferenceEndpointConfig",endpoint="obs-chat"})' 1
 # The replicas' own counters agree with the gateway's.
 wait_value 'sum(vllm:request_success_total{job="capstan-replicas",endpoint="obs-chat"})' 4
+wait_value 'sum(vllm:request_success_total{job="capstan-replicas",endpoint="obs-ep"})' 5
 echo "replica metrics arrive with discovery's labels"
 
 rules=$(curl -fsS "$prom/api/v1/rules?type=alert" | jq -r '[.data.groups[].rules[].name] | join(",")')
@@ -158,7 +219,27 @@ health=$(curl -fsS "$prom/api/v1/rules?type=alert" | jq -r '[.data.groups[].rule
 [ "$health" = 0 ] || fail "alert rules failing to evaluate: $(curl -fsS "$prom/api/v1/rules" | jq -c '[.data.groups[].rules[] | select(.health == "err")]')"
 echo "alert rules loaded ($(tr ',' '\n' <<<"$rules" | wc -l) alerts)"
 
-# 5. SIGINT stops Prometheus cleanly.
+# 5. Every panel of the dashboards has data: one query per panel, retried
+# until rate() windows hold two scrapes. "Endpoints on an expired plan"
+# stays empty until obs-plan's plan ends.
+cap observability dashboards --out "$work/grafana" >/dev/null || fail "observability dashboards"
+expired="Endpoints on an expired plan"
+ok=""
+for _ in $(seq 1 60); do
+  python3 "$here/lib/dashboard_panels.py" "$work/grafana" "$prom" --expect-empty "$expired" >"$work/panels.txt" 2>&1 && ok=1 && break
+  sleep 0.5
+done
+[ -n "$ok" ] || fail "dashboard panels: $(cat "$work/panels.txt")"
+echo "every dashboard panel has data ($(grep -c '^ok' "$work/panels.txt") panels)"
+advance 170h
+for _ in $(seq 1 60); do
+  python3 "$here/lib/dashboard_panels.py" "$work/grafana" "$prom" --only "$expired" >"$work/panels.txt" 2>&1 && ok=2 && break
+  sleep 0.5
+done
+[ "$ok" = 2 ] || fail "after the plan ended: $(cat "$work/panels.txt")"
+grep "$expired" "$work/panels.txt"
+
+# 6. SIGINT stops Prometheus cleanly.
 kill -INT "$up_pid"
 wait "$up_pid" || fail "capstan observability up exited non-zero after SIGINT"
 up_pid=""

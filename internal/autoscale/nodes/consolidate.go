@@ -108,12 +108,14 @@ func utilisation(n *NodeState) float64 {
 }
 
 // simulate places node i's replicas, largest first, on the first other
-// ready, non-deleting node of its cluster with room; nil if one fits nowhere.
+// ready, non-deleting node of its cluster and of the replica's instance type
+// with room; nil if one fits nowhere. A replica on a MIG slice is not moved
+// (the simulation does not track slices), so its node stays.
 func simulate(nodes []NodeState, i int) map[string]string {
 	from := &nodes[i]
 	type target struct {
-		name string
-		free cluster.Resources
+		name, instanceType string
+		free               cluster.Resources
 	}
 	var targets []target
 	for j := range nodes {
@@ -121,7 +123,7 @@ func simulate(nodes []NodeState, i int) map[string]string {
 		if j == i || n.Cluster != from.Cluster || n.Launching || n.Deleting {
 			continue
 		}
-		targets = append(targets, target{n.Name, sub(n.Capacity, n.Allocated)})
+		targets = append(targets, target{n.Name, n.InstanceType, sub(n.Capacity, n.Allocated)})
 	}
 	slices.SortFunc(targets, func(a, b target) int { return cmp.Compare(a.name, b.name) })
 	reps := slices.Clone(from.Replicas)
@@ -136,8 +138,14 @@ func simulate(nodes []NodeState, i int) map[string]string {
 	})
 	moves := make(map[string]string, len(reps))
 	for _, r := range reps {
+		if r.Request.MIGProfile != "" {
+			return nil
+		}
 		placed := false
 		for k := range targets {
+			if r.InstanceType != "" && targets[k].instanceType != r.InstanceType {
+				continue
+			}
 			if fits(targets[k].free, r.Request) {
 				targets[k].free = sub(targets[k].free, r.Request)
 				moves[r.ID] = targets[k].name

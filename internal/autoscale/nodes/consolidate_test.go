@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/capstan-dev/capstan/internal/cluster"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -125,6 +127,26 @@ func TestConsolidate(t *testing.T) {
 			name:  "a zero budget for Underutilized blocks it",
 			nodes: []NodeState{node("a", 1, t0, 1), node("b", 1, t0, 1)},
 			pools: pool(func(d *DisruptionPolicy) { d.Budgets = []Budget{{Nodes: "0", Reasons: []string{ReasonUnderutilized}}} }),
+		},
+		{
+			// The replica asked for ml.g5.12xlarge; a roomy node of another
+			// type (unmanaged, e.g. a MIG group's) is no place to move it.
+			name: "moves keep the replica's instance type",
+			nodes: []NodeState{
+				with(node("a", 1, t0, 1), func(n *NodeState) { n.Replicas[0].InstanceType = "ml.g5.12xlarge" }),
+				with(node("other", 1, t0), func(n *NodeState) { n.InstanceType = "ml.p4d.24xlarge"; n.Managed = false }),
+			},
+			pools: after30s,
+		},
+		{
+			name: "a replica on a MIG slice is not moved",
+			nodes: []NodeState{
+				with(node("a", 1, t0), func(n *NodeState) {
+					n.Replicas = []PlacedReplica{{ID: "slice", Request: cluster.Resources{MIGProfile: "1g.10gb"}}}
+				}),
+				with(node("b", 1, t0), func(n *NodeState) { n.Managed = false }),
+			},
+			pools: after30s,
 		},
 		{
 			name:  "default pool for a cluster no pool names; other clusters are not move targets",

@@ -20,6 +20,8 @@ type PendingReplica struct {
 type PlacedReplica struct {
 	ID      string
 	Request cluster.Resources
+	// InstanceType is the type the replica asked for; it moves to no other.
+	InstanceType string
 }
 
 // NodeState is one node of a cluster as the autoscaler sees it.
