@@ -371,19 +371,19 @@ func (s *Service) ListMetrics(_ context.Context, in *ListMetricsInput) (*ListMet
 		return out, nil // capstan holds one account's metrics
 	}
 	now := s.clk.Now()
+	var last metricstore.Series
 	for _, se := range s.store.List(in.Namespace, in.MetricName, filter) {
-		k := seriesKey(se)
-		if after != "" && k <= after {
+		if after != "" && se.Key() <= after {
 			continue
 		}
 		if in.RecentlyActive != "" && !s.active(se, now) {
 			continue
 		}
 		if len(out.Metrics) == ListPageSize {
-			prev := out.Metrics[len(out.Metrics)-1]
-			out.NextToken = base64.RawURLEncoding.EncodeToString([]byte("lm1\x00" + metricKey(prev)))
+			out.NextToken = base64.RawURLEncoding.EncodeToString([]byte("lm1\x00" + last.Key()))
 			break
 		}
+		last = se
 		m := Metric{Namespace: se.Namespace, MetricName: se.Metric, Dimensions: []Dimension{}}
 		for _, d := range se.Dimensions {
 			m.Dimensions = append(m.Dimensions, Dimension{Name: d.Name, Value: d.Value})
@@ -403,30 +403,6 @@ func (s *Service) active(se metricstore.Series, now time.Time) bool {
 	aggs, err := s.store.Statistics(metricstore.Query{Namespace: se.Namespace, Metric: se.Metric, Dimensions: se.Dimensions,
 		Start: now.Add(-recentlyActive), End: now.Add(time.Second), Period: recentlyActive + time.Second})
 	return err == nil && len(aggs) > 0
-}
-
-func seriesKey(se metricstore.Series) string {
-	m := Metric{Namespace: se.Namespace, MetricName: se.Metric}
-	for _, d := range se.Dimensions {
-		m.Dimensions = append(m.Dimensions, Dimension{Name: d.Name, Value: d.Value})
-	}
-	return metricKey(m)
-}
-
-// metricKey orders metrics as store.List does (namespace, name, sorted
-// dimensions), so a page token is the last key returned.
-func metricKey(m Metric) string {
-	var b strings.Builder
-	b.WriteString(m.Namespace)
-	b.WriteByte(0)
-	b.WriteString(m.MetricName)
-	for _, d := range m.Dimensions {
-		b.WriteByte(0)
-		b.WriteString(d.Name)
-		b.WriteByte('=')
-		b.WriteString(d.Value)
-	}
-	return b.String()
 }
 
 // checkMetric validates a namespace, metric name and dimension set; prefix

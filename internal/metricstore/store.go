@@ -24,8 +24,10 @@ type Series struct {
 	Dimensions        []Dimension
 }
 
-// key is the series' map key.
-func (s Series) key() string {
+// Key is the series' identity as a string: namespace, metric and sorted
+// dimensions, NUL-separated. List returns series in Key order, so a key is
+// also a page position.
+func (s Series) Key() string {
 	var b strings.Builder
 	b.WriteString(s.Namespace)
 	b.WriteByte(0)
@@ -116,7 +118,7 @@ func (s *Store) Record(namespace, metric string, dims []Dimension, value float64
 		return err
 	}
 	id := Series{Namespace: namespace, Metric: metric, Dimensions: sortedDims(dims)}
-	se, err := s.get(id, id.key())
+	se, err := s.get(id, id.Key())
 	if err != nil {
 		return err
 	}
@@ -158,7 +160,7 @@ func (se *series) record(s *Store, sec int64, v float64, replace bool) *series {
 	se.mu.Lock()
 	if se.dead {
 		se.mu.Unlock()
-		k := se.id.key()
+		k := se.id.Key()
 		nse, err := s.get(se.id, k)
 		if err != nil {
 			return se
@@ -262,7 +264,7 @@ type Handle struct {
 // first Record (within the series cap), and again after the store forgot it.
 func (s *Store) Handle(namespace, metric string, dims []Dimension) *Handle {
 	id := Series{Namespace: namespace, Metric: metric, Dimensions: sortedDims(dims)}
-	return &Handle{s: s, id: id, k: id.key()}
+	return &Handle{s: s, id: id, k: id.Key()}
 }
 
 // Series names the handle's series.
@@ -377,7 +379,7 @@ func (s *Store) Statistics(q Query) ([]Aggregate, error) {
 		return nil, nil
 	}
 	s.mu.RLock()
-	se := s.series[id.key()]
+	se := s.series[id.Key()]
 	s.mu.RUnlock()
 	if se == nil {
 		return nil, nil
@@ -450,7 +452,7 @@ func (s *Store) List(namespace, metric string, filter []Dimension) []Series {
 		}
 		out = append(out, se.id)
 	}
-	slices.SortFunc(out, func(a, b Series) int { return strings.Compare(a.key(), b.key()) })
+	slices.SortFunc(out, func(a, b Series) int { return strings.Compare(a.Key(), b.Key()) })
 	return out
 }
 
