@@ -30,6 +30,10 @@ type Backend struct {
 	// KVEventsReplay is the replica's optional replay endpoint, used to fill
 	// a gap in sequence numbers instead of forgetting the replica's blocks.
 	KVEventsReplay string
+	// Node is the node the replica runs on ("" when unknown): replicas on
+	// one node share its tieredstorage KV tier, so a block one of them
+	// stored there is near to all of them.
+	Node string
 }
 
 // VariantRoute is one production variant and its backends.

@@ -1,9 +1,17 @@
 package events
 
-// Media a block may live on, as vLLM names them in the medium field.
+// Media a block may live on, as vLLM names them in the medium field. GPU
+// and CPU are vLLM's own (the CPU one is its offloading connector's); DISK
+// and REMOTE are capstan's for the tiers shared beyond one replica:
+// tieredstorage, a store shared by the replicas of one node, and a store
+// shared by every replica (Redis). A BlockStored on DISK or REMOTE says the
+// publisher wrote the block there; the block is then as near to every
+// replica that shares the tier.
 const (
-	MediumGPU = "GPU"
-	MediumCPU = "CPU"
+	MediumGPU    = "GPU"
+	MediumCPU    = "CPU"
+	MediumDisk   = "DISK"
+	MediumRemote = "REMOTE"
 )
 
 // Event is one KV cache event: BlockStored, BlockRemoved or AllBlocksCleared.
