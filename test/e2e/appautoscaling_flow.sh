@@ -13,13 +13,21 @@
 # Time: the server runs on the dev clock (--dev-clock, see lib/serve.sh). The
 # controller takes one CloudWatch-style datapoint per evaluation interval
 # (default 60 s) and scales out after 3 consecutive datapoints above the
-# target; each `capstan clock advance 60s` below is one such datapoint, taken
-# while bench keeps requests flowing. Needs CAPSTAN_BIN. About 30–60 s.
+# target; each `minute` below is one such datapoint: the dev clock advances
+# 60 s in 6 s steps while bench keeps requests flowing, so the requests land
+# throughout the simulated minute the datapoint reads (one 60 s jump would
+# leave that minute empty). Needs CAPSTAN_BIN. About 30–60 s.
 set -euo pipefail
 
 # shellcheck source=lib/serve.sh
 source "$(dirname "$0")/lib/serve.sh"
 aas() { aws application-autoscaling --endpoint-url "$url" "$@"; }
+minute() {
+  for _ in $(seq 1 10); do
+    sleep 0.1
+    cap clock advance 6s --server "$url" >/dev/null || fail "clock advance"
+  done
+}
 cap() { "$CAPSTAN_BIN" "$@"; }
 
 acct=000000000000
@@ -81,9 +89,8 @@ trap 'stop_bench; cleanup' EXIT
 
 scaled=""
 for i in $(seq 1 60); do
-  sleep 1
+  minute
   kill -0 "$bench_pid" 2>/dev/null || fail "bench exited early: $(tail -20 "$work/bench.txt")"
-  cap clock advance 60s --server "$url" >/dev/null || fail "clock advance"
   d=$(desired) c=$(current)
   [ "$d" -le "$max" ] && [ "$c" -le "$max" ] || fail "beyond MaxCapacity $max: desired $d, current $c"
   if [ "$c" -gt 1 ]; then
@@ -142,8 +149,7 @@ bench_pid=$!
 rcur() { sm describe-endpoint --endpoint-name reserved-ep --query 'ProductionVariants[0].[DesiredInstanceCount,CurrentInstanceCount]' --output text; }
 reached=""
 for _ in $(seq 1 40); do
-  sleep 1
-  cap clock advance 60s --server "$url" >/dev/null || fail "clock advance"
+  minute
   read -r d c <<<"$(rcur)"
   [ "$d" -le 2 ] && [ "$c" -le 2 ] || fail "beyond the 2-instance reservation: desired $d, current $c"
   [ "$c" = 2 ] && reached=1
