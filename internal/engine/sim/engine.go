@@ -511,9 +511,6 @@ func (e *Engine) admit(s *seq, budget int) bool {
 		p.load[i] += int64(got[i]) * e.kvBlock
 		t.m.loaded(got[i], e.kvBlock)
 	}
-	if hit > gpu+l1 {
-		e.promote(s, gpu+l1, got)
-	}
 	if !s.admitted {
 		// vLLM counts prefix-cache queries and hits once per request.
 		s.admitted = true

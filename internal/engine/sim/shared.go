@@ -105,20 +105,6 @@ func (e *Engine) sharedHits(s *seq, covered, limit int) (got [maxSharedTiers]int
 	return got, covered
 }
 
-// promote queues the blocks s loaded from a shared tier for the tiers above
-// it (a block read from Redis goes into the node's tieredstorage, where the
-// node's other replicas find it cheaper). first is the first block loaded
-// from a shared tier.
-func (e *Engine) promote(s *seq, first int, got [maxSharedTiers]int) {
-	k := first
-	for i, n := range got[:len(e.shared)] {
-		for _, up := range e.shared[:i] {
-			up.pending = append(up.pending, s.hashes[k:k+n]...)
-		}
-		k += n
-	}
-}
-
 // queueShared schedules a newly computed block for write-through to every
 // shared tier.
 func (e *Engine) queueShared(h kv.BlockHash) {
