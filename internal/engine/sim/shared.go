@@ -21,8 +21,10 @@ const writeQueueBatches = 1024
 const sharedWriteTimeout = 2 * time.Second
 
 // maxWriteBlocks bounds the blocks a writer coalesces into one call when
-// batches queue up behind a slow store: one round trip instead of many.
-const maxWriteBlocks = 4096
+// batches queue up behind a slow store: one round trip instead of many, yet
+// short enough that one replica's write does not hold the node's
+// tieredstorage lock for long.
+const maxWriteBlocks = 256
 
 // span is the run of prompt blocks [from, to) a shared tier said it holds.
 type span struct{ from, to int32 }
