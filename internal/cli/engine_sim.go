@@ -21,7 +21,7 @@ func newEngineSimCommand(_ *globalOptions) *cobra.Command {
 		Short: "Run the simulated GPU inference engine (OpenAI + SageMaker container API, vLLM metrics)",
 		Long: `Run a vLLM look-alike that needs no GPU: continuous batching over a paged KV cache
 with prefix caching, step times from a roofline model of the chosen GPU, tiered KV
-(--cpu-cache-bytes, --shared-cache), KV events (--kv-events) and fault injection.
+(--cpu-cache-bytes, --tiered-storage-dir/--tiered-storage-bytes, --shared-cache), KV events (--kv-events) and fault injection.
 Prints "listening on http://HOST:PORT" on stdout once bound. See docs/engine-sim.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,6 +54,9 @@ Prints "listening on http://HOST:PORT" on stdout once bound. See docs/engine-sim
 	f.StringVar(&o.SharedCache, "shared-cache", "", "L2 shared KV cache, redis://host:port/db")
 	f.Float64Var(&o.L1Bandwidth, "l1-bandwidth", sim.DefaultL1Bandwidth, "L1→GPU load bandwidth, bytes/s (PCIe)")
 	f.Float64Var(&o.L2Bandwidth, "l2-bandwidth", sim.DefaultL2Bandwidth, "L2→GPU load bandwidth, bytes/s (network)")
+	f.StringVar(&o.TieredStorageDir, "tiered-storage-dir", "", "tieredstorage directory: the node-local disk KV tier shared by the replicas of a node, asked after L1 and before --shared-cache (required with --tiered-storage-bytes)")
+	f.Int64Var(&o.TieredStorageBytes, "tiered-storage-bytes", 0, "tieredstorage size in bytes, at least one KV block (0 = no tieredstorage)")
+	f.Float64Var(&o.TieredStorageBandwidth, "tiered-storage-bandwidth", sim.DefaultTieredStorageBandwidth, "tieredstorage→GPU load bandwidth, bytes/s (NVMe Gen4-class SSD)")
 	f.StringVar(&o.KVEvents, "kv-events", "", "publish vLLM KV events on this ZMQ endpoint, e.g. tcp://*:5557")
 	f.StringVar(&o.KVEventsReplay, "kv-events-replay", "", "ZMQ ROUTER endpoint for KV event replay")
 	f.StringVar(&o.KVEventsTopic, "kv-events-topic", "", "KV events topic (default kv@HOST:PORT@MODEL)")

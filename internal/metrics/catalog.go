@@ -132,7 +132,12 @@ var Catalog = []Def{
 	{Name: "vllm:cache_config_info", Type: Gauge, Scope: Replica, Area: AreaReplicas, Labels: []string{"block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization", "num_gpu_blocks", "num_cpu_blocks"}},
 	{Name: "capstan_engine_kv_tier_hits_total", Type: Counter, Scope: Replica, Area: AreaReplicas, Labels: []string{"tier"}},
 	{Name: "capstan_engine_kv_tier_bytes_total", Type: Counter, Scope: Replica, Area: AreaReplicas, Labels: []string{"tier", "direction"}, Unit: "bytes"},
-	{Name: "capstan_engine_kv_l2_dropped_writes_total", Type: Counter, Scope: Replica, Area: AreaReplicas},
+	{Name: "capstan_engine_kv_tier_errors_total", Type: Counter, Scope: Replica, Area: AreaReplicas, Labels: []string{"tier", "op"}},
+	{Name: "capstan_engine_kv_tier_dropped_writes_total", Type: Counter, Scope: Replica, Area: AreaReplicas, Labels: []string{"tier"}},
+	{Name: "capstan_engine_kv_tieredstorage_blocks", Type: Gauge, Scope: Replica, Area: AreaReplicas},
+	{Name: "capstan_engine_kv_tieredstorage_bytes", Type: Gauge, Scope: Replica, Area: AreaReplicas, Unit: "bytes"},
+	{Name: "capstan_engine_kv_tieredstorage_capacity_bytes", Type: Gauge, Scope: Replica, Area: AreaReplicas, Unit: "bytes"},
+	{Name: "capstan_engine_kv_tieredstorage_corrupt_total", Type: Counter, Scope: Replica, Area: AreaReplicas},
 	{Name: "capstan_engine_placement_info", Type: Gauge, Scope: Replica, Area: AreaReplicas, Labels: []string{"device", "gpu", "mig_profile", "tensor_parallel"}},
 }
 

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/capstan-dev/capstan/internal/kv"
+	"github.com/capstan-dev/capstan/internal/kv/tier"
 	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
@@ -57,6 +60,102 @@ func BenchmarkSchedulerStep256(b *testing.B) {
 		}
 		e.RunStep()
 		steps++
+	}
+}
+
+// lruStore is a bounded in-memory stand-in for the tieredstorage store:
+// tier.L1's LRU behind the shared-tier interface, so the benchmark's node
+// store fills up and evicts as a real one does.
+type lruStore struct{ c *tier.L1 }
+
+var _ L2Cache = lruStore{}
+
+func (s lruStore) MatchPrefix(_ context.Context, hs []kv.BlockHash) (int, error) {
+	return s.c.MatchPrefix(hs), nil
+}
+
+func (s lruStore) Put(_ context.Context, hs []kv.BlockHash) error {
+	s.c.Put(hs...)
+	return nil
+}
+
+// BenchmarkEngineCost measures the engine's own CPU per generated token
+// (process CPU, so the shared tiers' writer goroutines and the Redis client
+// count; no HTTP) with the tiers off and on, under one workload: 128
+// requests in flight, each a 256-token prompt drawn at random from 1,024
+// (revisits) and 32 output tokens, on a GPU cache of 4,096 blocks (a quarter
+// of the pool's 16,384). Tiers on: a 4,096-block L1, an 8,192-block LRU
+// standing in for tieredstorage, and (last setting) a real Redis for the
+// rest. One op is one engine step; compare cpu-ns/token.
+func BenchmarkEngineCost(b *testing.B) {
+	const (
+		inFlight  = 128
+		poolSize  = 1024
+		promptLen = 256
+		maxTokens = 32
+	)
+	pool := make([][]uint32, poolSize)
+	for i := range pool {
+		pool[i] = kv.Tokenize(prompt(fmt.Sprintf("%04d", i), promptLen))
+	}
+	o := tinyOptions(4096)
+	for _, setting := range []string{"off", "l1+tieredstorage", "l1+tieredstorage+redis"} {
+		b.Run("tiers="+setting, func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			e := newTestEngine(b, o, Deps{})
+			if setting != "off" {
+				var redis L2Cache
+				if strings.HasSuffix(setting, "+redis") {
+					r, err := tier.NewRedis(ctx, testutil.StartRedis(b), e.model.ID, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer r.Close()
+					redis = r
+				}
+				e.l1 = tier.NewL1(4096*e.kvBlock, e.kvBlock)
+				e.setShared(lruStore{tier.NewL1(8192*e.kvBlock, e.kvBlock)}, redis)
+				e.startWriters(ctx)
+			}
+			r := rng{s: 1}
+			var live []*seq
+			step := func() {
+				for len(live) < inFlight {
+					req := request{prompt: pool[r.next()%poolSize], maxTokens: maxTokens, ignoreEOS: true, seed: r.next()}
+					e.prepare(ctx, &req)
+					s, err := e.Submit(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					live = append(live, s)
+				}
+				e.RunStep()
+				keep := live[:0]
+				for _, s := range live {
+					if !s.over {
+						keep = append(keep, s)
+					}
+				}
+				clear(live[len(keep):])
+				live = keep
+			}
+			// Warm up until the caches are in their steady state.
+			for range 2000 {
+				step()
+			}
+			tok0, cpu0 := promtest.ToFloat64(e.metrics.GenerationTokens), cpuTime()
+			q0, h0 := promtest.ToFloat64(e.metrics.PrefixQueries), promtest.ToFloat64(e.metrics.PrefixHits)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				step()
+			}
+			b.StopTimer()
+			tokens := promtest.ToFloat64(e.metrics.GenerationTokens) - tok0
+			b.ReportMetric(float64(cpuTime()-cpu0)/tokens, "cpu-ns/token")
+			b.ReportMetric((promtest.ToFloat64(e.metrics.PrefixHits)-h0)/(promtest.ToFloat64(e.metrics.PrefixQueries)-q0), "prefix-hit-rate")
+		})
 	}
 }
 
@@ -106,8 +205,15 @@ func streamOnce(c *http.Client, url, body string) (int, error) {
 	}
 }
 
-// drive sends total 32-token streaming requests over conc client goroutines.
-func driveStreams(b *testing.B, url string, total, conc, maxTokens int) (tokens int64) {
+// shortPrompt is the body of streaming request i: a prompt shorter than one
+// KV block, so no cache tier is involved.
+func shortPrompt(i int64, maxTokens int) string {
+	return fmt.Sprintf(`{"prompt":"request %d of the streaming benchmark","max_tokens":%d,"ignore_eos":true,"stream":true}`, i, maxTokens)
+}
+
+// driveStreams sends total streaming requests, body(i, maxTokens) each, over
+// conc client goroutines.
+func driveStreams(b *testing.B, url string, total, conc, maxTokens int, body func(i int64, maxTokens int) string) (tokens int64) {
 	tr := &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc, DialContext: (&net.Dialer{}).DialContext}
 	c := &http.Client{Transport: tr}
 	defer tr.CloseIdleConnections()
@@ -124,8 +230,7 @@ func driveStreams(b *testing.B, url string, total, conc, maxTokens int) (tokens 
 				if i > int64(total) {
 					return
 				}
-				body := fmt.Sprintf(`{"prompt":"request %d of the streaming benchmark","max_tokens":%d,"ignore_eos":true,"stream":true}`, i, maxTokens)
-				n, err := streamOnce(c, url, body)
+				n, err := streamOnce(c, url, body(i, maxTokens))
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
@@ -156,13 +261,54 @@ func startBenchSim(b *testing.B, args ...string) (*testutil.Process, string) {
 // (getrusage of the benchmark process) and their sum per 100k tokens.
 func BenchmarkStreamingCPU(b *testing.B) {
 	p, url := startBenchSim(b, "--time-scale", "0")
-	driveStreams(b, url, 400, 200, 32) // warm connections and the engine
+	streamingCPU(b, p.Cmd.Process.Pid, url, shortPrompt)
+}
+
+// BenchmarkStreamingCPUTiers is BenchmarkStreamingCPU with prompts that fill
+// KV blocks: 256-token prompts drawn at random from 1,024 (revisits; about
+// one request in nine is a prompt's first), on a GPU cache of about 6,000
+// blocks (--gpu-memory-utilization 0.36, a third of the pool's 16,384), with
+// the tiers off and on: an 8 GiB L1, a real Redis and a 64 GiB
+// tieredstorage (room for the whole pool). The bar: server CPU per streamed
+// token with tiers on within 1.5× of tiers off.
+func BenchmarkStreamingCPUTiers(b *testing.B) {
+	body := func(i int64, maxTokens int) string {
+		r := rng{s: uint64(i)}
+		text := prompt(fmt.Sprintf("%04d", r.next()%1024), 256)
+		return fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"ignore_eos":true,"stream":true}`, text, maxTokens)
+	}
+	base := []string{"--time-scale", "0", "--gpu-memory-utilization", "0.36"}
+	for _, tt := range []struct {
+		name string
+		args func(b *testing.B) []string
+	}{
+		{"tiers=off", func(*testing.B) []string { return nil }},
+		{"tiers=l1+redis", func(b *testing.B) []string {
+			return []string{"--cpu-cache-bytes", "8589934592", "--shared-cache", testutil.StartRedis(b)}
+		}},
+		{"tiers=l1+tieredstorage+redis", func(b *testing.B) []string {
+			return []string{"--cpu-cache-bytes", "8589934592", "--shared-cache", testutil.StartRedis(b),
+				"--tiered-storage-dir", b.TempDir(), "--tiered-storage-bytes", "68719476736"}
+		}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			p, url := startBenchSim(b, append(base, tt.args(b)...)...)
+			streamingCPU(b, p.Cmd.Process.Pid, url, body)
+		})
+	}
+}
+
+// streamingCPU drives b.N (at least 200) 32-token streams over 200 clients
+// against the engine process pid at url, after a warm-up of 400, and
+// reports CPU per 100k streamed tokens.
+func streamingCPU(b *testing.B, pid int, url string, body func(int64, int) string) {
+	driveStreams(b, url, 400, 200, 32, body) // warm connections and the engine
 	n := max(b.N, 200)
-	srv0, cli0 := procCPU(b, p.Cmd.Process.Pid), cpuTime()
+	srv0, cli0 := procCPU(b, pid), cpuTime()
 	b.ResetTimer()
-	tokens := driveStreams(b, url, n, 200, 32)
+	tokens := driveStreams(b, url, n, 200, 32, body)
 	b.StopTimer()
-	srv, cli := procCPU(b, p.Cmd.Process.Pid)-srv0, cpuTime()-cli0
+	srv, cli := procCPU(b, pid)-srv0, cpuTime()-cli0
 	if tokens != int64(n)*32 {
 		b.Fatalf("got %d tokens, want %d", tokens, n*32)
 	}
@@ -170,6 +316,10 @@ func BenchmarkStreamingCPU(b *testing.B) {
 	b.ReportMetric(per(srv), "server-cpu-s/100k-tok")
 	b.ReportMetric(per(cli), "client-cpu-s/100k-tok")
 	b.ReportMetric(per(srv+cli), "total-cpu-s/100k-tok")
+	fams := scrape(b, url)
+	b.ReportMetric(metricValue(fams, "vllm:prefix_cache_hits_total", nil)/metricValue(fams, "vllm:prefix_cache_queries_total", nil), "prefix-hit-rate")
+	hits := metricValue(fams, "capstan_engine_kv_tier_hits_total", nil)
+	b.ReportMetric(max(hits, 0)/float64(n+400), "tier-hit-blocks/req")
 }
 
 // BenchmarkConcurrentStreams2000 holds 2,000 streaming requests open at once,
@@ -180,7 +330,7 @@ func BenchmarkConcurrentStreams2000(b *testing.B) {
 	for b.Loop() {
 		srv0 := procCPU(b, p.Cmd.Process.Pid)
 		start := time.Now()
-		tokens := driveStreams(b, url, 2000, 2000, 128)
+		tokens := driveStreams(b, url, 2000, 2000, 128, shortPrompt)
 		if tokens != 2000*128 {
 			b.Fatalf("%d tokens, want %d", tokens, 2000*128)
 		}

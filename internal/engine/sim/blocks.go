@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/capstan-dev/capstan/internal/kv"
+import (
+	"sync"
+
+	"github.com/capstan-dev/capstan/internal/kv"
+)
 
 const noBlock = int32(-1)
 
@@ -17,10 +21,15 @@ type block struct {
 // requests reuse it; unreferenced blocks sit in a free queue ordered by
 // eviction priority (least recently used cached blocks first, uncached ones
 // before them) and are evicted lazily when allocation needs them. It is owned
-// by the engine goroutine and not safe for concurrent use.
+// by the engine goroutine and not safe for concurrent use, except
+// residentPrefix.
 type blockManager struct {
-	blocks  []block
+	blocks []block
+	// byHash is written by the engine goroutine under hashMu, and read by
+	// it without the lock; other goroutines read it under hashMu's read lock
+	// (residentPrefix).
 	byHash  map[kv.BlockHash]int32
+	hashMu  sync.RWMutex
 	head    int32 // next block to hand out (evict)
 	tail    int32
 	numFree int
@@ -128,7 +137,9 @@ func (m *blockManager) allocate(dst []int32, n int) ([]int32, bool) {
 		m.unlink(i)
 		b := &m.blocks[i]
 		if b.cached {
+			m.hashMu.Lock()
 			delete(m.byHash, b.hash)
+			m.hashMu.Unlock()
 			b.cached = false
 			m.evicted = append(m.evicted, b.hash)
 		}
@@ -165,8 +176,24 @@ func (m *blockManager) commit(i int32, h kv.BlockHash) bool {
 	}
 	b := &m.blocks[i]
 	b.hash, b.cached = h, true
+	m.hashMu.Lock()
 	m.byHash[h] = i
+	m.hashMu.Unlock()
 	return true
+}
+
+// residentPrefix counts the leading hashes whose blocks are cached on the
+// GPU now. Safe to call from any goroutine: handlers use it to skip asking
+// the shared tiers for blocks the GPU already holds.
+func (m *blockManager) residentPrefix(hashes []kv.BlockHash) int {
+	m.hashMu.RLock()
+	defer m.hashMu.RUnlock()
+	for n, h := range hashes {
+		if _, ok := m.byHash[h]; !ok {
+			return n
+		}
+	}
+	return len(hashes)
 }
 
 // drainEvicted returns and forgets the hashes evicted since the last call.
@@ -181,10 +208,12 @@ func (m *blockManager) drainEvicted() []kv.BlockHash {
 // private) and reports whether anything was cached.
 func (m *blockManager) reset() bool {
 	had := len(m.byHash) > 0
+	m.hashMu.Lock()
 	for h, i := range m.byHash {
 		m.blocks[i].cached = false
 		delete(m.byHash, h)
 	}
+	m.hashMu.Unlock()
 	m.evicted = m.evicted[:0]
 	return had
 }

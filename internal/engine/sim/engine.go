@@ -22,16 +22,20 @@ type L1Cache interface {
 	Put(hashes ...kv.BlockHash) (evicted []kv.BlockHash)
 }
 
-// L2Cache is the tier shared by replicas (Redis in production). Any error is
-// treated as a miss (lookups) or a lost write (puts); the engine never fails a
-// request because of L2.
+// L2Cache is a tier shared by replicas: the node's tieredstorage
+// (tier.Disk) or Redis (tier.Redis, "l2"). Any error is treated as a miss
+// (lookups) or a lost write (puts); the engine never fails a request because
+// of a shared tier. Safe for concurrent use.
 type L2Cache interface {
 	MatchPrefix(ctx context.Context, hashes []kv.BlockHash) (int, error)
 	Put(ctx context.Context, hashes []kv.BlockHash) error
 }
 
 // EventSink receives one batch of KV-cache events per engine step that
-// changed the cache. Publish must not block; the batch is owned by the sink.
+// changed the cache, and one per completed write to a shared tier. Publish
+// must not block and must be safe for concurrent use (the shared tiers'
+// writers publish from their own goroutines); the batch is owned by the
+// sink.
 type EventSink interface {
 	Publish(b EventBatch)
 }
@@ -46,7 +50,8 @@ const (
 	AllBlocksCleared
 )
 
-// KVEvent is one vLLM-style KV cache event; Medium is "GPU" or "CPU".
+// KVEvent is one vLLM-style KV cache event; Medium is "GPU", "CPU" (L1),
+// "DISK" (tieredstorage) or "REMOTE" (Redis).
 type KVEvent struct {
 	Kind      EventKind
 	Hashes    []uint64
@@ -80,7 +85,7 @@ type Engine struct {
 	log      *slog.Logger
 	root     kv.BlockHash
 	l1       L1Cache
-	l2       L2Cache
+	shared   []*sharedTier // below L1, in lookup order
 	events   EventSink
 	kvBlock  int64 // bytes of KV in one block (whole replica)
 	maxLen   int   // max model length (prompt + output)
@@ -96,16 +101,17 @@ type Engine struct {
 	stopped atomic.Bool
 	reset   atomic.Bool   // a prefix-cache reset was requested
 	done    chan struct{} // closed when Run returns
+	// simClock mirrors simNow for the shared tiers' writers, which stamp
+	// their events on the simulated timeline.
+	simClock atomic.Int64
 
 	// engine goroutine state
-	bm        *blockManager
-	waiting   []*seq
-	running   []*seq
-	simNow    time.Duration
-	step      stepPlan
-	pending   []KVEvent
-	l2Writes  chan []kv.BlockHash
-	l2Pending []kv.BlockHash
+	bm      *blockManager
+	waiting []*seq
+	running []*seq
+	simNow  time.Duration
+	step    stepPlan
+	pending []KVEvent
 }
 
 // stepPlan is what one step computes.
@@ -113,8 +119,8 @@ type stepPlan struct {
 	seqs      []*seq
 	tokens    int
 	ctx       int64
-	loadL1    int64 // bytes loaded from L1 this step
-	loadL2    int64
+	loadL1    int64                 // bytes loaded from L1 this step
+	load      [maxSharedTiers]int64 // bytes loaded from each shared tier
 	preempted int
 }
 
@@ -124,8 +130,11 @@ type Deps struct {
 	Metrics *Metrics
 	Log     *slog.Logger
 	L1      L1Cache
-	L2      L2Cache
-	Events  EventSink
+	// TieredStorage is the node's tieredstorage, asked after L1.
+	TieredStorage L2Cache
+	// L2 is Redis, asked after tieredstorage.
+	L2     L2Cache
+	Events EventSink
 }
 
 // NewEngine validates opts against the catalog and sizes the KV cache. A
@@ -183,7 +192,7 @@ func NewEngine(opts Options, d Deps) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, model: m, roof: roof, clk: d.Clock, metrics: d.Metrics, log: d.Log,
-		root: kv.RootHash(m.ID), l1: d.L1, l2: d.L2, events: d.Events,
+		root: kv.RootHash(m.ID), l1: d.L1, events: d.Events,
 		kvBlock: m.KVBytesPerToken() * int64(opts.BlockSize),
 		maxLen:  min(m.MaxModelLen, nBlocks*opts.BlockSize),
 		wakeup:  make(chan struct{}, 1),
@@ -193,6 +202,10 @@ func NewEngine(opts Options, d Deps) (*Engine, error) {
 	if e.maxLen <= 0 {
 		e.maxLen = nBlocks * opts.BlockSize
 	}
+	if opts.TieredStorageBytes > 0 && opts.TieredStorageBytes < e.kvBlock {
+		return nil, fmt.Errorf("--tiered-storage-bytes: %d is less than one KV block of %s (%d bytes)", opts.TieredStorageBytes, m.ID, e.kvBlock)
+	}
+	e.setShared(d.TieredStorage, d.L2)
 	e.epoch = e.clk.Now()
 	e.simEpoch = e.epoch
 	e.metrics.setCacheConfig(opts, g.DeviceKind(), nBlocks)
@@ -212,21 +225,25 @@ func (e *Engine) Model() catalog.Model { return e.model }
 func (e *Engine) Roofline() *Roofline { return e.roof }
 
 // prepare tokenizes nothing (the caller did) but hashes the prompt blocks and
-// asks L2 how many leading blocks it holds. It runs on the handler goroutine
-// so the engine loop never waits on the network.
+// asks the shared tiers (tieredstorage, Redis) which of them they hold. It
+// runs on the handler goroutine so the engine loop never waits on a disk or
+// the network.
 func (e *Engine) prepare(ctx context.Context, r *request) {
 	r.hashes = kv.BlockHashes(e.root, r.prompt, e.opts.BlockSize)
-	if e.l2 == nil || len(r.hashes) == 0 {
+	if len(e.shared) == 0 || len(r.hashes) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, l2LookupTimeout)
-	defer cancel()
-	n, err := e.l2.MatchPrefix(ctx, r.hashes[:matchable(len(r.prompt), e.opts.BlockSize)])
-	if err != nil {
-		e.log.Debug("L2 lookup failed; treating as miss", "err", err)
-		return
+	e.lookupShared(ctx, r, min(matchable(len(r.prompt), e.opts.BlockSize), len(r.hashes)))
+}
+
+// localPrefix counts the leading hashes this replica holds on its GPU or in
+// L1 right now: the shared tiers need not be asked for them. Any goroutine.
+func (e *Engine) localPrefix(hashes []kv.BlockHash) int {
+	n := e.bm.residentPrefix(hashes)
+	if e.l1 != nil && n < len(hashes) {
+		n += e.l1.MatchPrefix(hashes[n:])
 	}
-	r.l2Blocks = n
+	return n
 }
 
 // matchable is how many leading full blocks may be served from cache: the
@@ -283,7 +300,7 @@ func (e *Engine) wallToSim(t time.Time) time.Duration {
 // ends, failing every unfinished request.
 func (e *Engine) Run(ctx context.Context) error {
 	defer e.shutdown()
-	e.startL2Writer(ctx)
+	e.startWriters(ctx)
 	for {
 		if len(e.running) == 0 && len(e.waiting) == 0 {
 			select {
@@ -348,16 +365,21 @@ func (e *Engine) plan() time.Duration {
 	if p.tokens == 0 {
 		return 0
 	}
-	d := e.roof.StepTime(p.tokens, p.ctx)
-	if p.loadL1 > 0 && e.opts.L1Bandwidth > 0 {
-		d += time.Duration(float64(p.loadL1) / e.opts.L1Bandwidth * float64(time.Second))
-	}
-	if p.loadL2 > 0 && e.opts.L2Bandwidth > 0 {
-		d += time.Duration(float64(p.loadL2) / e.opts.L2Bandwidth * float64(time.Second))
+	d := e.roof.StepTime(p.tokens, p.ctx) + loadTime(p.loadL1, e.opts.L1Bandwidth)
+	for i, t := range e.shared {
+		d += loadTime(p.load[i], t.bandwidth)
 	}
 	d = time.Duration(float64(d) * e.opts.SlowFactor)
 	e.simNow += d
 	return d
+}
+
+// loadTime is how long moving bytes into the GPU takes at bandwidth B/s.
+func loadTime(bytes int64, bandwidth float64) time.Duration {
+	if bytes <= 0 || bandwidth <= 0 {
+		return 0
+	}
+	return time.Duration(float64(bytes) / bandwidth * float64(time.Second))
 }
 
 func (e *Engine) dropAborted() {
@@ -393,7 +415,7 @@ func (e *Engine) blocksFor(n int) int { return (n + e.opts.BlockSize - 1) / e.op
 func (e *Engine) schedule() {
 	p := &e.step
 	clear(p.seqs)
-	p.seqs, p.tokens, p.ctx, p.loadL1, p.loadL2, p.preempted = p.seqs[:0], 0, 0, 0, 0, 0
+	p.seqs, p.tokens, p.ctx, p.loadL1, p.load, p.preempted = p.seqs[:0], 0, 0, 0, [maxSharedTiers]int64{}, 0
 	budget := e.opts.MaxNumBatchedTokens
 	for i := 0; i < len(e.running) && budget > 0; i++ {
 		s := e.running[i]
@@ -452,9 +474,10 @@ func (e *Engine) schedule() {
 	}
 }
 
-// admit looks the prompt up GPU → L1 → L2 (contiguous from block 0),
-// references or loads the hits and allocates blocks for the first chunk.
-// It changes nothing and returns false when the blocks are not there.
+// admit looks the prompt up GPU → L1 → tieredstorage → Redis (contiguous
+// from block 0; the shared tiers answered in prepare), references or loads
+// the hits and allocates blocks for the first chunk. It changes nothing and
+// returns false when the blocks are not there.
 func (e *Engine) admit(s *seq, budget int) bool {
 	bs := e.opts.BlockSize
 	limit := matchable(len(s.prompt), bs)
@@ -464,11 +487,8 @@ func (e *Engine) admit(s *seq, budget int) bool {
 	if e.l1 != nil && gpu < len(hashes) {
 		l1 = e.l1.MatchPrefix(hashes[gpu:])
 	}
-	l2 := 0
-	if s.l2Blocks > gpu+l1 {
-		l2 = min(s.l2Blocks, len(hashes)) - gpu - l1
-	}
-	hitTok := (gpu + l1 + l2) * bs
+	got, hit := e.sharedHits(s, gpu+l1, len(hashes))
+	hitTok := hit * bs
 	n := min(s.total()-hitTok, budget)
 	need := e.blocksFor(hitTok+n) - gpu
 	if need > e.bm.numFree-idle {
@@ -476,18 +496,21 @@ func (e *Engine) admit(s *seq, budget int) bool {
 	}
 	s.blocks = e.bm.acquire(s.blocks[:0], hashes[:gpu])
 	s.blocks, _ = e.bm.allocate(s.blocks, need)
-	for k := gpu; k < gpu+l1+l2; k++ {
+	for k := gpu; k < hit; k++ {
 		if e.bm.commit(s.blocks[k], hashes[k]) {
 			e.storedEvent(s, k, k+1)
 		}
 	}
-	s.committed = gpu + l1 + l2
+	s.committed = hit
 	s.numComputed = hitTok
 	s.sched = n
 	p := &e.step
 	p.loadL1 += int64(l1) * e.kvBlock
-	p.loadL2 += int64(l2) * e.kvBlock
-	e.metrics.tierLoaded(l1, l2, e.kvBlock)
+	e.metrics.l1.loaded(l1, e.kvBlock)
+	for i, t := range e.shared {
+		p.load[i] += int64(got[i]) * e.kvBlock
+		t.m.loaded(got[i], e.kvBlock)
+	}
 	if !s.admitted {
 		// vLLM counts prefix-cache queries and hits once per request.
 		s.admitted = true
@@ -532,7 +555,7 @@ func (e *Engine) apply() {
 			for k := from; k < full; k++ {
 				if e.bm.commit(s.blocks[k], s.hashes[k]) {
 					e.storedEvent(s, k, k+1)
-					e.queueL2(s.hashes[k])
+					e.queueShared(s.hashes[k])
 				}
 			}
 			s.committed = full
@@ -554,6 +577,7 @@ func (e *Engine) apply() {
 		clear(e.running[len(keep):])
 		e.running = keep
 	}
+	e.simClock.Store(int64(e.simNow))
 	e.offload()
 	e.flushEvents()
 	e.metrics.Running.Set(float64(len(e.running)))

@@ -2,8 +2,11 @@ package sim
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capstan-dev/capstan/internal/kv/tier"
 )
 
 // vLLM's histogram buckets (vllm/v1/metrics/loggers.py).
@@ -29,14 +32,36 @@ type Metrics struct {
 	Success                        *prometheus.CounterVec
 	TierHits                       *prometheus.CounterVec
 	TierBytes                      *prometheus.CounterVec
-	L2DroppedWrites                prometheus.Counter
-	cacheConfig                    *prometheus.GaugeVec
+	// TierErrors counts failed calls to a shared tier by op ("lookup":
+	// served as a miss, "write": the blocks are not shared); a lookup that
+	// ran out of time counts as an error.
+	TierErrors *prometheus.CounterVec
+	// TierDroppedWrites counts blocks not written through to a shared tier
+	// because its writer was behind.
+	TierDroppedWrites *prometheus.CounterVec
+	cacheConfig       *prometheus.GaugeVec
 	// placement says what the engine runs on: the GPU, the MIG profile of
 	// its slice ("" for whole GPUs) and the tensor-parallel degree.
 	placement                                *prometheus.GaugeVec
 	successStop, successLength, successAbort prometheus.Counter
-	l1Hits, l2Hits, l1Load, l2Load           prometheus.Counter
+	l1                                       tierCounters
+	disk                                     *diskCollector
 	model                                    string
+}
+
+// Tier label values of the capstan_engine_kv_tier_* families, in lookup
+// order below the GPU. "l2" stays Redis, as before tieredstorage existed.
+const (
+	tierL1            = "l1"
+	tierTieredStorage = "tieredstorage"
+	tierRedis         = "l2"
+)
+
+// tierCounters are one tier's children of the tier families, kept so the
+// hot path does no label lookup. L1 has no error or drop children.
+type tierCounters struct {
+	hits, load, store                  prometheus.Counter
+	lookupErrors, writeErrors, dropped prometheus.Counter
 }
 
 // NewMetrics registers the engine's series for one served model name.
@@ -74,26 +99,56 @@ func NewMetrics(model string) *Metrics {
 	m.Success = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels}, []string{"finished_reason"})
 	m.TierHits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capstan_engine_kv_tier_hits_total", Help: "KV blocks served from a tier below the GPU.", ConstLabels: labels}, []string{"tier"})
 	m.TierBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capstan_engine_kv_tier_bytes_total", Help: "Simulated KV bytes moved to (store) or from (load) a tier.", ConstLabels: labels}, []string{"tier", "direction"})
-	m.L2DroppedWrites = counter("capstan_engine_kv_l2_dropped_writes_total", "Blocks not written through to L2 because the writer was behind.")
+	m.TierErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capstan_engine_kv_tier_errors_total",
+		Help: "Failed calls to a shared KV tier: op=lookup (timed out or failed, served as a miss) or op=write (blocks not shared).", ConstLabels: labels}, []string{"tier", "op"})
+	m.TierDroppedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capstan_engine_kv_tier_dropped_writes_total",
+		Help: "KV blocks not written through to a shared tier because its writer was behind.", ConstLabels: labels}, []string{"tier"})
+	m.disk = newDiskCollector(labels)
 	m.cacheConfig = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig", ConstLabels: labels},
 		[]string{"block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization", "num_gpu_blocks", "num_cpu_blocks"})
 	m.placement = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "capstan_engine_placement_info",
 		Help: "What the engine runs on: device kind (gpu, accelerator or cpu), GPU model (the instance type for cpu), MIG profile of its slice (empty on whole GPUs), tensor-parallel degree.", ConstLabels: labels},
 		[]string{"device", "gpu", "mig_profile", "tensor_parallel"})
-	reg.MustRegister(m.Success, m.TierHits, m.TierBytes, m.cacheConfig, m.placement)
+	reg.MustRegister(m.Success, m.TierHits, m.TierBytes, m.TierErrors, m.TierDroppedWrites, m.cacheConfig, m.placement, m.disk)
 	// Pre-create the label values so dashboards see zeros, and keep the hot
 	// children to avoid a label lookup per request.
 	m.successStop = m.Success.WithLabelValues("stop")
 	m.successLength = m.Success.WithLabelValues("length")
 	m.successAbort = m.Success.WithLabelValues("abort")
-	m.l1Hits = m.TierHits.WithLabelValues("l1")
-	m.l2Hits = m.TierHits.WithLabelValues("l2")
-	m.l1Load = m.TierBytes.WithLabelValues("l1", "load")
-	m.l2Load = m.TierBytes.WithLabelValues("l2", "load")
-	m.TierBytes.WithLabelValues("l1", "store")
-	m.TierBytes.WithLabelValues("l2", "store")
+	m.l1 = m.tier(tierL1)
+	m.tier(tierTieredStorage)
+	m.tier(tierRedis)
 	return m
 }
+
+// tier returns (creating) the children of tier name; shared tiers (every
+// tier but L1) also get error and dropped-write children.
+func (m *Metrics) tier(name string) tierCounters {
+	c := tierCounters{
+		hits:  m.TierHits.WithLabelValues(name),
+		load:  m.TierBytes.WithLabelValues(name, "load"),
+		store: m.TierBytes.WithLabelValues(name, "store"),
+	}
+	if name != tierL1 {
+		c.lookupErrors = m.TierErrors.WithLabelValues(name, "lookup")
+		c.writeErrors = m.TierErrors.WithLabelValues(name, "write")
+		c.dropped = m.TierDroppedWrites.WithLabelValues(name)
+	}
+	return c
+}
+
+// loaded counts n blocks of blockBytes served from the tier.
+func (c tierCounters) loaded(n int, blockBytes int64) {
+	if n > 0 {
+		c.hits.Add(float64(n))
+		c.load.Add(float64(int64(n) * blockBytes))
+	}
+}
+
+// SetTieredStorageStats makes every scrape report the tieredstorage store's
+// size from stats (tier.Disk.Stats); until it is called those series are
+// absent.
+func (m *Metrics) SetTieredStorageStats(stats func() tier.DiskStats) { m.disk.stats.Store(&stats) }
 
 func (m *Metrics) setCacheConfig(o Options, device string, blocks int) {
 	m.setCPUBlocks(o, blocks, 0)
@@ -106,17 +161,6 @@ func (m *Metrics) setCPUBlocks(o Options, blocks, cpuBlocks int) {
 	m.cacheConfig.Reset()
 	m.cacheConfig.WithLabelValues(strconv.Itoa(o.BlockSize), "auto", "True",
 		strconv.FormatFloat(o.GPUMemoryUtilization, 'g', -1, 64), strconv.Itoa(blocks), strconv.Itoa(cpuBlocks)).Set(1)
-}
-
-func (m *Metrics) tierLoaded(l1, l2 int, blockBytes int64) {
-	if l1 > 0 {
-		m.l1Hits.Add(float64(l1))
-		m.l1Load.Add(float64(int64(l1) * blockBytes))
-	}
-	if l2 > 0 {
-		m.l2Hits.Add(float64(l2))
-		m.l2Load.Add(float64(int64(l2) * blockBytes))
-	}
 }
 
 // finished records a completed request (called once per request by the
@@ -135,4 +179,44 @@ func (m *Metrics) finished(s *seq, reason string, e2e float64) {
 	}
 	m.PromptTokens.Add(float64(len(s.prompt)))
 	m.E2E.Observe(e2e)
+}
+
+// diskCollector reports the tieredstorage store's size at scrape time, from
+// one Stats call, so the engine loop does no bookkeeping for it. The store
+// is the node's, shared by its replicas: every replica on a node reports
+// the same store as it sees it.
+type diskCollector struct {
+	stats                            atomic.Pointer[func() tier.DiskStats]
+	blocks, bytes, capacity, corrupt *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*diskCollector)(nil)
+
+func newDiskCollector(labels prometheus.Labels) *diskCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, labels) }
+	return &diskCollector{
+		blocks:   d("capstan_engine_kv_tieredstorage_blocks", "KV blocks held in the node's tieredstorage store."),
+		bytes:    d("capstan_engine_kv_tieredstorage_bytes", "Simulated KV bytes held in the node's tieredstorage store (blocks × block size)."),
+		capacity: d("capstan_engine_kv_tieredstorage_capacity_bytes", "Capacity of the node's tieredstorage store (--tiered-storage-bytes)."),
+		corrupt:  d("capstan_engine_kv_tieredstorage_corrupt_total", "tieredstorage block records that failed their checksum or were short, as this replica read them (each served as a miss)."),
+	}
+}
+
+func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.blocks
+	ch <- c.bytes
+	ch <- c.capacity
+	ch <- c.corrupt
+}
+
+func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
+	fn := c.stats.Load()
+	if fn == nil {
+		return
+	}
+	s := (*fn)()
+	ch <- prometheus.MustNewConstMetric(c.blocks, prometheus.GaugeValue, float64(s.Blocks))
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes))
+	ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(s.CapacityBytes))
+	ch <- prometheus.MustNewConstMetric(c.corrupt, prometheus.CounterValue, float64(s.Corrupt))
 }

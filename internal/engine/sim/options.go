@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -19,6 +20,12 @@ const (
 	DefaultMaxWaiting           = 4096
 	DefaultL1Bandwidth          = 25e9
 	DefaultL2Bandwidth          = 5e9
+	// DefaultTieredStorageBandwidth is the node-local tieredstorage read
+	// rate: one NVMe Gen4 x4 SSD reads ≈ 7 GB/s sequentially, and a KV block
+	// (hundreds of KB to MBs) is read as one large sequential I/O. It sits
+	// between L1 (PCIe from host memory) and Redis (the network), which is
+	// why the lookup order is L1 → tieredstorage → Redis.
+	DefaultTieredStorageBandwidth = 7e9
 	// DefaultMaxTokensCompletion and DefaultMaxTokensChat apply when a request
 	// sets no max_tokens: OpenAI's legacy completions default is 16; for chat
 	// capstan picks 256 (vLLM would use the remaining context).
@@ -29,6 +36,10 @@ const (
 	// l2LookupTimeout bounds the admission-time L2 lookup; a slow or dead
 	// Redis degrades to cache misses.
 	l2LookupTimeout = 50 * time.Millisecond
+	// diskLookupTimeout bounds the tieredstorage lookup: a local SSD answers
+	// in well under a millisecond, so anything near this is a sick disk and
+	// a miss is cheaper than waiting.
+	diskLookupTimeout = 20 * time.Millisecond
 )
 
 // Options configure one simulated engine process. Zero values of optional
@@ -51,15 +62,20 @@ type Options struct {
 	SharedCache          string // redis://… (L2)
 	L1Bandwidth          float64
 	L2Bandwidth          float64
-	KVEvents             string // tcp://… publisher endpoint
-	KVEventsReplay       string
-	KVEventsTopic        string
-	TimeScale            float64 // 0 = no simulated waiting
-	Seed                 int64
-	StartupDelay         time.Duration
-	FailRate             float64
-	CrashAfterRequests   int
-	SlowFactor           float64
+	// TieredStorageDir is the node's tieredstorage directory, shared by the
+	// replicas on the node; TieredStorageBytes bounds it (0 = tier off).
+	TieredStorageDir       string
+	TieredStorageBytes     int64
+	TieredStorageBandwidth float64 // tieredstorage→GPU load bandwidth, B/s
+	KVEvents               string  // tcp://… publisher endpoint
+	KVEventsReplay         string
+	KVEventsTopic          string
+	TimeScale              float64 // 0 = no simulated waiting
+	Seed                   int64
+	StartupDelay           time.Duration
+	FailRate               float64
+	CrashAfterRequests     int
+	SlowFactor             float64
 }
 
 // Validate defaults unset fields and checks the rest, naming the flag at fault.
@@ -102,6 +118,9 @@ func (o *Options) Validate() error {
 	if o.L2Bandwidth == 0 {
 		o.L2Bandwidth = DefaultL2Bandwidth
 	}
+	if o.TieredStorageBandwidth == 0 {
+		o.TieredStorageBandwidth = DefaultTieredStorageBandwidth
+	}
 	if o.SlowFactor == 0 {
 		o.SlowFactor = 1
 	}
@@ -134,6 +153,16 @@ func (o *Options) Validate() error {
 		bad("crash-after-requests", "must not be negative")
 	case o.SlowFactor < 0:
 		bad("slow-factor", "must not be negative, got %g", o.SlowFactor)
+	}
+	// The minimum size (one KV block) depends on the model; NewEngine checks it.
+	switch {
+	case o.TieredStorageBytes < 0:
+		bad("tiered-storage-bytes", "must not be negative, got %d", o.TieredStorageBytes)
+	case o.TieredStorageBytes > 0 && strings.TrimSpace(o.TieredStorageDir) == "":
+		bad("tiered-storage-dir", "required when --tiered-storage-bytes is set")
+	}
+	if !(o.TieredStorageBandwidth > 0) || math.IsInf(o.TieredStorageBandwidth, 1) {
+		bad("tiered-storage-bandwidth", "must be a positive number of bytes/s, got %g", o.TieredStorageBandwidth)
 	}
 	if o.SharedCache != "" && !strings.HasPrefix(o.SharedCache, "redis://") && !strings.HasPrefix(o.SharedCache, "rediss://") {
 		bad("shared-cache", "must be a redis:// URL, got %q", o.SharedCache)

@@ -6,13 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/capstan-dev/capstan/internal/kv"
 	"github.com/capstan-dev/capstan/internal/kv/events"
@@ -136,6 +141,9 @@ func TestProcessStartupErrors(t *testing.T) {
 		{"unknown gpu", []string{"--model", "llama-3.1-8b", "--gpu", "tpu"}, "unknown GPU"},
 		{"model does not fit", []string{"--model", "llama-3.1-70b", "--gpu", "h100"}, "does not fit"},
 		{"bad fail rate", []string{"--model", "llama-3.1-8b", "--gpu", "h100", "--fail-rate", "2"}, "--fail-rate"},
+		{"tieredstorage size without directory", []string{"--model", "llama-3.1-8b", "--gpu", "h100", "--tiered-storage-bytes", "1073741824"}, "--tiered-storage-dir: required"},
+		{"tieredstorage smaller than a block", []string{"--model", "llama-3.1-8b", "--gpu", "h100", "--tiered-storage-dir", t.TempDir(), "--tiered-storage-bytes", "4096"}, "--tiered-storage-bytes: 4096 is less than one KV block"},
+		{"tieredstorage directory unusable", []string{"--model", "llama-3.1-8b", "--gpu", "h100", "--tiered-storage-dir", notADir(t), "--tiered-storage-bytes", "1073741824"}, "--tiered-storage-dir " + notADir(t)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +154,16 @@ func TestProcessStartupErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notADir is a path under a regular file: no store can be opened there.
+func notADir(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(os.TempDir(), "capstan-sim-not-a-dir")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(f, "tieredstorage")
 }
 
 func TestProcessL2SharedAcrossReplicas(t *testing.T) {
@@ -295,4 +313,90 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestProcessRedisKilledMidRun: writes to Redis are announced as REMOTE
+// BlockStored events; once Redis dies, every request still succeeds, and
+// the failed lookups and writes show in capstan_engine_kv_tier_errors_total.
+func TestProcessRedisKilledMidRun(t *testing.T) {
+	redisURL := testutil.StartRedis(t)
+	port := testutil.FreePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, url := startSim(t, ctx, "--shared-cache", redisURL, "--cpu-cache-bytes", "1073741824",
+		"--kv-events", fmt.Sprintf("tcp://*:%d", port))
+	sub, err := events.NewSubscriber(ctx, fmt.Sprintf("tcp://127.0.0.1:%d", port), "kv@")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	remote := make(chan []uint64, 16)
+	go func() {
+		for {
+			m, err := sub.Recv(ctx)
+			if err != nil {
+				return
+			}
+			for _, ev := range m.Batch.Events {
+				if st, ok := ev.(events.BlockStored); ok && st.Medium == events.MediumRemote {
+					remote <- st.BlockHashes
+				}
+			}
+		}
+	}()
+	// PUB/SUB drops messages until the subscription propagates: send new
+	// prompts until one's REMOTE event arrives.
+	for i := 0; ; i++ {
+		text := prompt(fmt.Sprintf("r%03d", i), 64)
+		chatOnce(t, url, text)
+		select {
+		case hs := <-remote:
+			if len(hs) == 0 {
+				t.Fatal("REMOTE BlockStored without hashes")
+			}
+		case <-time.After(300 * time.Millisecond):
+			if ctx.Err() != nil {
+				t.Fatal("no REMOTE BlockStored event for blocks written to Redis")
+			}
+			continue
+		}
+		break
+	}
+
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := *opts
+	ctl.MaxRetries = -1 // the shutdown's dropped connection is expected: no redial
+	rc := redis.NewClient(&ctl)
+	_ = rc.ShutdownNoSave(ctx).Err() // the server exits without answering
+	rc.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", opts.Addr, time.Second)
+		if err != nil {
+			break // Redis is gone
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("Redis still accepts connections after SHUTDOWN")
+		}
+	}
+
+	for i := range 5 {
+		chatOnce(t, url, prompt(fmt.Sprintf("d%03d", i), 300)) // fails the test on any non-200
+	}
+	lookup := map[string]string{"tier": "l2", "op": "lookup"}
+	write := map[string]string{"tier": "l2", "op": "write"}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fams := scrape(t, url)
+		if metricValue(fams, "capstan_engine_kv_tier_errors_total", lookup) >= 5 && metricValue(fams, "capstan_engine_kv_tier_errors_total", write) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want ≥5 failed lookups and a failed write after Redis died:\n%s", getMetrics(t, url))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -31,6 +31,7 @@ var (
 	_ L1Cache      = (*tier.L1)(nil)
 	_ L2Cache      = (*tier.Redis)(nil)
 	_ L2Cache      = (*tier.MemoryL2)(nil)
+	_ L2Cache      = (*tier.Disk)(nil)
 	_ http.Handler = (*Server)(nil)
 )
 
@@ -67,6 +68,20 @@ func Run(ctx context.Context, opts Options, stdout io.Writer, log *slog.Logger) 
 		e.l1 = l1
 		e.metrics.setCPUBlocks(opts, e.NumGPUBlocks(), l1.CapacityBlocks())
 	}
+	// Interfaces stay nil (not typed nils) for tiers that are off.
+	var disk, redis L2Cache
+	if opts.TieredStorageBytes > 0 {
+		d, err := tier.OpenDisk(tier.DiskOptions{Dir: opts.TieredStorageDir, CapacityBytes: opts.TieredStorageBytes,
+			BlockBytes: e.kvBlock, Namespace: e.model.ID})
+		if err != nil {
+			return fmt.Errorf("--tiered-storage-dir %s: %w", opts.TieredStorageDir, err)
+		}
+		defer d.Close()
+		disk = d
+		e.metrics.SetTieredStorageStats(d.Stats)
+	} else if opts.TieredStorageDir != "" {
+		log.Info("tieredstorage off: --tiered-storage-dir is set but --tiered-storage-bytes is 0")
+	}
 	if opts.SharedCache != "" {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		l2, err := tier.NewRedis(cctx, opts.SharedCache, e.model.ID, 0)
@@ -75,8 +90,9 @@ func Run(ctx context.Context, opts Options, stdout io.Writer, log *slog.Logger) 
 			return fmt.Errorf("--shared-cache: %w", err)
 		}
 		defer l2.Close()
-		e.l2 = l2
+		redis = l2
 	}
+	e.setShared(disk, redis)
 	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -108,7 +124,8 @@ func Run(ctx context.Context, opts Options, stdout io.Writer, log *slog.Logger) 
 		e.events = eventSink{pub}
 	}
 	log.Info("engine sim ready", "addr", hostPort, "model", e.model.ID, "layers", e.model.Layers, "params", e.model.Params, "gpu", opts.GPU, "tp", opts.TensorParallel,
-		"mig", opts.MIGProfile, "num_gpu_blocks", e.NumGPUBlocks(), "max_model_len", e.maxLen, "time_scale", opts.TimeScale)
+		"mig", opts.MIGProfile, "num_gpu_blocks", e.NumGPUBlocks(), "max_model_len", e.maxLen, "time_scale", opts.TimeScale,
+		"cpu_cache_bytes", opts.CPUCacheBytes, "tiered_storage_bytes", opts.TieredStorageBytes, "shared_cache", opts.SharedCache != "")
 
 	engDone := make(chan struct{})
 	go func() {

@@ -48,7 +48,7 @@ type request struct {
 	stop      []string
 	seed      uint64 // PRNG seed: request seed (or --seed) mixed with the prompt hash
 	arrival   time.Time
-	l2Blocks  int // leading prompt blocks L2 reported at admission
+	shared    [maxSharedTiers]span // prompt blocks each shared tier reported holding
 }
 
 // seq is one request inside the engine. Fields above the mutex are owned by

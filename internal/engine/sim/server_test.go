@@ -64,7 +64,7 @@ func (h *harness) metrics(t *testing.T) map[string]*dto.MetricFamily {
 }
 
 // scrape parses url's /metrics with the Prometheus text parser.
-func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+func scrape(t testing.TB, url string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {

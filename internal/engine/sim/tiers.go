@@ -1,11 +1,6 @@
 package sim
 
-import (
-	"context"
-	"time"
-
-	"github.com/capstan-dev/capstan/internal/kv"
-)
+import "github.com/capstan-dev/capstan/internal/kv"
 
 // storedEvent records BlockStored (GPU) for s's prompt blocks [from, to),
 // extending the previous event when it is the same sequence's chain.
@@ -59,7 +54,7 @@ func (e *Engine) offload() {
 		return
 	}
 	out := e.l1.Put(ev...)
-	e.metrics.TierBytes.WithLabelValues("l1", "store").Add(float64(int64(len(ev)) * e.kvBlock))
+	e.metrics.l1.store.Add(float64(int64(len(ev)) * e.kvBlock))
 	if e.events == nil {
 		return
 	}
@@ -81,19 +76,10 @@ func (e *Engine) offload() {
 	}
 }
 
-// flushEvents publishes the step's events as one batch.
+// flushEvents hands the step's new blocks to the shared tiers' writers and
+// publishes the step's events as one batch.
 func (e *Engine) flushEvents() {
-	if e.l2Writes != nil && len(e.l2Pending) > 0 {
-		batch := append([]kv.BlockHash(nil), e.l2Pending...)
-		e.l2Pending = e.l2Pending[:0]
-		select {
-		case e.l2Writes <- batch:
-		default:
-			// The writer is behind (Redis slow or down): drop the write; the
-			// blocks are simply not shared.
-			e.metrics.L2DroppedWrites.Add(float64(len(batch)))
-		}
-	}
+	e.flushShared()
 	if e.events == nil || len(e.pending) == 0 {
 		return
 	}
@@ -109,37 +95,4 @@ func (e *Engine) clearCache() {
 	if e.events != nil {
 		e.pending = append(e.pending, KVEvent{Kind: AllBlocksCleared})
 	}
-}
-
-// queueL2 schedules a newly computed block for write-through to L2.
-func (e *Engine) queueL2(h kv.BlockHash) {
-	if e.l2Writes != nil {
-		e.l2Pending = append(e.l2Pending, h)
-	}
-}
-
-// startL2Writer starts the goroutine that writes computed blocks to L2 off
-// the engine loop. It stops when ctx ends.
-func (e *Engine) startL2Writer(ctx context.Context) {
-	if e.l2 == nil {
-		return
-	}
-	e.l2Writes = make(chan []kv.BlockHash, 1024)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case b := <-e.l2Writes:
-				wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				err := e.l2.Put(wctx, b)
-				cancel()
-				if err != nil {
-					e.log.Debug("L2 write failed", "blocks", len(b), "err", err)
-					continue
-				}
-				e.metrics.TierBytes.WithLabelValues("l2", "store").Add(float64(int64(len(b)) * e.kvBlock))
-			}
-		}
-	}()
 }
