@@ -236,7 +236,7 @@ func New(opts Options) *Gateway {
 		draining: map[string]int{},
 		idle:     map[string]chan struct{}{},
 		tracker:  newTracker(),
-		kvIndex:  newKVIndex(),
+		kvIndex:  newKVIndex(opts.Clock),
 		opts:     opts,
 		cw:       opts.MetricStore,
 	}
@@ -294,8 +294,23 @@ func (g *Gateway) SetRoute(r Route) {
 		rs.variants = append(rs.variants, vs)
 	}
 	g.routes[r.Endpoint] = rs
+	g.syncNodesLocked()
 	g.mu.Unlock()
 	g.routeChanged(r.Endpoint)
+}
+
+// syncNodesLocked gives the KV index every routed backend's node, before
+// any follower of a new backend can deliver its events. g.mu held.
+func (g *Gateway) syncNodesLocked() {
+	nodes := map[string]string{}
+	for _, rs := range g.routes {
+		for _, v := range rs.route.Variants {
+			for _, b := range v.Backends {
+				nodes[b.ID] = b.Node
+			}
+		}
+	}
+	g.kvIndex.SetNodes(nodes)
 }
 
 func (g *Gateway) newScheduler(endpoint string, v VariantRoute) *scheduler {
@@ -330,6 +345,7 @@ func cloneRoute(r Route) Route {
 func (g *Gateway) DeleteRoute(endpoint string) {
 	g.mu.Lock()
 	delete(g.routes, endpoint)
+	g.syncNodesLocked()
 	g.mu.Unlock()
 	g.routeChanged(endpoint)
 }

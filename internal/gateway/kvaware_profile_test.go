@@ -52,7 +52,7 @@ func TestKVAwareProfile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			idx := newKVIndex()
+			idx := newKVIndex(nil)
 			s, err := reg.newScheduler(p, Deps{Rand: func() float64 { return 0 }, KV: idx})
 			if err != nil {
 				t.Fatal(err)

@@ -334,7 +334,7 @@ func TestKVPreciseScorer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			idx := newKVIndex()
+			idx := newKVIndex(nil)
 			for b, evs := range tt.events {
 				idx.Apply(b, events.Batch{Events: evs})
 			}

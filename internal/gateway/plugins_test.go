@@ -182,7 +182,7 @@ func TestRegistryStrategies(t *testing.T) {
 			if !ok {
 				t.Fatalf("strategy %q not registered", tt.strategy)
 			}
-			s, err := reg.newScheduler(p, Deps{Rand: func() float64 { return 0 }, KV: newKVIndex()})
+			s, err := reg.newScheduler(p, Deps{Rand: func() float64 { return 0 }, KV: newKVIndex(nil)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -150,7 +150,7 @@ func TestFollowerGaps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			idx := newKVIndex()
+			idx := newKVIndex(nil)
 			idx.Apply("e", stored(events.MediumGPU, 1)) // stale entry from before
 			var outcome string
 			f := &follower{backend: "e", replayEP: tt.replayEP, idx: idx, replay: tt.replay, gaps: func(o string) { outcome = o }}
