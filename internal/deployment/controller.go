@@ -730,14 +730,24 @@ func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p
 			}
 		}
 		node, _ := c.o.Cluster.NodeOf(r.ID)
-		if why := c.blocked(r.ID, p, it, node.Name); why != "" {
-			if st.startErr[r.ID] != why {
-				c.event(k, manifest.EventWarning, ReasonInsufficientDisk, fmt.Sprintf("replica %s did not start: %s", r.ID, why))
+		budget := p.tieredBytes(it)
+		if p.tiered && !c.runs(r.ID) {
+			// Sized when it starts, from the disk there is then; a replica
+			// that runs keeps its budget (a full disk costs misses).
+			b, note, why := c.tieredBudget(p, it, node.Name)
+			if why != "" {
+				if st.startErr[r.ID] != why {
+					c.event(k, manifest.EventWarning, ReasonInsufficientDisk, fmt.Sprintf("replica %s did not start: %s", r.ID, why))
+				}
+				st.startErr[r.ID] = why
+				continue
 			}
-			st.startErr[r.ID] = why
-			continue
+			if note != "" {
+				c.event(k, manifest.EventNormal, "TieredStorageSized", note)
+			}
+			budget = b
 		}
-		started, err := c.eng.Ensure(ctx, c.replicaSpec(r.ID, p, it, node.Name, res))
+		started, err := c.eng.Ensure(ctx, c.replicaSpec(r.ID, p, it, node.Name, budget, res))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -844,23 +854,17 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 // start because its node's tieredstorage budget does not fit on the disk.
 const ReasonInsufficientDisk = "InsufficientDisk"
 
-// blocked says why replica id, placed on node, may not start now ("" when
-// it may): its node's tieredstorage store has no room. A replica the
-// runtime already runs is never blocked: a disk that fills later costs
-// cache misses, not replicas.
-func (c *Controller) blocked(id string, p *plan, it catalog.InstanceType, node string) string {
-	if !p.tiered {
-		return ""
-	}
-	if r, err := c.rt.Get(id); err == nil && r.State != runtime.StateStopped {
-		return ""
-	}
-	return c.tieredRoom(tieredDir(c.o.DataDir, p.cluster, node), p.tieredBytes(it), node)
+// runs reports whether the runtime runs replica id (in any state but
+// stopped).
+func (c *Controller) runs(id string) bool {
+	r, err := c.rt.Get(id)
+	return err == nil && r.State != runtime.StateStopped
 }
 
 // replicaSpec is what the runtime starts for replica id on instance type it
-// on node; the engine adds its own flags and the KV events port.
-func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, node string, res modelsource.Result) runtime.ReplicaSpec {
+// on node, with a tieredstorage budget of tiered bytes when the plan has
+// that tier; the engine adds its own flags and the KV events port.
+func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, node string, tiered int64, res modelsource.Result) runtime.ReplicaSpec {
 	var args []string
 	if p.l1 {
 		args = append(args, "--cpu-cache-bytes="+strconv.FormatInt(p.l1Bytes(it), 10))
@@ -869,7 +873,7 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, no
 		// One store per node, shared by every replica on it (of any
 		// deployment); each replica bounds it by its own budget.
 		args = append(args, "--tiered-storage-dir="+tieredDir(c.o.DataDir, p.cluster, node),
-			"--tiered-storage-bytes="+strconv.FormatInt(p.tieredBytes(it), 10))
+			"--tiered-storage-bytes="+strconv.FormatInt(tiered, 10))
 	}
 	if p.l2URL != "" {
 		args = append(args, "--shared-cache="+p.l2URL)

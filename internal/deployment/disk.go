@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/manifest"
 )
 
@@ -62,29 +63,59 @@ func dirBytes(dir string) (int64, error) {
 	return n, err
 }
 
-// tieredRoom says why a node's tieredstorage store of budget bytes in dir
-// cannot be opened ("" when it can): the data directory must be set, and
-// its file system must have room for the budget beside what the store
-// already holds. A store that fills the disk later degrades to misses in
-// the engine; this refuses only a budget that cannot fit from the start.
-func (c *Controller) tieredRoom(dir string, budget int64, node string) string {
+// minDefaultTieredBytes is the smallest default budget worth a store: a
+// data directory with less room refuses a tieredstorage replica whose
+// manifest sets no l2CacheSize.
+const minDefaultTieredBytes = 1 << 30
+
+// tieredBudget is the tieredstorage budget replica starts get on node, or
+// why they may not start. The store's file system must have room for it
+// (free space plus what the store already holds): an l2CacheSize that does
+// not fit is refused; the default (manifest.DefaultTieredStorageBytes)
+// shrinks to the room there is, whole GiB, and note says so. A store that
+// fills the disk later degrades to misses in the engine; this refuses only
+// a budget that cannot fit from the start.
+func (c *Controller) tieredBudget(p *plan, it catalog.InstanceType, node string) (budget int64, note, why string) {
 	if c.o.DataDir == "" {
-		return "tieredstorage needs capstan serve's data directory to keep blocks in, and none is configured"
+		return 0, "", "tieredstorage needs capstan serve's data directory to keep blocks in, and none is configured"
 	}
-	if budget <= 0 {
-		return fmt.Sprintf("tieredstorage on node %s has no budget: its instance type has no local storage; set spec.kvCacheSpec.l2CacheSpec.l2CacheSize or use redis", node)
+	dir := tieredDir(c.o.DataDir, p.cluster, node)
+	room, err := c.room(dir)
+	if err != nil {
+		return 0, "", fmt.Sprintf("tieredstorage on node %s: %v", node, err)
 	}
+	if p.l2Size > 0 {
+		if room < p.l2Size {
+			return 0, "", fmt.Sprintf("tieredstorage on node %s needs %s (spec.kvCacheSpec.l2CacheSpec.l2CacheSize) in %s, but its file system has %s free; free disk space or lower l2CacheSize",
+				node, manifest.FormatBytes(p.l2Size), dir, manifest.FormatBytes(room))
+		}
+		return p.l2Size, "", ""
+	}
+	def := manifest.DefaultTieredStorageBytes(it)
+	switch {
+	case def <= 0:
+		return 0, "", fmt.Sprintf("tieredstorage on node %s: %s has no local storage; set spec.kvCacheSpec.l2CacheSpec.l2CacheSize or use redis", node, it.Name)
+	case room >= def:
+		return def, "", ""
+	case room < minDefaultTieredBytes:
+		return 0, "", fmt.Sprintf("tieredstorage on node %s needs at least %s in %s, but its file system has %s free; free disk space or use redis",
+			node, manifest.FormatBytes(minDefaultTieredBytes), dir, manifest.FormatBytes(room))
+	}
+	budget = room &^ (1<<30 - 1)
+	return budget, fmt.Sprintf("tieredstorage on node %s gets %s, not the default %s: that is the room in %s (set spec.kvCacheSpec.l2CacheSpec.l2CacheSize to choose)",
+		node, manifest.FormatBytes(budget), manifest.FormatBytes(def), dir), ""
+}
+
+// room is what a store in dir may grow to: its file system's free space
+// plus what the store already holds.
+func (c *Controller) room(dir string) (int64, error) {
 	free, err := c.diskFree(existing(dir))
 	if err != nil {
-		return fmt.Sprintf("tieredstorage on node %s: cannot read the free space of %s: %v", node, dir, err)
+		return 0, err
 	}
 	held, err := dirBytes(dir)
 	if err != nil {
-		return fmt.Sprintf("tieredstorage on node %s: cannot read %s: %v", node, dir, err)
+		return 0, fmt.Errorf("read %s: %w", dir, err)
 	}
-	if free+held < budget {
-		return fmt.Sprintf("tieredstorage on node %s needs %s (spec.kvCacheSpec.l2CacheSpec.l2CacheSize) in %s, but its file system has %s free; free disk space or lower l2CacheSize",
-			node, manifest.FormatBytes(budget), dir, manifest.FormatBytes(free+held))
-	}
-	return ""
+	return free + held, nil
 }

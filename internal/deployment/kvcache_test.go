@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
@@ -180,24 +181,55 @@ func TestTieredStorageDiskRefused(t *testing.T) {
 	}
 }
 
+// TestTieredStorageDefaultShrinks: without l2CacheSize the budget is the
+// default (ml.g5.24xlarge: 100Gi) or, on a smaller disk, the whole GiB of
+// room there is, with an event saying so; below 1 GiB of room the replica
+// does not start.
+func TestTieredStorageDefaultShrinks(t *testing.T) {
+	h := newHarness(t, withDataDir(t.TempDir()))
+	free := int64(30<<30 + 12345)
+	h.svc.Controller().diskFree = func(string) (int64, error) { return free, nil }
+	h.apply(iec("demo", 1, 1, "  kvCacheSpec: {enableL2Cache: true, l2CacheSpec: {l2CacheBackend: tieredstorage}}\n"))
+	h.reconcile(kIEC("demo"))
+	starts := h.rt.Starts()
+	if len(starts) != 1 || !slices.Contains(starts[0].Args, "--tiered-storage-bytes=32212254720") {
+		t.Fatalf("starts %+v", starts)
+	}
+	if reasons := h.eventReasons(manifest.KindInferenceEndpointConfig, "demo"); slices.Index(reasons, "TieredStorageSized") < 0 {
+		t.Fatalf("events %v lack TieredStorageSized", reasons)
+	}
+
+	free = 1<<30 - 1
+	h.apply(iec("small", 1, 1, "  kvCacheSpec: {enableL2Cache: true, l2CacheSpec: {l2CacheBackend: tieredstorage}}\n"))
+	h.reconcile(kIEC("small"))
+	c := condition(h.get(manifest.KindInferenceEndpointConfig, "small"), manifest.ConditionReady)
+	if len(h.rt.Starts()) != 1 || !strings.Contains(c.Message, "needs at least 1 GiB") {
+		t.Fatalf("%d starts, Ready %+v", len(h.rt.Starts()), c)
+	}
+}
+
 // TestTieredStorageRealDisk checks against the real file system: a budget
-// far beyond any test machine's disk is refused, a small one starts, and
+// far beyond any test machine's disk is refused, a small one fits, and
 // what the node's store already holds counts as room.
 func TestTieredStorageRealDisk(t *testing.T) {
 	data := t.TempDir()
 	h := newHarness(t, withDataDir(data))
 	c := h.svc.Controller()
-	dir := filepath.Join(data, "tieredstorage", "ml-cluster", "n")
-	if why := c.tieredRoom(dir, 1<<20, "n"); why != "" {
-		t.Fatalf("1 MiB refused: %s", why)
+	it, _ := catalog.Default().InstanceType("ml.g5.24xlarge")
+	budget := func(size int64) (int64, string) {
+		b, _, why := c.tieredBudget(&plan{cluster: "ml-cluster", tiered: true, l2Size: size}, it, "n")
+		return b, why
 	}
-	if why := c.tieredRoom(dir, 1<<62, "n"); !strings.Contains(why, "needs 4 EiB") {
+	if b, why := budget(1 << 20); b != 1<<20 || why != "" {
+		t.Fatalf("1 MiB: %d, %q", b, why)
+	}
+	if _, why := budget(1 << 62); !strings.Contains(why, "needs 4 EiB") {
 		t.Fatalf("4 EiB: %q", why)
 	}
-	free, err := freeBytes(data)
-	if err != nil || free <= 0 {
+	if free, err := freeBytes(data); err != nil || free <= 0 {
 		t.Fatalf("free %d, %v", free, err)
 	}
+	dir := tieredDir(data, "ml-cluster", "n")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -205,10 +237,10 @@ func TestTieredStorageRealDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.diskFree = func(string) (int64, error) { return 1 << 20, nil }
-	if why := c.tieredRoom(dir, 2<<20, "n"); why != "" {
+	if _, why := budget(2 << 20); why != "" {
 		t.Fatalf("1 MiB free beside a 1 MiB store refused 2 MiB: %s", why)
 	}
-	if why := c.tieredRoom(dir, 3<<20, "n"); why == "" {
+	if _, why := budget(3 << 20); why == "" {
 		t.Fatal("3 MiB accepted with 2 MiB of room")
 	}
 }

@@ -31,19 +31,19 @@ type plan struct {
 	req           cluster.Resources
 	// gpus is the tensor-parallel degree; 0 means all GPUs of the instance
 	// type the replica lands on (JumpStartModel).
-	gpus       int
-	modelHint  string // catalog id or alias from the manifest, when it names one
-	env        map[string]string
-	strategy   string
-	kvaware    bool
-	l1         bool
-	l2URL      string
+	gpus      int
+	modelHint string // catalog id or alias from the manifest, when it names one
+	env       map[string]string
+	strategy  string
+	kvaware   bool
+	l1        bool
+	l2URL     string
 	// l1Size is kvCacheSpec.l1CacheSize in bytes (0: the default, l1Bytes).
 	l1Size int64
 	// tiered switches the tieredstorage tier on; l2Size is its budget per
 	// node from l2CacheSize (0: manifest.DefaultTieredStorageBytes).
-	tiered bool
-	l2Size int64
+	tiered     bool
+	l2Size     int64
 	replicas   int
 	autoscale  *manifest.AutoScalingSpec
 	maxDeploy  time.Duration
