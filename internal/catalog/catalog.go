@@ -163,7 +163,14 @@ type InstanceType struct {
 	MemoryGiB    int     `json:"memoryGiB"`
 	PricePerHour float64 `json:"pricePerHour"`
 	TrainingPlan bool    `json:"trainingPlan,omitempty"`
+	// LocalStorageGB is the local NVMe instance store in decimal GB (AWS
+	// publishes it so: ml.g5.xlarge 250 GB); 0 means none (EBS only).
+	// capstan's tieredstorage KV tier lives on it.
+	LocalStorageGB int `json:"localStorageGB,omitempty"`
 }
+
+// LocalStorageBytes is LocalStorageGB in bytes.
+func (it InstanceType) LocalStorageBytes() int64 { return int64(it.LocalStorageGB) * 1e9 }
 
 // IsCPU reports whether it has no GPU or accelerator.
 func (it InstanceType) IsCPU() bool { return it.CPU != "" }
@@ -265,6 +272,9 @@ func New(gpus []GPU, models []Model, instances []InstanceType, cpus ...CPUPlatfo
 		}
 	}
 	for _, it := range instances {
+		if it.LocalStorageGB < 0 {
+			return nil, fmt.Errorf("catalog: instance type %q: localStorageGB must not be negative", it.Name)
+		}
 		if it.CPU != "" {
 			p, ok := c.cpus[strings.ToLower(it.CPU)]
 			switch {

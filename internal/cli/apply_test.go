@@ -84,7 +84,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	svc, err := deployment.New(deployment.Options{
 		Store: st, Clock: clk, Registerer: prometheus.NewRegistry(),
 		Engine:  serving.New(serving.Options{Runtime: rt, Router: gw, EngineArgs: []string{"--time-scale=0"}}),
-		Cluster: cl, Gateway: gw, GatewayURL: "http://127.0.0.1:8080",
+		Cluster: cl, Gateway: gw, GatewayURL: "http://127.0.0.1:8080", DataDir: t.TempDir(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,9 @@ reasons (including why replicas are pending), and the most recent events.`,
 			}
 			var evs manifestapi.EventList
 			evErr := c.do(cmd.Context(), http.MethodGet, manifestapi.ObjectPath(res, ns, name)+"/events", nil, &evs)
-			o.describe(cmd.OutOrStdout(), obj, evs.Items, evErr)
+			var kv manifestapi.KVCacheReport
+			kvErr := c.do(cmd.Context(), http.MethodGet, manifestapi.ObjectPath(res, ns, name)+"/kvcache", nil, &kv)
+			o.describe(cmd.OutOrStdout(), obj, evs.Items, evErr, kv.KVCacheReport, kvErr)
 			return nil
 		},
 	}
@@ -69,7 +71,7 @@ reasons (including why replicas are pending), and the most recent events.`,
 
 // describe writes the summary. Sections are aligned tables; empty values
 // read "<none>" as in kubectl.
-func (o *manifestsOptions) describe(w io.Writer, obj manifest.Object, events []manifest.Event, evErr error) {
+func (o *manifestsOptions) describe(w io.Writer, obj manifest.Object, events []manifest.Event, evErr error, kvr manifest.KVCacheReport, kvErr error) {
 	m, st, s := obj.GetMeta(), obj.GetStatus(), summarize(obj)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	kv := func(indent int, k, v string) { fmt.Fprintf(tw, "%s%s:\t%s\n", strings.Repeat("  ", indent), k, v) }
@@ -123,11 +125,7 @@ func (o *manifestsOptions) describe(w io.Writer, obj manifest.Object, events []m
 		}
 	}
 	if kvc != nil {
-		l2 := "off"
-		if kvc.EnableL2Cache != nil && *kvc.EnableL2Cache && kvc.L2CacheSpec != nil {
-			l2 = kvc.L2CacheSpec.L2CacheBackend
-		}
-		kv(1, "KV Cache", fmt.Sprintf("L1 %s, L2 %s", onOff(kvc.EnableL1Cache), l2))
+		kv(1, "KV Cache", describeKVSpec(kvc))
 	}
 	if ir != nil && ir.Enabled != nil && *ir.Enabled {
 		kv(1, "Intelligent Routing", ir.RoutingStrategy)
@@ -167,6 +165,7 @@ func (o *manifestsOptions) describe(w io.Writer, obj manifest.Object, events []m
 		kv(1, "Metrics", ms.State+": "+ms.ErrorMessage)
 	}
 	_ = tw.Flush()
+	describeKVCache(w, kvr, kvErr)
 
 	tw = tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	fmt.Fprintln(w, "Conditions:")
@@ -197,6 +196,84 @@ func (o *manifestsOptions) describe(w io.Writer, obj manifest.Object, events []m
 		}
 		_ = tw.Flush()
 	}
+}
+
+// describeKVSpec is the spec's tiers in a line: "L1 on (8Gi), L2
+// tieredstorage (20Gi)"; a size shows only where it is set.
+func describeKVSpec(kvc *manifest.KVCacheSpec) string {
+	l1 := onOff(kvc.EnableL1Cache)
+	if kvc.L1On() && kvc.L1CacheSize != "" {
+		l1 += " (" + string(kvc.L1CacheSize) + ")"
+	}
+	l2 := "off"
+	if kvc.L2On() {
+		l2 = kvc.L2CacheSpec.L2CacheBackend
+		if kvc.L2Backend() == manifest.L2BackendTieredStorage && kvc.L2CacheSpec.L2CacheSize != "" {
+			l2 += " (" + string(kvc.L2CacheSpec.L2CacheSize) + ")"
+		}
+	}
+	return fmt.Sprintf("L1 %s, L2 %s", l1, l2)
+}
+
+// kvScopes words a tier's scope in the table.
+var kvScopes = map[string]string{manifest.KVScopeReplica: "per replica", manifest.KVScopeNode: "per node", manifest.KVScopeShared: "shared"}
+
+// describeKVCache writes the KV Cache Tiers section: each tier's size, use and
+// hit rate, as the server computed them from the replicas' metrics.
+func describeKVCache(w io.Writer, r manifest.KVCacheReport, err error) {
+	fmt.Fprintln(w, "KV Cache Tiers:")
+	if err != nil {
+		fmt.Fprintf(w, "  <unavailable: %s>\n", formatAPIError(err))
+		return
+	}
+	if len(r.Tiers) == 0 {
+		fmt.Fprintln(w, "  <none>")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "  TIER\tSCOPE\tSIZE\tUSE\tHIT RATE")
+	for _, t := range r.Tiers {
+		scope := kvScopes[t.Scope]
+		if scope == "" {
+			scope = t.Scope
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", t.Name, scope, kvSize(t), percent(t.Usage), percent(t.HitRate))
+	}
+	_ = tw.Flush()
+	switch {
+	case r.Replicas == 0:
+		fmt.Fprintln(w, "  No replica runs: sizes are from the spec.")
+	case r.Scraped == 0:
+		fmt.Fprintf(w, "  No metrics from the %d replica(s) yet: sizes are from their flags.\n", r.Replicas)
+	case r.QueriedTokens == 0:
+		fmt.Fprintf(w, "  Metrics of %d/%d replicas. No prompt looked up yet.\n", r.Scraped, r.Replicas)
+	default:
+		fmt.Fprintf(w, "  Metrics of %d/%d replicas. Hit rate: the share of the %.0f prompt tokens looked up that the tier served.\n",
+			r.Scraped, r.Replicas, r.QueriedTokens)
+	}
+}
+
+// kvSize is "2 × 8 GiB" (units × each), "8 GiB each" when none runs,
+// tokens when a GPU's bytes are unknown, "-" when nothing is known.
+func kvSize(t manifest.KVTierReport) string {
+	switch {
+	case t.Units > 0 && t.EachBytes > 0:
+		return fmt.Sprintf("%d × %s", t.Units, manifest.FormatBytes(t.EachBytes))
+	case t.Units > 0 && t.CapacityTokens > 0:
+		return fmt.Sprintf("%d × %d tokens", t.Units, t.CapacityTokens/int64(t.Units))
+	case t.Units == 0 && t.EachBytes > 0 && t.Scope == manifest.KVScopeShared:
+		return manifest.FormatBytes(t.EachBytes)
+	case t.EachBytes > 0:
+		return manifest.FormatBytes(t.EachBytes) + " each"
+	}
+	return "-"
+}
+
+func percent(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*p*100, 'f', 1, 64) + "%"
 }
 
 func onOff(b *bool) string {

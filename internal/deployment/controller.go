@@ -59,6 +59,10 @@ type Controller struct {
 
 	evmu sync.Mutex
 	evs  map[string][]manifest.Event
+
+	// diskFree reads a file system's free bytes (freeBytes; tests fake a
+	// full disk with it).
+	diskFree func(path string) (int64, error)
 }
 
 var _ gateway.Activator = (*Controller)(nil)
@@ -115,7 +119,7 @@ type failure struct{ reason, message string }
 func newController(o Options, m *metrics) *Controller {
 	c := &Controller{o: o, m: m, log: o.Logger, eng: o.Engine, rt: o.Engine.Runtime(), states: map[string]*objState{},
 		owners: map[string]string{}, routes: map[string]string{}, retiring: map[string]bool{},
-		evs: map[string][]manifest.Event{}}
+		evs: map[string][]manifest.Event{}, diskFree: freeBytes}
 	c.queue = reconcile.New(c.Reconcile, func(k string, err error) {
 		if !errors.Is(err, errConflict) {
 			c.log.Warn("reconcile", "object", k, "err", err)
@@ -725,7 +729,25 @@ func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p
 				continue
 			}
 		}
-		started, err := c.eng.Ensure(ctx, c.replicaSpec(r.ID, p, it, res))
+		node, _ := c.o.Cluster.NodeOf(r.ID)
+		budget := p.tieredBytes(it)
+		if p.tiered && !c.runs(r.ID) {
+			// Sized when it starts, from the disk there is then; a replica
+			// that runs keeps its budget (a full disk costs misses).
+			b, note, why := c.tieredBudget(p, it, node.Name)
+			if why != "" {
+				if st.startErr[r.ID] != why {
+					c.event(k, manifest.EventWarning, ReasonInsufficientDisk, fmt.Sprintf("replica %s did not start: %s", r.ID, why))
+				}
+				st.startErr[r.ID] = why
+				continue
+			}
+			if note != "" {
+				c.event(k, manifest.EventNormal, "TieredStorageSized", note)
+			}
+			budget = b
+		}
+		started, err := c.eng.Ensure(ctx, c.replicaSpec(r.ID, p, it, node.Name, budget, res))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -741,7 +763,6 @@ func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p
 		if !started {
 			continue
 		}
-		node, _ := c.o.Cluster.NodeOf(r.ID)
 		c.event(k, manifest.EventNormal, "Started", fmt.Sprintf("replica %s started on node %s (%s)", r.ID, node.Name, where(node, r.ID, it)))
 	}
 }
@@ -829,12 +850,30 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 	return catalog.InstanceType{}, false
 }
 
-// replicaSpec is what the runtime starts for replica id on instance type it;
-// the engine adds its own flags and the KV events port.
-func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, res modelsource.Result) runtime.ReplicaSpec {
+// ReasonInsufficientDisk is the Warning event of a replica that does not
+// start because its node's tieredstorage budget does not fit on the disk.
+const ReasonInsufficientDisk = "InsufficientDisk"
+
+// runs reports whether the runtime runs replica id (in any state but
+// stopped).
+func (c *Controller) runs(id string) bool {
+	r, err := c.rt.Get(id)
+	return err == nil && r.State != runtime.StateStopped
+}
+
+// replicaSpec is what the runtime starts for replica id on instance type it
+// on node, with a tieredstorage budget of tiered bytes when the plan has
+// that tier; the engine adds its own flags and the KV events port.
+func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, node string, tiered int64, res modelsource.Result) runtime.ReplicaSpec {
 	var args []string
 	if p.l1 {
 		args = append(args, "--cpu-cache-bytes="+strconv.FormatInt(p.l1Bytes(it), 10))
+	}
+	if p.tiered {
+		// One store per node, shared by every replica on it (of any
+		// deployment); each replica bounds it by its own budget.
+		args = append(args, "--tiered-storage-dir="+tieredDir(c.o.DataDir, p.cluster, node),
+			"--tiered-storage-bytes="+strconv.FormatInt(tiered, 10))
 	}
 	if p.l2URL != "" {
 		args = append(args, "--shared-cache="+p.l2URL)
@@ -863,7 +902,15 @@ func (c *Controller) route(p *plan, rec *record, model string, exclude []string)
 			ids = append(ids, r.ID)
 		}
 	}
-	vr := gateway.VariantRoute{Name: VariantName, Weight: 1, RoutingStrategy: p.strategy, Model: model, Backends: c.eng.Backends(ids)}
+	backends := c.eng.Backends(ids)
+	for i := range backends {
+		// The router counts a block in a node's tieredstorage as near to
+		// every replica on that node.
+		if n, ok := c.o.Cluster.NodeOf(backends[i].ID); ok {
+			backends[i].Node = n.Name
+		}
+	}
+	vr := gateway.VariantRoute{Name: VariantName, Weight: 1, RoutingStrategy: p.strategy, Model: model, Backends: backends}
 	route = gateway.Route{Endpoint: p.route, Variants: []gateway.VariantRoute{vr}}
 	if n := len(vr.Backends); n > 0 && p.maxConcurrent > 0 {
 		// Per-replica limits (the nginx sidecar's, upstream) summed over the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +78,11 @@ type Options struct {
 	// NodeEvents, when set, hears which replica is bound to or moved off
 	// which node, for the node's own events (`capstan describe node`).
 	NodeEvents NodeEvents
+	// DataDir is capstan serve's data directory: each node's tieredstorage
+	// KV store lives in DataDir/tieredstorage/<cluster>/<node>. Empty, a
+	// deployment with tieredstorage does not start its replicas (the
+	// status says why).
+	DataDir string
 }
 
 // NodeEvents records events on nodes (*hyperpod.Service).
@@ -140,6 +146,15 @@ func New(o Options) (*Service, error) {
 	}
 	if o.MaxEvents <= 0 {
 		o.MaxEvents = 64
+	}
+	if o.DataDir != "" {
+		// Replicas run in their own directories: a relative path would
+		// name a different store in each.
+		abs, err := filepath.Abs(o.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("deployment: data directory: %w", err)
+		}
+		o.DataDir = abs
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {

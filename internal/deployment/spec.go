@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
@@ -32,13 +31,19 @@ type plan struct {
 	req           cluster.Resources
 	// gpus is the tensor-parallel degree; 0 means all GPUs of the instance
 	// type the replica lands on (JumpStartModel).
-	gpus       int
-	modelHint  string // catalog id or alias from the manifest, when it names one
-	env        map[string]string
-	strategy   string
-	kvaware    bool
-	l1         bool
-	l2URL      string
+	gpus      int
+	modelHint string // catalog id or alias from the manifest, when it names one
+	env       map[string]string
+	strategy  string
+	kvaware   bool
+	l1        bool
+	l2URL     string
+	// l1Size is kvCacheSpec.l1CacheSize in bytes (0: the default, l1Bytes).
+	l1Size int64
+	// tiered switches the tieredstorage tier on; l2Size is its budget per
+	// node from l2CacheSize (0: manifest.DefaultTieredStorageBytes).
+	tiered     bool
+	l2Size     int64
 	replicas   int
 	autoscale  *manifest.AutoScalingSpec
 	maxDeploy  time.Duration
@@ -124,14 +129,8 @@ func planFor(obj manifest.Object) (*plan, error) {
 		p.route = p.name
 	}
 	if kvs != nil {
-		p.l1 = kvs.EnableL1Cache == nil || *kvs.EnableL1Cache
-		if kvs.EnableL2Cache != nil && *kvs.EnableL2Cache && kvs.L2CacheSpec != nil {
-			switch strings.ToLower(kvs.L2CacheSpec.L2CacheBackend) {
-			case manifest.L2BackendRedis:
-				p.l2URL = kvs.L2CacheSpec.L2CacheLocalURL
-			default:
-				// Another backend leaves L2 off; manifest.IgnoredFields warns.
-			}
+		if err := p.kvCache(kvs); err != nil {
+			return nil, err
 		}
 	}
 	// Every accepted field without effect here, from the one table that
@@ -150,6 +149,33 @@ func planFor(obj manifest.Object) (*plan, error) {
 		p.strategy = "LEAST_OUTSTANDING_REQUESTS"
 	}
 	return p, nil
+}
+
+// kvCache reads the KV tiers of kvs (validated: a size that does not
+// parse here is a defect of validation, reported as an invalid spec).
+func (p *plan) kvCache(kvs *manifest.KVCacheSpec) error {
+	p.l1 = kvs.L1On()
+	if p.l1 && kvs.L1CacheSize != "" {
+		n, err := kvs.L1CacheSize.Bytes()
+		if err != nil {
+			return fmt.Errorf("spec.kvCacheSpec.l1CacheSize: %w", err)
+		}
+		p.l1Size = n
+	}
+	switch kvs.L2Backend() {
+	case manifest.L2BackendRedis:
+		p.l2URL = kvs.L2CacheSpec.L2CacheLocalURL
+	case manifest.L2BackendTieredStorage:
+		p.tiered = true
+		if q := kvs.L2CacheSpec.L2CacheSize; q != "" {
+			n, err := q.Bytes()
+			if err != nil {
+				return fmt.Errorf("spec.kvCacheSpec.l2CacheSpec.l2CacheSize: %w", err)
+			}
+			p.l2Size = n
+		}
+	}
+	return nil
 }
 
 func deref(p *int32, def int32) int32 {
@@ -218,14 +244,26 @@ func (p *plan) tensorParallel(it catalog.InstanceType) int {
 	return max(p.gpus, 1)
 }
 
-// l1Bytes sizes the CPU KV tier: the worker's memory request, or its share
-// (by GPUs) of half the instance's memory when it asks for none.
+// l1Bytes sizes the CPU KV tier: l1CacheSize, else the worker's memory
+// request, else its share (by GPUs) of half the instance's memory.
 func (p *plan) l1Bytes(it catalog.InstanceType) int64 {
+	if p.l1Size > 0 {
+		return p.l1Size
+	}
 	if p.req.MemoryBytes > 0 {
 		return p.req.MemoryBytes
 	}
 	share := float64(p.tensorParallel(it)) / float64(max(it.GPUCount, 1))
 	return int64(float64(int64(it.MemoryGiB)<<30) / 2 * min(share, 1))
+}
+
+// tieredBytes is the tieredstorage budget of a node of it: l2CacheSize,
+// else manifest.DefaultTieredStorageBytes (0 without local storage).
+func (p *plan) tieredBytes(it catalog.InstanceType) int64 {
+	if p.l2Size > 0 {
+		return p.l2Size
+	}
+	return manifest.DefaultTieredStorageBytes(it)
 }
 
 // template is everything that, when it changes, needs new replicas (a
@@ -244,11 +282,16 @@ type template struct {
 	Model    string `json:"model"`
 	ModelDir string `json:"modelDir"`
 	Route    string `json:"route"`
+	// The KV sizes and tieredstorage came later: omitted when unset, so
+	// the hashes of records written before them stay valid.
+	L1Size int64 `json:"l1Size,omitempty"`
+	Tiered bool  `json:"tiered,omitempty"`
+	L2Size int64 `json:"l2Size,omitempty"`
 }
 
 func (p *plan) templateHash(model, dir string) string {
 	t := template{InstanceTypes: p.instanceTypes, Req: p.req, GPUs: p.gpus, Env: p.env, KVAware: p.kvaware,
-		L1: p.l1, L2: p.l2URL, Model: model, ModelDir: dir, Route: p.route}
+		L1: p.l1, L2: p.l2URL, Model: model, ModelDir: dir, Route: p.route, L1Size: p.l1Size, Tiered: p.tiered, L2Size: p.l2Size}
 	b, _ := json.Marshal(t) // maps marshal in key order: stable
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])

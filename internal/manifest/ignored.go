@@ -1,9 +1,6 @@
 package manifest
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // IgnoredField is one field of a manifest that capstan accepts (it decodes
 // and validates) but that has no effect here. The deployment controller
@@ -171,10 +168,14 @@ var ignoredFieldRules = []IgnoredFieldRule{
 		Reason: "capstan configures its cache tiers from the other kvCacheSpec fields",
 		iec:    func(s *InferenceEndpointConfigSpec) []string { return cacheFile(s.KVCacheSpec) },
 		jsm:    func(s *JumpStartModelSpec) []string { return cacheFile(s.KVCacheSpec) }},
-	{Path: "spec.kvCacheSpec.l2CacheSpec", Kinds: bothKinds, When: "l2CacheBackend tieredstorage with enableL2Cache",
-		Reason: "only the redis L2 backend exists in capstan, so the L2 tier is off",
-		iec:    func(s *InferenceEndpointConfigSpec) []string { return l2Tiered(s.KVCacheSpec) },
-		jsm:    func(s *JumpStartModelSpec) []string { return l2Tiered(s.KVCacheSpec) }},
+	{Path: "spec.kvCacheSpec.l1CacheSize", Kinds: bothKinds, When: "enableL1Cache false",
+		Reason: "the L1 tier is off, so it has no size",
+		iec:    func(s *InferenceEndpointConfigSpec) []string { return l1SizeOff(s.KVCacheSpec) },
+		jsm:    func(s *JumpStartModelSpec) []string { return l1SizeOff(s.KVCacheSpec) }},
+	{Path: "spec.kvCacheSpec.l2CacheSpec.l2CacheSize", Kinds: bothKinds, When: "l2CacheBackend redis, or enableL2Cache not true",
+		Reason: "it sizes the tieredstorage tier only; a redis L2 is bounded by the Redis server's own memory",
+		iec:    func(s *InferenceEndpointConfigSpec) []string { return l2SizeUnused(s.KVCacheSpec) },
+		jsm:    func(s *JumpStartModelSpec) []string { return l2SizeUnused(s.KVCacheSpec) }},
 	{Path: "spec.intelligentRoutingSpec.autoScalingSpec", Kinds: bothKinds, When: "set",
 		Reason: "the router is part of the capstan gateway, not a separate deployment to scale",
 		iec:    func(s *InferenceEndpointConfigSpec) []string { return routerScaling(s.IntelligentRoutingSpec) },
@@ -227,9 +228,13 @@ func cacheFile(kv *KVCacheSpec) []string {
 	return when(kv != nil && kv.CacheConfigFile != "", "spec.kvCacheSpec.cacheConfigFile")
 }
 
-func l2Tiered(kv *KVCacheSpec) []string {
-	return when(kv != nil && kv.EnableL2Cache != nil && *kv.EnableL2Cache && kv.L2CacheSpec != nil &&
-		!strings.EqualFold(kv.L2CacheSpec.L2CacheBackend, L2BackendRedis), "spec.kvCacheSpec.l2CacheSpec.l2CacheBackend")
+func l1SizeOff(kv *KVCacheSpec) []string {
+	return when(kv != nil && kv.L1CacheSize != "" && !kv.L1On(), "spec.kvCacheSpec.l1CacheSize")
+}
+
+func l2SizeUnused(kv *KVCacheSpec) []string {
+	return when(kv != nil && kv.L2CacheSpec != nil && kv.L2CacheSpec.L2CacheSize != "" && kv.L2Backend() != L2BackendTieredStorage,
+		"spec.kvCacheSpec.l2CacheSpec.l2CacheSize")
 }
 
 func routerScaling(ir *IntelligentRoutingSpec) []string {

@@ -64,7 +64,7 @@ func TestIgnoredFields(t *testing.T) {
 			"spec.worker.requestLimits.overflowStatusCode", "spec.worker.environmentVariables[1].valueFrom",
 			"spec.kubernetes.serviceAccountName", "spec.kubernetes.schedulerName",
 			"spec.modelSourceConfig.huggingFaceModel.tokenSecretRef", "spec.kvCacheSpec.cacheConfigFile",
-			"spec.kvCacheSpec.l2CacheSpec.l2CacheBackend", "spec.intelligentRoutingSpec.autoScalingSpec"}},
+			"spec.intelligentRoutingSpec.autoScalingSpec"}},
 		{"jsm", ignoredJSM, []string{"spec.tlsConfig", "spec.metrics.metricsScrapeIntervalSeconds",
 			"spec.model.acceptEula", "spec.model.gatedModelDownloadRole", "spec.server.executionRole"}},
 	} {
@@ -88,6 +88,38 @@ func TestIgnoredFields(t *testing.T) {
 			}
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("ignored fields\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// TestIgnoredKVCacheFields: tieredstorage is a real L2 backend (no
+// warning); the capstan sizes warn only where they size nothing.
+func TestIgnoredKVCacheFields(t *testing.T) {
+	jsm := ignoredJSM[:strings.Index(ignoredJSM, "spec:")] + "spec:\n  model: {modelId: deepseek-llm-r1-distill-qwen-1-5b}\n  server: {instanceType: ml.g5.8xlarge}\n  kvCacheSpec: "
+	for _, tc := range []struct {
+		name, kv string
+		want     []string
+	}{
+		{"tieredstorage", "{enableL2Cache: true, l2CacheSpec: {l2CacheBackend: tieredstorage}}", nil},
+		{"tieredstorage any case, sized", "{l1CacheSize: 8Gi, enableL2Cache: true, l2CacheSpec: {l2CacheBackend: TieredStorage, l2CacheSize: 20Gi}}", nil},
+		{"redis sized", `{enableL2Cache: true, l2CacheSpec: {l2CacheBackend: redis, l2CacheLocalUrl: "redis://127.0.0.1:6379", l2CacheSize: 20Gi}}`,
+			[]string{"spec.kvCacheSpec.l2CacheSpec.l2CacheSize"}},
+		{"tieredstorage sized, L2 off", "{enableL2Cache: false, l2CacheSpec: {l2CacheBackend: tieredstorage, l2CacheSize: 20Gi}}",
+			[]string{"spec.kvCacheSpec.l2CacheSpec.l2CacheSize"}},
+		{"L1 off, sized", "{enableL1Cache: false, l1CacheSize: 8Gi}", []string{"spec.kvCacheSpec.l1CacheSize"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := Load([]byte(jsm + tc.kv + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range IgnoredFields(objs[0]) {
+				got = append(got, f.Path)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("ignored %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -365,6 +365,32 @@ func TestValidateIEC(t *testing.T) {
 		{"kvCache redis URL scheme", func(o *InferenceEndpointConfig) {
 			o.Spec.KVCacheSpec = &KVCacheSpec{L2CacheSpec: &L2CacheSpec{L2CacheBackend: "redis", L2CacheLocalURL: "http://x:6379"}}
 		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheLocalUrl", "redis://"},
+		{"l1CacheSize unparseable", func(o *InferenceEndpointConfig) { o.Spec.KVCacheSpec = &KVCacheSpec{L1CacheSize: "8GB"} }, "spec.kvCacheSpec.l1CacheSize", "not a size in bytes"},
+		{"l1CacheSize zero", func(o *InferenceEndpointConfig) { o.Spec.KVCacheSpec = &KVCacheSpec{L1CacheSize: "0"} }, "spec.kvCacheSpec.l1CacheSize", "must be positive"},
+		{"l1CacheSize negative", func(o *InferenceEndpointConfig) { o.Spec.KVCacheSpec = &KVCacheSpec{L1CacheSize: "-1Gi"} }, "spec.kvCacheSpec.l1CacheSize", "must be positive"},
+		{"l1CacheSize fraction of a byte", func(o *InferenceEndpointConfig) { o.Spec.KVCacheSpec = &KVCacheSpec{L1CacheSize: "0.5"} }, "spec.kvCacheSpec.l1CacheSize", "whole number of bytes"},
+		{"l1CacheSize over the instance's memory", func(o *InferenceEndpointConfig) { o.Spec.KVCacheSpec = &KVCacheSpec{L1CacheSize: "193Gi"} }, "spec.kvCacheSpec.l1CacheSize", "192 GiB of memory of ml.g5.12xlarge"},
+		{"l2CacheSize unparseable", func(o *InferenceEndpointConfig) {
+			o.Spec.KVCacheSpec = &KVCacheSpec{EnableL2Cache: ptr(true), L2CacheSpec: &L2CacheSpec{L2CacheBackend: L2BackendTieredStorage, L2CacheSize: "lots"}}
+		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheSize", "not a size in bytes"},
+		{"l2CacheSize zero", func(o *InferenceEndpointConfig) {
+			o.Spec.KVCacheSpec = &KVCacheSpec{EnableL2Cache: ptr(true), L2CacheSpec: &L2CacheSpec{L2CacheBackend: L2BackendTieredStorage, L2CacheSize: "0Gi"}}
+		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheSize", "must be positive"},
+		{"l2CacheSize too large for int64", func(o *InferenceEndpointConfig) {
+			o.Spec.KVCacheSpec = &KVCacheSpec{EnableL2Cache: ptr(true), L2CacheSpec: &L2CacheSpec{L2CacheBackend: L2BackendTieredStorage, L2CacheSize: "9Ei"}}
+		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheSize", "too large"},
+		{"l2CacheSize over the local storage", func(o *InferenceEndpointConfig) {
+			o.Spec.KVCacheSpec = &KVCacheSpec{EnableL2Cache: ptr(true), L2CacheSpec: &L2CacheSpec{L2CacheBackend: "TieredStorage", L2CacheSize: "3801G"}}
+		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheSize", "3800 GB of local instance storage of ml.g5.12xlarge"},
+		{"l2CacheSize over the local storage of one of the types", func(o *InferenceEndpointConfig) {
+			o.Spec.InstanceType, o.Spec.InstanceTypes = "", []string{"ml.g5.12xlarge", "ml.g5.8xlarge"}
+			o.Spec.KVCacheSpec = &KVCacheSpec{EnableL2Cache: ptr(true), L2CacheSpec: &L2CacheSpec{L2CacheBackend: L2BackendTieredStorage, L2CacheSize: "1Ti"}}
+		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheSize", "900 GB of local instance storage of ml.g5.8xlarge"},
+		{"tieredstorage on an instance without local storage", func(o *InferenceEndpointConfig) {
+			o.Spec.InstanceType = "ml.m5.xlarge"
+			o.Spec.Worker.Resources = &ResourceRequirements{Requests: map[string]Quantity{"cpu": "2"}}
+			o.Spec.KVCacheSpec = &KVCacheSpec{EnableL2Cache: ptr(true), L2CacheSpec: &L2CacheSpec{L2CacheBackend: L2BackendTieredStorage}}
+		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheBackend", "ml.m5.xlarge has none"},
 		{"loadBalancer healthCheckPath", func(o *InferenceEndpointConfig) { o.Spec.LoadBalancer = &LoadBalancer{HealthCheckPath: "ping"} }, "spec.loadBalancer.healthCheckPath", "start with /"},
 		{"loadBalancer routingAlgorithm", func(o *InferenceEndpointConfig) { o.Spec.LoadBalancer = &LoadBalancer{RoutingAlgorithm: "random"} }, "spec.loadBalancer.routingAlgorithm", "unsupported"},
 		{"loadBalancer idleTimeout", func(o *InferenceEndpointConfig) {
@@ -472,6 +498,10 @@ func TestValidateJSM(t *testing.T) {
 		{"prometheus targetValue > 0", func(o *JumpStartModel) {
 			o.Spec.AutoScalingSpec = &AutoScalingSpec{PrometheusTriggerList: []PrometheusTrigger{{ServerAddress: "http://p:9090", Query: "up", TargetValue: ptr(0.0)}}}
 		}, "spec.autoScalingSpec.prometheusTriggerList[0].targetValue", "> 0"},
+		{"l1CacheSize over the instance's memory", func(o *JumpStartModel) { o.Spec.KVCacheSpec = &KVCacheSpec{L1CacheSize: "17Gi"} }, "spec.kvCacheSpec.l1CacheSize", "16 GiB of memory of ml.g5.xlarge"},
+		{"l2CacheSize over the local storage", func(o *JumpStartModel) {
+			o.Spec.KVCacheSpec = &KVCacheSpec{EnableL2Cache: ptr(true), L2CacheSpec: &L2CacheSpec{L2CacheBackend: L2BackendTieredStorage, L2CacheSize: "251G"}}
+		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheSize", "250 GB of local instance storage of ml.g5.xlarge"},
 		{"router autoscaling validated", func(o *JumpStartModel) {
 			o.Spec.IntelligentRoutingSpec = &IntelligentRoutingSpec{AutoScalingSpec: &AutoScalingSpec{MaxReplicaCount: ptr[int32](0), MinReplicaCount: ptr[int32](0)}}
 		}, "spec.intelligentRoutingSpec.autoScalingSpec.maxReplicaCount", ">= 1"},

@@ -277,9 +277,15 @@ const (
 	L2BackendTieredStorage = "tieredstorage"
 )
 
-// KVCacheSpec switches the tiered KV cache on.
+// KVCacheSpec switches the tiered KV cache on: L1 is CPU memory in each
+// replica, L2 a shared tier (redis, or tieredstorage on each node's local
+// disk). L1CacheSize is capstan's extension, not the reference schema's.
 type KVCacheSpec struct {
-	EnableL1Cache   *bool        `json:"enableL1Cache,omitempty"`
+	EnableL1Cache *bool `json:"enableL1Cache,omitempty"`
+	// L1CacheSize (capstan's extension) is each replica's L1 size, a
+	// Kubernetes quantity ("8Gi"); unset, the worker's memory request, or
+	// half the replica's share (by GPUs) of the node's memory.
+	L1CacheSize     Quantity     `json:"l1CacheSize,omitempty"`
 	EnableL2Cache   *bool        `json:"enableL2Cache,omitempty"`
 	L2CacheSpec     *L2CacheSpec `json:"l2CacheSpec,omitempty"`
 	CacheConfigFile string       `json:"cacheConfigFile,omitempty"`
@@ -289,6 +295,11 @@ type KVCacheSpec struct {
 type L2CacheSpec struct {
 	L2CacheBackend  string `json:"l2CacheBackend"`
 	L2CacheLocalURL string `json:"l2CacheLocalUrl,omitempty"`
+	// L2CacheSize (capstan's extension) is the tieredstorage budget of each
+	// node, a Kubernetes quantity; unset, DefaultTieredStorageBytes of the
+	// instance type. It has no effect with redis (the server's memory
+	// bounds it).
+	L2CacheSize Quantity `json:"l2CacheSize,omitempty"`
 }
 
 // Routing strategies.

@@ -147,7 +147,7 @@ func (o *InferenceEndpointConfig) Validate() error {
 			errs.add(sp.child("invocationEndpoint"), "routingStrategy kvaware supports only the completions endpoint (v1/completions), not %q", s.InvocationEndpoint)
 		}
 	}
-	validateCommon(commonSpec{s.AutoScalingSpec, s.KVCacheSpec, s.IntelligentRoutingSpec, s.LoadBalancer, s.Metrics, s.TLSConfig, s.DNSConfig}, sp, &errs)
+	validateCommon(commonSpec{s.AutoScalingSpec, s.KVCacheSpec, s.IntelligentRoutingSpec, s.LoadBalancer, s.Metrics, s.TLSConfig, s.DNSConfig, instances}, sp, &errs)
 	if k := s.Kubernetes; k != nil {
 		kp := sp.child("kubernetes")
 		if k.ServiceAccountName != "" && (len(k.ServiceAccountName) > 253 || !reDNSSub.MatchString(k.ServiceAccountName)) {
@@ -210,6 +210,7 @@ func (o *JumpStartModel) Validate() error {
 		}
 		validateNameValues(m.AdditionalConfigs, mp.child("additionalConfigs"), 10, &errs)
 	}
+	var instances []catalog.InstanceType
 	if sv := s.Server; sv == nil {
 		errs.add(sp.child("server"), "required")
 	} else {
@@ -219,6 +220,7 @@ func (o *JumpStartModel) Validate() error {
 			errs.add(svp.child("instanceType"), "required")
 		} else if it, ok := validateInstanceType(sv.InstanceType, svp.child("instanceType"), &errs); ok {
 			instance = &it
+			instances = append(instances, it)
 		}
 		if it := instance; it != nil && model != nil {
 			// capstan's own check (upstream checks the model's supported
@@ -261,7 +263,7 @@ func (o *JumpStartModel) Validate() error {
 	}
 	validateReplicas(s.Replicas, s.MaxDeployTimeInSeconds, sp, &errs)
 	validateJSMEnv(s.EnvironmentVariables, sp.child("environmentVariables"), &errs)
-	validateCommon(commonSpec{s.AutoScalingSpec, s.KVCacheSpec, s.IntelligentRoutingSpec, s.LoadBalancer, s.Metrics, s.TLSConfig, s.DNSConfig}, sp, &errs)
+	validateCommon(commonSpec{s.AutoScalingSpec, s.KVCacheSpec, s.IntelligentRoutingSpec, s.LoadBalancer, s.Metrics, s.TLSConfig, s.DNSConfig, instances}, sp, &errs)
 	return errs.err()
 }
 
@@ -614,32 +616,14 @@ type commonSpec struct {
 	m   *Metrics
 	tls *TLSConfig
 	dns *DNSConfig
+	// instances are the instance types the replicas may land on.
+	instances []catalog.InstanceType
 }
 
 func validateCommon(c commonSpec, sp path, errs *ErrorList) {
 	validateAutoScaling(c.as, sp.child("autoScalingSpec"), errs)
-	if kv := c.kv; kv != nil {
-		kp := sp.child("kvCacheSpec")
-		l2 := kv.EnableL2Cache != nil && *kv.EnableL2Cache
-		if l2 && kv.L2CacheSpec == nil && kv.CacheConfigFile == "" {
-			errs.add(kp.child("l2CacheSpec"), "required when enableL2Cache is true")
-		}
-		if s := kv.L2CacheSpec; s != nil {
-			lp := kp.child("l2CacheSpec")
-			switch strings.ToLower(s.L2CacheBackend) {
-			case "":
-				errs.add(lp.child("l2CacheBackend"), "required; one of redis, tieredstorage")
-			case L2BackendTieredStorage:
-			case L2BackendRedis:
-				if s.L2CacheLocalURL == "" {
-					errs.add(lp.child("l2CacheLocalUrl"), "required for the redis backend")
-				} else if u, err := url.Parse(s.L2CacheLocalURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-					errs.add(lp.child("l2CacheLocalUrl"), "%q must be a redis:// or rediss:// URL", s.L2CacheLocalURL)
-				}
-			default:
-				errs.add(lp.child("l2CacheBackend"), "unsupported value %q; one of redis, tieredstorage", s.L2CacheBackend)
-			}
-		}
+	if c.kv != nil {
+		validateKVCache(c.kv, c.instances, sp.child("kvCacheSpec"), errs)
 	}
 	if ir := c.ir; ir != nil {
 		ip := sp.child("intelligentRoutingSpec")

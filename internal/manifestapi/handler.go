@@ -36,6 +36,13 @@ type Store interface {
 	Events(ctx context.Context, kind, namespace, name string) ([]manifest.Event, error)
 }
 
+// KVCacheStore is a Store that also reports a deployment's KV cache tiers
+// (GET …/{name}/kvcache), with Get's error contract. Without it that path
+// answers 404. internal/deployment's Service implements it.
+type KVCacheStore interface {
+	KVCache(ctx context.Context, kind, namespace, name string) (manifest.KVCacheReport, error)
+}
+
 // Options configure a Handler. Zero values pick the defaults.
 type Options struct {
 	Store  Store
@@ -171,11 +178,15 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
 	if len(seg) == 5 {
-		if seg[4] != "events" {
+		kvs, kvOK := h.store.(KVCacheStore)
+		if seg[4] != "events" && (seg[4] != "kvcache" || !kvOK) {
 			return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", p)
 		}
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
+		}
+		if seg[4] == "kvcache" {
+			return kvCache(ctx, kvs, res, ns, name)
 		}
 		return h.events(ctx, res, ns, name)
 	}
@@ -244,6 +255,17 @@ func (h *Handler) events(ctx context.Context, res Resource, ns, name string) (an
 		evs = []manifest.Event{}
 	}
 	return &EventList{APIVersion: manifest.APIVersion, Kind: "EventList", Items: evs}, http.StatusOK, nil
+}
+
+func kvCache(ctx context.Context, kvs KVCacheStore, res Resource, ns, name string) (any, int, error) {
+	rep, err := kvs.KVCache(ctx, res.Kind, ns, name)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "KV cache of", err))
+	}
+	if rep.Tiers == nil {
+		rep.Tiers = []manifest.KVTierReport{}
+	}
+	return &KVCacheReport{APIVersion: manifest.APIVersion, Kind: "KVCacheReport", KVCacheReport: rep}, http.StatusOK, nil
 }
 
 // readBody reads the request body up to the limit.

@@ -376,6 +376,23 @@ func TestHandler(t *testing.T) {
 		{name: "get not found", method: http.MethodGet, path: iecPath, wantCode: 404, wantReason: ReasonNotFound, golden: "not-found"},
 		{name: "delete not found", method: http.MethodDelete, path: iecPath, wantCode: 404, wantReason: ReasonNotFound},
 		{name: "events not found", method: http.MethodGet, path: iecPath + "/events", wantCode: 404, wantReason: ReasonNotFound},
+		{name: "kvcache not found", method: http.MethodGet, path: iecPath + "/kvcache", wantCode: 404, wantReason: ReasonNotFound},
+		{name: "POST on kvcache", setup: iecDemo, method: http.MethodPost, path: iecPath + "/kvcache", wantCode: 405, wantReason: ReasonMethodNotAllowed},
+		{name: "kvcache", setup: iecDemo + `  kvCacheSpec: {l1CacheSize: 8Gi, enableL2Cache: true, l2CacheSpec: {l2CacheBackend: redis, l2CacheLocalUrl: "redis://127.0.0.1:6379"}}` + "\n", method: http.MethodGet, path: iecPath + "/kvcache", wantCode: 200, golden: "kvcache",
+			prepare: func(t *testing.T, h *harness) {
+				h.reconcile(t, manifest.KindInferenceEndpointConfig, "default", "small")
+			},
+			check: func(t *testing.T, h *harness, b []byte) {
+				var r KVCacheReport
+				if err := json.Unmarshal(b, &r); err != nil {
+					t.Fatal(err)
+				}
+				// The fake replica has no address to scrape: the tiers and
+				// their sizes come from the spec.
+				if r.Kind != "KVCacheReport" || len(r.Tiers) != 3 || r.Tiers[0].Name != manifest.KVTierGPU || r.Tiers[1].EachBytes != 8<<30 {
+					t.Errorf("kvcache = %s", b)
+				}
+			}},
 		{name: "unknown resource", method: http.MethodGet, path: BasePath + "/pods", wantCode: 404, wantReason: ReasonNotFound},
 		{name: "unknown subresource", method: http.MethodGet, path: iecPath + "/logs", wantCode: 404, wantReason: ReasonNotFound},
 		{name: "other group", method: http.MethodGet, path: "/apis/apps/v1/deployments", wantCode: 404, wantReason: ReasonNotFound},

@@ -31,6 +31,14 @@ type EventList struct {
 	Items      []manifest.Event `json:"items"`
 }
 
+// KVCacheReport answers GET .../{name}/kvcache: the deployment's KV cache
+// tiers, computed from its replicas when asked.
+type KVCacheReport struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	manifest.KVCacheReport
+}
+
 // APIResource and APIResourceList are the discovery document at BasePath.
 type APIResource struct {
 	Name         string   `json:"name"`

@@ -66,7 +66,7 @@ func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
 		Store: d.store, Clock: d.clock, Logger: d.log, Registerer: d.reg,
 		Engine: d.eng, Cluster: d.pool, NodeEvents: d.nodeEvents, Gateway: d.gw, Models: d.models, Endpoints: d.endpoints,
 		Triggers: triggers.Build, Catalog: d.cat, StartTimeout: d.cfg.Endpoints.StartTimeout.Duration,
-		Resync: o.Resync, GatewayURL: d.gatewayURL, Region: d.cfg.Region, AccountID: d.cfg.AccountID,
+		Resync: o.Resync, GatewayURL: d.gatewayURL, Region: d.cfg.Region, AccountID: d.cfg.AccountID, DataDir: d.cfg.DataDir,
 	})
 }
 
