@@ -22,7 +22,7 @@
 #   2. measured: rounds 1..REVISITS (each document again, at least docs/2
 #      requests after its previous visit), open loop, Poisson at RATE
 #      requests per simulated second — the same offered load every time, about
-#      4× what GPU only sustains on this workload.
+#      3× what GPU only sustains on this workload.
 # Hit rates by tier come from the replicas' own /metrics over the measured
 # phase (vllm:prefix_cache_hits_total/queries_total and
 # capstan_engine_kv_tier_hits_total{tier} × block size, per queried token;
@@ -37,8 +37,8 @@
 # lower TTFT p90; L2 over L1 ≥ 1.2× throughput. The script reports; it does
 # not fail on a bar.
 #
-#   bench/kvtier.sh            full run (REVISITS 4, TIME_SCALE 0.1), ~4 minutes on 2 cores
-#   QUICK=1 bench/kvtier.sh    REVISITS 2, TIME_SCALE 0.05, ~2 minutes on 2 cores
+#   bench/kvtier.sh            full run (REVISITS 3, TIME_SCALE 0.5), ~9.5 minutes on 2 cores
+#   QUICK=1 bench/kvtier.sh    REVISITS 1, TIME_SCALE 0.2, ~2.5 minutes on 2 cores
 #
 # Knobs (env): CAPSTAN (binary; default: build ./cmd/capstan), OUT (results
 # dir), SETTINGS (default "gpu l1 l1+tieredstorage l1+redis"), TIME_SCALE,
@@ -70,10 +70,10 @@ else
 	REVISITS=${REVISITS:-3}
 fi
 SETTINGS=${SETTINGS:-gpu l1 l1+tieredstorage l1+redis}
-# GPU only recomputes every 4,224-token prompt: ~1.3 s of A10G prefill
-# each, ~0.65 req/s for the two replicas. A revisit served from
-# Redis loads 4,096 tokens × 128 KiB at 5 GB/s (0.11 s) and computes 128, so
-# the tiers sustain several times that. RATE sits between the two.
+# GPU only recomputes every 4,224-token prompt: 2.4 s of A10G prefill
+# each, about 0.8 req/s for the two replicas. A revisit served from Redis
+# loads 4,096 tokens × 128 KiB at 5 GB/s (0.11 s) and computes 128 (0.07 s),
+# so a shared tier sustains several times that. RATE sits between the two.
 RATE=${RATE:-2.5}
 FILL=${FILL:-4}
 PREFIX=${PREFIX:-4096}
