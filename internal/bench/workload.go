@@ -47,6 +47,7 @@ var (
 	_ Workload = (*sharedPrefixWorkload)(nil)
 	_ Workload = (*multiTurnWorkload)(nil)
 	_ Workload = (*fileWorkload)(nil)
+	_ Workload = (*workingSetWorkload)(nil)
 )
 
 // words are the vocabulary of generated text. Each is three letters, so with
@@ -104,7 +105,7 @@ func ParseWorkloadSpec(s string) (WorkloadSpec, error) {
 	name, rest, _ := strings.Cut(strings.TrimSpace(s), ":")
 	spec := WorkloadSpec{Name: name, Params: map[string]string{}}
 	if name == "" {
-		return spec, fmt.Errorf("workload: empty name (want random, shared-prefix, multi-turn or file)")
+		return spec, fmt.Errorf("workload: empty name (want random, shared-prefix, multi-turn, working-set or file)")
 	}
 	if rest == "" {
 		return spec, nil
@@ -221,10 +222,12 @@ func NewWorkload(spec WorkloadSpec, seed uint64) (Workload, error) {
 		return newSharedPrefix(spec, seed)
 	case "multi-turn":
 		return newMultiTurn(spec, seed)
+	case "working-set":
+		return newWorkingSet(spec, seed)
 	case "file":
 		return newFileWorkload(spec)
 	default:
-		return nil, fmt.Errorf("workload: unknown name %q (want random, shared-prefix, multi-turn or file)", spec.Name)
+		return nil, fmt.Errorf("workload: unknown name %q (want random, shared-prefix, multi-turn, working-set or file)", spec.Name)
 	}
 }
 

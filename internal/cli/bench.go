@@ -37,6 +37,7 @@ Workloads (--workload name[:key=value,...]):
   random:input=1024,output=128,dist=fixed|uniform|normal,spread=0.1
   shared-prefix:preset=inference-perf|inference-perf-tiered|inference-perf-70b|small|tiny,scale=1,groups=,prompts=,system=,question=,output=
   multi-turn:sessions=10,turns=5,system=1000,question=200,output=100,think=1s
+  working-set:docs=64|capacity=TOKENS,fill=4,prefix=4096,suffix=128,output=32,revisits=3,gap=docs/2,from=0
   file:path=prompts.jsonl|sharegpt.json,format=auto|jsonl|sharegpt,output=128,limit=
 Arrivals: --arrival poisson|constant (with --rate), concurrency (with --concurrency), sweep,
   trace (--trace bursty | --trace-file FILE, --trace-scale F; or --arrival trace:bursty,scale=F).
