@@ -55,7 +55,7 @@ func Inference() (dashboard.Dashboard, error) {
 		"Left axis: the engines' prefix-cache hit rate (vLLM's prefix_cache_hits / prefix_cache_queries, in tokens; "+
 			"the GPU tier, and with capstan's tiered KV cache also the blocks loaded back from L1 and L2), "+
 			"and the share of prompt tokens the responses report as cached (served). "+
-			"Right axis: KV blocks per second loaded from each tier below the GPU (l1: host memory, l2: the shared store).", "percentunit",
+			"Right axis: KV blocks per second loaded from each tier below the GPU (l1: host memory, tieredstorage: the node's shared disk store, l2: Redis).", "percentunit",
 		q(`sum by (`+byReplicaOwner+`) (rate(vllm:prefix_cache_hits_total`+ep+rate+`)) / sum by (`+byReplicaOwner+`) (rate(vllm:prefix_cache_queries_total`+ep+rate+`))`, replicaOwnerLegend+" gpu prefix cache"),
 		q(`sum by (`+byReplicaOwner+`, tier) (rate(capstan_engine_kv_tier_hits_total`+ep+rate+`))`, replicaOwnerLegend+" {{tier}} blocks/s"),
 		q(`sum by (endpoint) (rate(capstan_gateway_prompt_cached_tokens_total{endpoint=~"$endpoint", source="served"}`+rate+`)) / sum by (endpoint) (rate(capstan_gateway_tokens_total{endpoint=~"$endpoint", direction="in"}`+rate+`))`, "{{endpoint}} served from cache"),

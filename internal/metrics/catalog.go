@@ -135,8 +135,8 @@ var Catalog = []Def{
 	{Name: "capstan_engine_kv_tier_errors_total", Type: Counter, Scope: Replica, Area: AreaReplicas, Labels: []string{"tier", "op"}},
 	{Name: "capstan_engine_kv_tier_dropped_writes_total", Type: Counter, Scope: Replica, Area: AreaReplicas, Labels: []string{"tier"}},
 	{Name: "capstan_engine_kv_tieredstorage_blocks", Type: Gauge, Scope: Replica, Area: AreaReplicas},
-	{Name: "capstan_engine_kv_tieredstorage_bytes", Type: Gauge, Scope: Replica, Area: AreaReplicas, Unit: "bytes"},
-	{Name: "capstan_engine_kv_tieredstorage_capacity_bytes", Type: Gauge, Scope: Replica, Area: AreaReplicas, Unit: "bytes"},
+	{Name: "capstan_engine_kv_tier_used_bytes", Type: Gauge, Scope: Replica, Area: AreaReplicas, Labels: []string{"tier"}, Unit: "bytes"},
+	{Name: "capstan_engine_kv_tier_capacity_bytes", Type: Gauge, Scope: Replica, Area: AreaReplicas, Labels: []string{"tier"}, Unit: "bytes"},
 	{Name: "capstan_engine_kv_tieredstorage_corrupt_total", Type: Counter, Scope: Replica, Area: AreaReplicas},
 	{Name: "capstan_engine_placement_info", Type: Gauge, Scope: Replica, Area: AreaReplicas, Labels: []string{"device", "gpu", "mig_profile", "tensor_parallel"}},
 }

@@ -45,7 +45,7 @@ type Metrics struct {
 	placement                                *prometheus.GaugeVec
 	successStop, successLength, successAbort prometheus.Counter
 	l1                                       tierCounters
-	disk                                     *diskCollector
+	tiers                                    *tierCollector
 	model                                    string
 }
 
@@ -103,13 +103,13 @@ func NewMetrics(model string) *Metrics {
 		Help: "Failed calls to a shared KV tier: op=lookup (timed out or failed, served as a miss) or op=write (blocks not shared).", ConstLabels: labels}, []string{"tier", "op"})
 	m.TierDroppedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capstan_engine_kv_tier_dropped_writes_total",
 		Help: "KV blocks not written through to a shared tier because its writer was behind.", ConstLabels: labels}, []string{"tier"})
-	m.disk = newDiskCollector(labels)
+	m.tiers = newTierCollector(labels)
 	m.cacheConfig = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig", ConstLabels: labels},
 		[]string{"block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization", "num_gpu_blocks", "num_cpu_blocks"})
 	m.placement = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "capstan_engine_placement_info",
 		Help: "What the engine runs on: device kind (gpu, accelerator or cpu), GPU model (the instance type for cpu), MIG profile of its slice (empty on whole GPUs), tensor-parallel degree.", ConstLabels: labels},
 		[]string{"device", "gpu", "mig_profile", "tensor_parallel"})
-	reg.MustRegister(m.Success, m.TierHits, m.TierBytes, m.TierErrors, m.TierDroppedWrites, m.cacheConfig, m.placement, m.disk)
+	reg.MustRegister(m.Success, m.TierHits, m.TierBytes, m.TierErrors, m.TierDroppedWrites, m.cacheConfig, m.placement, m.tiers)
 	// Pre-create the label values so dashboards see zeros, and keep the hot
 	// children to avoid a label lookup per request.
 	m.successStop = m.Success.WithLabelValues("stop")
@@ -148,7 +148,10 @@ func (c tierCounters) loaded(n int, blockBytes int64) {
 // SetTieredStorageStats makes every scrape report the tieredstorage store's
 // size from stats (tier.Disk.Stats); until it is called those series are
 // absent.
-func (m *Metrics) SetTieredStorageStats(stats func() tier.DiskStats) { m.disk.stats.Store(&stats) }
+func (m *Metrics) SetTieredStorageStats(stats func() tier.DiskStats) { m.tiers.disk.Store(&stats) }
+
+// SetL1Stats makes every scrape report L1's use and capacity in bytes.
+func (m *Metrics) SetL1Stats(stats func() (used, capacity int64)) { m.tiers.l1.Store(&stats) }
 
 func (m *Metrics) setCacheConfig(o Options, device string, blocks int) {
 	m.setCPUBlocks(o, blocks, 0)
@@ -181,42 +184,52 @@ func (m *Metrics) finished(s *seq, reason string, e2e float64) {
 	m.E2E.Observe(e2e)
 }
 
-// diskCollector reports the tieredstorage store's size at scrape time, from
-// one Stats call, so the engine loop does no bookkeeping for it. The store
-// is the node's, shared by its replicas: every replica on a node reports
-// the same store as it sees it.
-type diskCollector struct {
-	stats                            atomic.Pointer[func() tier.DiskStats]
-	blocks, bytes, capacity, corrupt *prometheus.Desc
+// tierCollector reports, at scrape time, the size and use of the tiers
+// below the GPU: capstan_engine_kv_tier_used_bytes and _capacity_bytes by
+// tier (l1: this replica's CPU cache; tieredstorage: the node's store, shared
+// by its replicas, so each of them reports the same store as it sees it),
+// plus the tieredstorage store's blocks and corrupt records. Reading at
+// scrape time keeps the engine loop free of bookkeeping. Redis reports
+// nothing: its size is the Redis server's.
+type tierCollector struct {
+	l1                      atomic.Pointer[func() (used, capacity int64)]
+	disk                    atomic.Pointer[func() tier.DiskStats]
+	used, capacity          *prometheus.Desc
+	diskBlocks, diskCorrupt *prometheus.Desc
 }
 
-var _ prometheus.Collector = (*diskCollector)(nil)
+var _ prometheus.Collector = (*tierCollector)(nil)
 
-func newDiskCollector(labels prometheus.Labels) *diskCollector {
-	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, labels) }
-	return &diskCollector{
-		blocks:   d("capstan_engine_kv_tieredstorage_blocks", "KV blocks held in the node's tieredstorage store."),
-		bytes:    d("capstan_engine_kv_tieredstorage_bytes", "Simulated KV bytes held in the node's tieredstorage store (blocks × block size)."),
-		capacity: d("capstan_engine_kv_tieredstorage_capacity_bytes", "Capacity of the node's tieredstorage store (--tiered-storage-bytes)."),
-		corrupt:  d("capstan_engine_kv_tieredstorage_corrupt_total", "tieredstorage block records that failed their checksum or were short, as this replica read them (each served as a miss)."),
+func newTierCollector(labels prometheus.Labels) *tierCollector {
+	d := func(name, help string, vars ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, vars, labels)
+	}
+	return &tierCollector{
+		used:        d("capstan_engine_kv_tier_used_bytes", "Simulated KV bytes held in a tier below the GPU (blocks × block size).", "tier"),
+		capacity:    d("capstan_engine_kv_tier_capacity_bytes", "Capacity of a tier below the GPU (--cpu-cache-bytes, --tiered-storage-bytes).", "tier"),
+		diskBlocks:  d("capstan_engine_kv_tieredstorage_blocks", "KV blocks held in the node's tieredstorage store."),
+		diskCorrupt: d("capstan_engine_kv_tieredstorage_corrupt_total", "tieredstorage block records that failed their checksum or were short, as this replica read them (each served as a miss)."),
 	}
 }
 
-func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.blocks
-	ch <- c.bytes
+func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.used
 	ch <- c.capacity
-	ch <- c.corrupt
+	ch <- c.diskBlocks
+	ch <- c.diskCorrupt
 }
 
-func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
-	fn := c.stats.Load()
-	if fn == nil {
-		return
+func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
+	if fn := c.l1.Load(); fn != nil {
+		used, capacity := (*fn)()
+		ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(used), tierL1)
+		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(capacity), tierL1)
 	}
-	s := (*fn)()
-	ch <- prometheus.MustNewConstMetric(c.blocks, prometheus.GaugeValue, float64(s.Blocks))
-	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes))
-	ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(s.CapacityBytes))
-	ch <- prometheus.MustNewConstMetric(c.corrupt, prometheus.CounterValue, float64(s.Corrupt))
+	if fn := c.disk.Load(); fn != nil {
+		s := (*fn)()
+		ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(s.Bytes), tierTieredStorage)
+		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(s.CapacityBytes), tierTieredStorage)
+		ch <- prometheus.MustNewConstMetric(c.diskBlocks, prometheus.GaugeValue, float64(s.Blocks))
+		ch <- prometheus.MustNewConstMetric(c.diskCorrupt, prometheus.CounterValue, float64(s.Corrupt))
+	}
 }

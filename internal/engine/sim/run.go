@@ -67,6 +67,10 @@ func Run(ctx context.Context, opts Options, stdout io.Writer, log *slog.Logger) 
 		l1 := tier.NewL1(opts.CPUCacheBytes, e.kvBlock)
 		e.l1 = l1
 		e.metrics.setCPUBlocks(opts, e.NumGPUBlocks(), l1.CapacityBlocks())
+		blockBytes := e.kvBlock
+		e.metrics.SetL1Stats(func() (int64, int64) {
+			return int64(l1.Len()) * blockBytes, int64(l1.CapacityBlocks()) * blockBytes
+		})
 	}
 	// Interfaces stay nil (not typed nils) for tiers that are off.
 	var disk, redis L2Cache

@@ -329,8 +329,8 @@ func TestTieredStorageOptions(t *testing.T) {
 // store is attached and read its stats at every scrape.
 func TestTieredStorageStatsAtScrape(t *testing.T) {
 	m := NewMetrics("m")
-	names := []string{"capstan_engine_kv_tieredstorage_blocks", "capstan_engine_kv_tieredstorage_bytes",
-		"capstan_engine_kv_tieredstorage_capacity_bytes", "capstan_engine_kv_tieredstorage_corrupt_total"}
+	names := []string{"capstan_engine_kv_tieredstorage_blocks", "capstan_engine_kv_tier_used_bytes",
+		"capstan_engine_kv_tier_capacity_bytes", "capstan_engine_kv_tieredstorage_corrupt_total"}
 	if n, err := testutil.GatherAndCount(m.Registry, names...); err != nil || n != 0 {
 		t.Fatalf("%d series (%v) before a store is attached, want none", n, err)
 	}
@@ -340,9 +340,9 @@ func TestTieredStorageStatsAtScrape(t *testing.T) {
 # HELP capstan_engine_kv_tieredstorage_blocks KV blocks held in the node's tieredstorage store.
 # TYPE capstan_engine_kv_tieredstorage_blocks gauge
 capstan_engine_kv_tieredstorage_blocks{engine="0",model_name="m"} 3
-# HELP capstan_engine_kv_tieredstorage_capacity_bytes Capacity of the node's tieredstorage store (--tiered-storage-bytes).
-# TYPE capstan_engine_kv_tieredstorage_capacity_bytes gauge
-capstan_engine_kv_tieredstorage_capacity_bytes{engine="0",model_name="m"} 1.073741824e+09
+# HELP capstan_engine_kv_tier_capacity_bytes Capacity of a tier below the GPU (--cpu-cache-bytes, --tiered-storage-bytes).
+# TYPE capstan_engine_kv_tier_capacity_bytes gauge
+capstan_engine_kv_tier_capacity_bytes{engine="0",model_name="m",tier="tieredstorage"} 1.073741824e+09
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), names[0], names[2]); err != nil {
 		t.Fatal(err)
