@@ -44,9 +44,8 @@
 # dir), SETTINGS (default "gpu l1 l1+tieredstorage l1+redis"), TIME_SCALE,
 # RATE (simulated req/s), REQUESTS (measured; default docs × REVISITS),
 # FILL (4), PREFIX (4096), SUFFIX (128), OUTPUT (32), REVISITS,
-# WARM_CONCURRENCY (4), L1_SIZE (7Gi), L1_FIELD (auto: spec.kvCacheSpec.l1CacheSize
-# when the server knows it, else the worker's memory request, which sizes L1
-# without it; or l1CacheSize / memory), INSTANCE_TYPE, REPLICAS (2), SEED (1).
+# WARM_CONCURRENCY (4), L1_SIZE (7Gi, spec.kvCacheSpec.l1CacheSize),
+# INSTANCE_TYPE, REPLICAS (2), SEED (1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -83,7 +82,6 @@ WARM_CONCURRENCY=${WARM_CONCURRENCY:-4}
 # The simulated A10G keeps 2,641 blocks (5.2 GiB) of KV per replica at the
 # default gpu-memory-utilization 0.9: 7 GiB of L1 is 1.36× that.
 L1_SIZE=${L1_SIZE:-7Gi}
-L1_FIELD=${L1_FIELD:-auto}
 INSTANCE_TYPE=${INSTANCE_TYPE:-ml.g5.12xlarge}
 REPLICAS=${REPLICAS:-2}
 SEED=${SEED:-1}
@@ -131,16 +129,11 @@ name_of() { # SETTING → manifest name
 	esac
 }
 
-# manifest SETTING: the deployment of SETTING; only kvCacheSpec (and, with
-# L1_FIELD=memory, the memory request that sizes L1) differs between them.
+# manifest SETTING: the deployment of SETTING; only kvCacheSpec differs
+# between them.
 manifest() {
-	local name mem="" kvc l1size=""
+	local name kvc l1size=", l1CacheSize: $L1_SIZE"
 	name=$(name_of "$1")
-	if [[ "$L1_FIELD" == memory ]]; then
-		mem=", memory: $L1_SIZE"
-	else
-		l1size=", l1CacheSize: $L1_SIZE"
-	fi
 	case $1 in
 	gpu) kvc="{enableL1Cache: false}" ;;
 	l1) kvc="{enableL1Cache: true$l1size}" ;;
@@ -165,36 +158,19 @@ spec:
     image: capstan/sim
     modelInvocationPort: {containerPort: 8000, name: http}
     modelVolumeMount: {name: model-weights, mountPath: /opt/ml/model}
-    resources: {requests: {cpu: "4"$mem, nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}
+    resources: {requests: {cpu: "4", nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}
   intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}
   kvCacheSpec: $kvc
 EOF
 }
 
-# apply SETTING: applies its manifest (settling L1_FIELD=auto on the first
-# call); output in $OUT/apply-NAME.txt.
+# apply SETTING: applies its manifest; output in $OUT/apply-NAME.txt.
 apply() {
 	local name f
 	name=$(name_of "$1")
 	f="$OUT/$name.yaml"
-	local field=$L1_FIELD
-	if [[ "$field" == auto && "$1" == gpu ]]; then
-		field=gpu # no L1 to size: leave the question to the next setting
-	elif [[ "$field" == auto ]]; then
-		L1_FIELD=l1CacheSize
-	fi
 	manifest "$1" >"$f"
-	if ! cap apply -f "$f" >"$OUT/apply-$name.txt" 2>&1; then
-		if [[ "$field" == auto ]] && grep -q 'l1CacheSize: unknown field' "$OUT/apply-$name.txt"; then
-			echo "spec.kvCacheSpec.l1CacheSize is not known to this server: sizing L1 with the worker's memory request" >&2
-			L1_FIELD=memory
-			manifest "$1" >"$f"
-			cap apply -f "$f" >"$OUT/apply-$name.txt" 2>&1 || { cat "$OUT/apply-$name.txt" >&2; die "apply $name"; }
-		else
-			cat "$OUT/apply-$name.txt" >&2
-			die "apply $name"
-		fi
-	fi
+	cap apply -f "$f" >"$OUT/apply-$name.txt" 2>&1 || { cat "$OUT/apply-$name.txt" >&2; die "apply $name"; }
 }
 
 obj() { cap get iec "$1" -o json 2>/dev/null; }
