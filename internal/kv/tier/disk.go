@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/kv"
@@ -217,11 +216,11 @@ func (d *Disk) MatchPrefix(ctx context.Context, hashes []kv.BlockHash) (int, err
 			break
 		}
 		p := recordPath(d.own.dir, h)
-		st, _ := readRecord(p, d.nsHash, h, d.own.weight)
+		// A hit is touched as it is read. Recency is advisory: a record
+		// evicted since it was read was still whole when read, so the hit
+		// stands.
+		st, _ := readRecord(p, d.nsHash, h, d.own.weight, now-int64(i))
 		if st == recOK {
-			// Recency is advisory: a record evicted since it was read was
-			// still whole when read, so the hit stands.
-			touch(p, now-int64(i))
 			n++
 			continue
 		}
@@ -316,9 +315,8 @@ func (d *Disk) Close() error {
 func (d *Disk) putOne(h kv.BlockHash, mt int64) error {
 	p := recordPath(d.own.dir, h)
 	key := idxKey{space: 0, h: h}
-	switch st, why := readRecord(p, d.nsHash, h, d.own.weight); st {
+	switch st, why := readRecord(p, d.nsHash, h, d.own.weight, mt); st {
 	case recOK:
-		touch(p, mt)
 		d.idx.set(key, mt)
 		return nil
 	case recCorrupt:
@@ -409,12 +407,11 @@ func (d *Disk) writeRecord(p string, h kv.BlockHash, mt int64) error {
 		return fmt.Errorf("%w: %s: %w", ErrDiskWrite, tmp, err)
 	}
 	err = d.write(fd, rec[:])
+	if err == nil {
+		err = futimens(fd, mt)
+	}
 	if cerr := syscall.Close(fd); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		t := time.Unix(0, mt)
-		err = os.Chtimes(tmp, t, t)
 	}
 	if err == nil {
 		// syscall.Rename: os.Rename would first stat the target.
@@ -467,7 +464,7 @@ func (d *Disk) dropCorrupt(p string, h kv.BlockHash) {
 	if d.refreshUsage() != nil {
 		return
 	}
-	if st, _ := readRecord(p, d.nsHash, h, d.own.weight); st != recCorrupt {
+	if st, _ := readRecord(p, d.nsHash, h, d.own.weight, 0); st != recCorrupt {
 		return
 	}
 	_ = d.removeRecord(p, idxKey{space: 0, h: h}, d.own.weight)
@@ -509,10 +506,4 @@ func (d *Disk) saveUsage() error {
 func (d *Disk) publishUsage() {
 	d.seenBytes.Store(d.usage.bytes)
 	d.seenBlocks.Store(d.usage.blocks)
-}
-
-// touch sets a record's modification time: its recency.
-func touch(p string, mt int64) {
-	t := time.Unix(0, mt)
-	_ = os.Chtimes(p, t, t)
 }

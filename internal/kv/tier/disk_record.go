@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -162,10 +163,12 @@ const (
 )
 
 // readRecord reads the file at path and checks it is block h's record in
-// namespace nsHash with size blockBytes. For recCorrupt, reason says why; for
-// recIOError, it is the error's text. It uses raw system calls: os.Open's
-// poller registration would double the calls on this hot path.
-func readRecord(path string, nsHash uint64, h kv.BlockHash, blockBytes int64) (st recState, reason string) {
+// namespace nsHash with size blockBytes; a valid record gets modification
+// time touchAt (unless 0) through the open descriptor. For recCorrupt,
+// reason says why; for recIOError, it is the error's text. It uses raw
+// system calls: os.Open's poller registration would double the calls on
+// this hot path.
+func readRecord(path string, nsHash uint64, h kv.BlockHash, blockBytes int64, touchAt int64) (st recState, reason string) {
 	fd, err := retryEINTR(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
 	if err != nil {
 		// ENOTDIR: a path component is not a directory, so no record.
@@ -183,10 +186,12 @@ func readRecord(path string, nsHash uint64, h kv.BlockHash, blockBytes int64) (s
 		if err != nil {
 			return recIOError, err.Error()
 		}
-		if m == 0 {
+		n += m
+		// A short read of a regular file is its end (records are renamed
+		// into place whole, never appended to): no second call to see 0.
+		if m == 0 || n < len(buf) {
 			break
 		}
-		n += m
 	}
 	switch {
 	case n > recSize:
@@ -197,7 +202,23 @@ func readRecord(path string, nsHash uint64, h kv.BlockHash, blockBytes int64) (s
 	if why := checkRecord((*[recSize]byte)(buf[:recSize]), nsHash, h, blockBytes); why != "" {
 		return recCorrupt, why
 	}
+	if touchAt != 0 {
+		// Recency is advisory: a failure leaves the record older, no worse.
+		_ = futimens(fd, touchAt)
+	}
 	return recOK, ""
+}
+
+// futimens sets an open file's access and modification times to mt (Unix
+// nanoseconds): utimensat(fd, NULL, …), which the syscall package only
+// offers by path (one more path walk per record).
+func futimens(fd int, mt int64) error {
+	ts := [2]syscall.Timespec{syscall.NsecToTimespec(mt), syscall.NsecToTimespec(mt)}
+	_, _, errno := syscall.Syscall6(syscall.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // retryEINTR repeats a system call interrupted by a signal.

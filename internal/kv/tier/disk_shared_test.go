@@ -132,7 +132,7 @@ func TestDiskAcrossProcesses(t *testing.T) {
 	}
 	// Every record left is whole and is the block its name says.
 	for _, r := range recs {
-		if st, why := readRecord(recordPath(d.own.dir, r.h), d.nsHash, r.h, testBlock); st != recOK {
+		if st, why := readRecord(recordPath(d.own.dir, r.h), d.nsHash, r.h, testBlock, 0); st != recOK {
 			t.Fatalf("record %d: %v %s", r.h, st, why)
 		}
 	}

@@ -367,7 +367,7 @@ func TestDiskCorruptRecordIsAMiss(t *testing.T) {
 				must(t, d.Put(ctx, chain))
 				p := recordPath(d.own.dir, 2)
 				c.mutate(t, d, p, 2)
-				if st, why := readRecord(p, d.nsHash, 2, d.own.weight); st != recCorrupt || why != c.reason {
+				if st, why := readRecord(p, d.nsHash, 2, d.own.weight, 0); st != recCorrupt || why != c.reason {
 					t.Fatalf("readRecord = %v %q, want corrupt %q", st, why, c.reason)
 				}
 				if repair == "match" {
