@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/kv"
@@ -75,7 +76,11 @@ type DiskStats struct {
 // into place, so a reader sees a whole record or none, and a record that is
 // not exactly block h's (truncated, overwritten, misplaced) is a miss that is
 // removed. A hit sets the record's modification time, which is the recency
-// every process evicts by.
+// every process evicts by. A record this Disk has read whole is remembered
+// by its file's identity (inode, size, modification time): while a stat
+// finds the same, a hit costs that stat (and a touch at most once a second)
+// instead of a read; any change to the file — rewritten, truncated, written
+// to, touched by another process — makes it read and checked again.
 //
 // Every change (Put, and removing a corrupt record) runs under an exclusive
 // flock on the lock file, which keeps the usage record exact: a Put reads it,
@@ -123,7 +128,30 @@ type Disk struct {
 	// write writes a record's bytes to its temporary file (a raw file
 	// descriptor); tests replace it to fail like a full disk.
 	write func(fd int, b []byte) error
+
+	// verified holds the file identity of records this Disk read whole and
+	// valid, so that a later hit costs a stat (and, at most once per
+	// touchEvery, a touch) instead of open, read and close: a record is
+	// read again only when its file changed — another inode (rewritten),
+	// another size (truncated), another modification time (written to or
+	// touched elsewhere). Cleared when it reaches maxVerified entries.
+	vmu      sync.Mutex
+	verified map[kv.BlockHash]fileID
 }
+
+// fileID is what a stat tells of a record file.
+type fileID struct {
+	ino         uint64
+	size, mtime int64
+}
+
+const (
+	maxVerified = 1 << 16
+	// touchEvery bounds how often a hit on an unchanged record is
+	// stamped: recency finer than a second changes no eviction that
+	// matters, and every touch is a system call.
+	touchEvery = int64(time.Second)
+)
 
 // diskSpace is one namespace directory and the weight of its records.
 type diskSpace struct {
@@ -219,8 +247,24 @@ func (d *Disk) MatchPrefix(ctx context.Context, hashes []kv.BlockHash) (int, err
 		// A hit is touched as it is read. Recency is advisory: a record
 		// evicted since it was read was still whole when read, so the hit
 		// stands.
-		st, _ := readRecord(p, d.nsHash, h, d.own.weight, now-int64(i))
+		at := now - int64(i)
+		var fi syscall.Stat_t
+		if err := syscall.Stat(p, &fi); err != nil {
+			break // missing (or unreadable): a miss either way
+		}
+		id := fileID{ino: fi.Ino, size: fi.Size, mtime: fi.Mtim.Nano()}
+		if d.isVerified(h, id) {
+			if at-id.mtime >= touchEvery && syscall.UtimesNano(p, []syscall.Timespec{syscall.NsecToTimespec(at), syscall.NsecToTimespec(at)}) == nil {
+				id.mtime = at
+				d.setVerified(h, id)
+			}
+			n++
+			continue
+		}
+		st, _ := readRecord(p, d.nsHash, h, d.own.weight, at)
 		if st == recOK {
+			id.mtime = at
+			d.setVerified(h, id)
 			n++
 			continue
 		}
@@ -506,4 +550,20 @@ func (d *Disk) saveUsage() error {
 func (d *Disk) publishUsage() {
 	d.seenBytes.Store(d.usage.bytes)
 	d.seenBlocks.Store(d.usage.blocks)
+}
+
+func (d *Disk) isVerified(h kv.BlockHash, id fileID) bool {
+	d.vmu.Lock()
+	defer d.vmu.Unlock()
+	v, ok := d.verified[h]
+	return ok && v == id
+}
+
+func (d *Disk) setVerified(h kv.BlockHash, id fileID) {
+	d.vmu.Lock()
+	defer d.vmu.Unlock()
+	if d.verified == nil || len(d.verified) >= maxVerified {
+		d.verified = make(map[kv.BlockHash]fileID)
+	}
+	d.verified[h] = id
 }

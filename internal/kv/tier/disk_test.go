@@ -361,16 +361,23 @@ func TestDiskCorruptRecordIsAMiss(t *testing.T) {
 	ctx := context.Background()
 	chain := hs(1, 2, 3)
 	for _, c := range corruptions {
-		for _, repair := range []string{"match", "put"} {
+		// "hit-first": the record was read (and remembered as verified)
+		// before it was damaged; the change to its file makes it read again.
+		for _, repair := range []string{"match", "hit-first", "put"} {
 			t.Run(c.name+"/"+repair, func(t *testing.T) {
 				d := openTestDisk(t, t.TempDir(), "m", 10, newFakeClock())
 				must(t, d.Put(ctx, chain))
 				p := recordPath(d.own.dir, 2)
+				if repair == "hit-first" {
+					if n, err := d.MatchPrefix(ctx, chain); err != nil || n != 3 {
+						t.Fatalf("MatchPrefix before the damage = %d, %v; want 3", n, err)
+					}
+				}
 				c.mutate(t, d, p, 2)
 				if st, why := readRecord(p, d.nsHash, 2, d.own.weight, 0); st != recCorrupt || why != c.reason {
 					t.Fatalf("readRecord = %v %q, want corrupt %q", st, why, c.reason)
 				}
-				if repair == "match" {
+				if repair != "put" {
 					if n, err := d.MatchPrefix(ctx, chain); err != nil || n != 1 {
 						t.Fatalf("MatchPrefix = %d, %v; want 1 (stop before the corrupt block)", n, err)
 					}
