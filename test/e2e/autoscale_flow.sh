@@ -33,6 +33,9 @@ wait_state DeploymentComplete
 echo "deployed with 1 replica"
 
 # Sample the replica count for the whole run; the sequence is checked at the end.
+# It starts with the 1 just observed: under load the first sample can come
+# after the scale-out.
+echo 1 >"$work/replicas.log"
 (
   while :; do
     r=$(replicas 2>/dev/null) && echo "$r" >>"$work/replicas.log"
