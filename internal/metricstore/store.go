@@ -187,23 +187,51 @@ func (se *series) record(s *Store, sec int64, v float64, replace bool) *series {
 		se.secs[n].add(v)
 	default:
 		// The clock went back (a wall clock stepped): put the sample in
-		// its second, and in its minute when that was rolled already.
+		// its second.
 		i, ok := slices.BinarySearchFunc(se.secs, sec, cmpT)
 		if !ok {
 			se.secs = slices.Insert(se.secs, i, agg{t: sec})
 		}
+		if replace {
+			se.secs[i] = agg{t: sec}
+		}
 		se.secs[i].add(v)
-		if sec < se.rolled {
-			m := floorMinute(sec)
-			j, ok := slices.BinarySearchFunc(se.mins, m, cmpT)
-			if !ok {
-				se.mins = slices.Insert(se.mins, j, agg{t: m})
-			}
-			se.mins[j].add(v)
+	}
+	if sec < se.rolled {
+		// Its minute was rolled already: by a clock that went back, or by
+		// a reader that took the lock between this sample's clock reading
+		// and its recording. Roll that minute again from its seconds while
+		// they are all kept; past that, add the sample to the minute.
+		if m := floorMinute(sec); se.secs[0].t <= m {
+			se.reroll(m)
+		} else {
+			se.addToMinute(m, v)
 		}
 	}
 	se.last = max(se.last, sec)
 	return se
+}
+
+// addToMinute adds v to minute m's aggregate. se.mu is held.
+func (se *series) addToMinute(m int64, v float64) {
+	j, ok := slices.BinarySearchFunc(se.mins, m, cmpT)
+	if !ok {
+		se.mins = slices.Insert(se.mins, j, agg{t: m})
+	}
+	se.mins[j].add(v)
+}
+
+// reroll rebuilds minute m's aggregate from its seconds. se.mu is held.
+func (se *series) reroll(m int64) {
+	j, ok := slices.BinarySearchFunc(se.mins, m, cmpT)
+	if !ok {
+		se.mins = slices.Insert(se.mins, j, agg{t: m})
+	}
+	se.mins[j] = agg{t: m}
+	i, _ := slices.BinarySearchFunc(se.secs, m, cmpT)
+	for ; i < len(se.secs) && se.secs[i].t < m+minuteSecs; i++ {
+		se.mins[j].merge(&se.secs[i])
+	}
 }
 
 func cmpT(a agg, t int64) int {

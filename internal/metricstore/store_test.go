@@ -476,3 +476,29 @@ func TestConcurrent(t *testing.T) {
 		t.Fatalf("%+v %v, want %d samples", got, err, writers*each)
 	}
 }
+
+// TestLateSampleInARolledMinute: a sample whose second's minute was rolled
+// between its clock reading and its recording (a reader took the lock in
+// between) still counts in the minute tier.
+func TestLateSampleInARolledMinute(t *testing.T) {
+	clk := clock.NewFake(t0)
+	st := New(clk, Options{})
+	if err := st.Record(ns, metric, dims, 1); err != nil {
+		t.Fatal(err)
+	}
+	sec := t0.Unix()
+	id := Series{Namespace: ns, Metric: metric, Dimensions: sortedDims(dims)}
+	se, err := st.get(id, id.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(90 * time.Second)
+	se.mu.Lock()
+	se.maintain(clk.Now().Unix()) // a reader rolls t0's minute
+	se.mu.Unlock()
+	se.record(st, sec, 1, false) // the late sample, read at t0
+	got, err := st.Statistics(Query{Namespace: ns, Metric: metric, Dimensions: dims, Start: t0, End: t0.Add(time.Hour), Period: time.Hour})
+	if err != nil || len(got) != 1 || got[0].SampleCount != 2 {
+		t.Fatalf("%+v %v, want 2 samples", got, err)
+	}
+}
