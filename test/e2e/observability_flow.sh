@@ -106,7 +106,7 @@ sm create-cluster --cluster-name obs-cluster \
   --instance-groups "[{\"InstanceGroupName\":\"mig\",\"InstanceType\":\"ml.p4d.24xlarge\",\"InstanceCount\":1,\"ExecutionRole\":\"$role\",$lc,
     \"KubernetesConfig\":{\"Labels\":{\"nvidia.com/mig.config\":\"all-1g.5gb\"}}},
     {\"InstanceGroupName\":\"auto\",\"InstanceType\":\"ml.g5.xlarge\",\"InstanceCount\":0,\"ExecutionRole\":\"$role\",$lc}]" \
-  --auto-scaling '{"Mode":"Enable","AutoScalerType":"Karpenter"}' --cluster-role "$role" >/dev/null || fail "create-cluster"
+  >/dev/null || fail "create-cluster"
 cs=""
 for _ in $(seq 1 120); do
   cs=$(sm describe-cluster --cluster-name obs-cluster --query ClusterStatus --output text)
@@ -114,7 +114,11 @@ for _ in $(seq 1 120); do
   sleep 0.25
 done
 [ "$cs" = InService ] || fail "obs-cluster not InService (last $cs)"
+# The node pool first, then Karpenter on: with Karpenter on and no pool, the
+# default pool would govern every group and consolidate the empty MIG node.
 cap apply -f "$here/testdata/observability-cluster.yaml" >"$work/apply2.out" 2>&1 || fail "apply: $(cat "$work/apply2.out")"
+sm update-cluster --cluster-name obs-cluster --auto-scaling '{"Mode":"Enable","AutoScalerType":"Karpenter"}' \
+  --cluster-role "$role" >/dev/null || fail "update-cluster --auto-scaling"
 
 now=$(server_now)
 offer=$(sm search-training-plan-offerings --target-resources endpoint --instance-type ml.p5.48xlarge --instance-count 1 \
