@@ -30,6 +30,17 @@ fi
 # Tests that need an installed tool (promtool) fail instead of skipping.
 export CI="${CI:-true}"
 
+# The web console: built from web/console with the versions its
+# package-lock.json pins; the built assets are committed (so `go run
+# ./cmd/capstan serve` works from a fresh clone without npm), and must be
+# what the sources build to.
+(cd web/console && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build >/dev/null)
+if [ -n "$(git status --porcelain -- internal/console/dist)" ]; then
+  git status --short -- internal/console/dist
+  echo "internal/console/dist differs from what web/console builds: run 'npm run build' in web/console and commit it" >&2
+  exit 1
+fi
+
 go mod download
 go vet ./...
 go build -o bin/capstan ./cmd/capstan

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/cloudwatch"
 	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/console"
 	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/gateway"
@@ -233,8 +235,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		targetsH = bearerAuth(targetsH, doorAdmin, "adminTokens", cfg.AdminTokens)
 		clockH = bearerAuth(clockH, doorAdmin, "adminTokens", cfg.AdminTokens)
 	}
+	// The console is static assets plus config.json; what it shows comes
+	// through the handlers above, with their authentication.
+	consoleH := console.Handler(console.Options{Region: cfg.Region, SigV4: cfg.AuthConfigured(),
+		AdminToken: cfg.AuthConfigured(), DevClock: cfg.DevClock, Clock: clk})
 	mux := http.NewServeMux()
-	mux.Handle("/", control)
+	mux.Handle("/", toConsole(control))
+	mux.Handle(console.Path, consoleH)
+	mux.Handle(strings.TrimSuffix(console.Path, "/"), http.RedirectHandler(console.Path, http.StatusFound))
 	mux.Handle("/endpoints/", runtimeH)
 	mux.Handle("/apis/", manifestsH)
 	for _, p := range []string{nodeapi.CapstanPath, nodeapi.NodePoolPath, nodeapi.NodeClassPath} {
@@ -282,6 +290,18 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}()
 	s.reg = reg
 	return s, nil
+}
+
+// toConsole sends a browser that opens the server's root to the console;
+// every other request to / is an AWS API call for next.
+func toConsole(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if console.WantsConsole(r) {
+			http.Redirect(w, r, console.Path, http.StatusFound)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Registry is the registry /metrics serves: every metric the server exports

@@ -1,0 +1,202 @@
+package console_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/capstan-dev/capstan/internal/testutil"
+)
+
+// The browser tests drive the real binary (`capstan serve --dev-clock`) in
+// Debian's headless Chromium through the DevTools protocol (chromedp), as a
+// user would: they click, type and read what the pages show.
+
+var updateDocs = flag.Bool("update-docs", false, "copy the screenshots docs/console.md shows into docs/images/console")
+
+const chromiumPath = "/usr/bin/chromium"
+
+// server is a running `capstan serve` and clients for its APIs.
+type server struct {
+	URL string
+	SM  *sm.Client
+	SMR *smr.Client
+	Dir string
+	bin string
+}
+
+// startServer runs capstan serve on a free port with a dev clock and the
+// given capstan.yaml (empty: none) and extra flags.
+func startServer(t testing.TB, yaml string, args ...string) *server {
+	t.Helper()
+	bin := testutil.CapstanBinary(t)
+	dir := t.TempDir()
+	all := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--dev-clock",
+		"--engine-time-scale", "0.01"}
+	if yaml != "" {
+		cfg := filepath.Join(dir, "capstan.yaml")
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, "--config", cfg)
+	}
+	p := testutil.Start(t, context.Background(), bin, append(all, args...)...)
+	line := p.WaitLine(t, "capstan serving on ", 60*time.Second)
+	url := strings.TrimSpace(line[strings.Index(line, "http://"):])
+	key, secret := "AKIDTEST", "secret"
+	if k, s, ok := credentialsIn(yaml); ok {
+		key, secret = k, s
+	}
+	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""), RetryMaxAttempts: 1}
+	return &server{URL: url, Dir: dir, bin: bin,
+		SM:  sm.NewFromConfig(awsCfg, func(o *sm.Options) { o.BaseEndpoint = aws.String(url) }),
+		SMR: smr.NewFromConfig(awsCfg, func(o *smr.Options) { o.BaseEndpoint = aws.String(url) })}
+}
+
+// credentialsIn finds the access key pair in a test's capstan.yaml written
+// as `credentials: [{accessKeyId: K, secretAccessKey: S}]`.
+func credentialsIn(yaml string) (key, secret string, ok bool) {
+	var k, s string
+	for _, f := range strings.FieldsFunc(yaml, func(r rune) bool { return strings.ContainsRune("{}[],\n", r) }) {
+		name, val, found := strings.Cut(strings.TrimSpace(f), ":")
+		if !found {
+			continue
+		}
+		switch strings.TrimSpace(name) {
+		case "accessKeyId":
+			k = strings.TrimSpace(val)
+		case "secretAccessKey":
+			s = strings.TrimSpace(val)
+		}
+	}
+	return k, s, k != "" && s != ""
+}
+
+// advanceClock moves the server's dev clock, as `capstan clock advance` does.
+func (s *server) advanceClock(t testing.TB, d time.Duration, token string) {
+	t.Helper()
+	args := []string{"clock", "advance", d.String(), "--server", s.URL}
+	if token != "" {
+		args = append(args, "--token", token)
+	}
+	p := testutil.Start(t, context.Background(), s.bin, args...)
+	if err := p.Cmd.Wait(); err != nil {
+		t.Fatalf("capstan %v: %v\n%s", args, err, p.Output())
+	}
+}
+
+// newBrowser starts headless Chromium at 1280×800 (width, height) and returns
+// a context whose actions run in its one tab.
+func newBrowser(t testing.TB, width, height int) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("the console's browser tests need Debian's chromium (test/run.sh installs it): %v", err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(width, height),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancelB(); cancelA() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// run runs browser actions with a timeout, failing the test with the page's
+// text when one fails.
+func run(t testing.TB, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	get(t, ctx, what, chromedp.Steps(actions...))
+}
+
+// get runs one browser action that returns a value, failing the test as run
+// does.
+func get[T any](t testing.TB, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(tctx, a)
+	if err != nil {
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		body, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		dcancel()
+		t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
+	}
+	return v
+}
+
+// artifactsDir is where screenshots go: $CAPSTAN_ARTIFACTS/console, else
+// test/artifacts/console in the repository (ignored by git).
+func artifactsDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("CAPSTAN_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(testutil.RepoRoot(t), "test", "artifacts")
+	}
+	dir = filepath.Join(dir, "console")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// screenshot saves the viewport as name.png among the artefacts, and with
+// -update-docs into docs/images/console when docs is true.
+func screenshot(t testing.TB, ctx context.Context, name string, docs bool) {
+	t.Helper()
+	png := get(t, ctx, "screenshot "+name, chromedp.CaptureScreenshot())
+	path := filepath.Join(artifactsDir(t), name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if docs && *updateDocs {
+		dir := filepath.Join(testutil.RepoRoot(t), "docs", "images", "console")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("screenshot %s", path)
+}
+
+// waitText waits until the element sel (CSS) contains want.
+func waitText(sel, want string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for {
+			got, err := chromedp.Evaluate[string](fmt.Sprintf(
+				`(() => { const e = document.querySelector(%q); return e ? e.innerText : ""; })()`, sel))(ctx, tg)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(got, want) {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%q never contained %q (last: %q)", sel, want, got)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+}
