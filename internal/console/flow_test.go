@@ -1,0 +1,151 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
+	"github.com/chromedp/chromedp"
+)
+
+// TestPlanToExpiry is the console's story end to end, as the SageMaker
+// training-plan guide tells it: search offerings → buy a plan in the
+// console → create an endpoint on it (through the API, as a script would) →
+// see it InService with traffic on its chart → let the dev clock run past
+// the plan's end → the console shows the expiry and the endpoint's error.
+func TestPlanToExpiry(t *testing.T) {
+	s := startServer(t, "")
+	ctx := newBrowser(t, 1280, 800)
+	bg := context.Background()
+
+	// Search and buy in the browser.
+	run(t, ctx, "search offerings",
+		chromedp.Navigate(s.URL+"/console/plans/new"),
+		chromedp.WaitVisible(chromedp.CSS(`#instanceType`)),
+		chromedp.SetValue(chromedp.CSS(`#instanceType`), "ml.p5.48xlarge"),
+		chromedp.Clear(chromedp.CSS(`#instanceCount`)),
+		chromedp.SendKeys(chromedp.CSS(`#instanceCount`), "1"),
+		chromedp.Clear(chromedp.CSS(`#durationHours`)),
+		chromedp.SendKeys(chromedp.CSS(`#durationHours`), "24"),
+		chromedp.Click(chromedp.CSS(`#search`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=offerings] tbody tr`)),
+	)
+	screenshot(t, ctx, "plans-offerings", true)
+	run(t, ctx, "review and buy",
+		chromedp.Click(chromedp.CSS(`[data-testid=offerings] tbody tr button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#planName`)),
+		chromedp.SendKeys(chromedp.CSS(`#planName`), "eval-week"),
+	)
+	screenshot(t, ctx, "plans-review", true)
+	run(t, ctx, "buy",
+		chromedp.Click(chromedp.CSS(`#buy`)),
+		waitText("main h1", "eval-week"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=plan-status]`)),
+	)
+	plan, err := s.SM.DescribeTrainingPlan(bg, &sm.DescribeTrainingPlanInput{TrainingPlanName: aws.String("eval-week")})
+	if err != nil {
+		t.Fatalf("the plan bought in the console: %v", err)
+	}
+	// Move to the plan's start: the endpoint runs only on it.
+	if wait := plan.StartTime.Sub(serverTime(t, s)); wait > 0 {
+		s.advanceClock(t, wait+time.Second, "")
+	}
+	run(t, ctx, "the plan is active", waitText(`[data-testid=plan-status]`, "Active"))
+
+	// An endpoint on the plan, through the API.
+	if _, err := s.SM.CreateModel(bg, &sm.CreateModelInput{ModelName: aws.String("eval-model"),
+		ExecutionRoleArn: aws.String("arn:aws:iam::000000000000:role/capstan"),
+		PrimaryContainer: &types.ContainerDefinition{Image: aws.String("capstan/sim"),
+			Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SM.CreateEndpointConfig(bg, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("eval-cfg"),
+		ProductionVariants: []types.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String("eval-model"),
+			InitialInstanceCount: aws.Int32(1), InstanceType: types.ProductionVariantInstanceType("ml.p5.48xlarge"),
+			CapacityReservationConfig: &types.ProductionVariantCapacityReservationConfig{
+				CapacityReservationPreference: types.CapacityReservationPreferenceCapacityReservationsOnly,
+				MlReservationArn:              plan.TrainingPlanArn}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SM.CreateEndpoint(bg, &sm.CreateEndpointInput{EndpointName: aws.String("eval-ep"), EndpointConfigName: aws.String("eval-cfg")}); err != nil {
+		t.Fatal(err)
+	}
+	w := sm.NewEndpointInServiceWaiter(s.SM, func(o *sm.EndpointInServiceWaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, time.Second })
+	if err := w.Wait(bg, &sm.DescribeEndpointInput{EndpointName: aws.String("eval-ep")}, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		if _, err := s.SMR.InvokeEndpoint(bg, &smr.InvokeEndpointInput{EndpointName: aws.String("eval-ep"), ContentType: aws.String("application/json"),
+			Body: []byte(fmt.Sprintf(`{"inputs":"request %d","parameters":{"max_new_tokens":8}}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, ctx, "the endpoint page shows it InService with traffic",
+		chromedp.Navigate(s.URL+"/console/endpoints/eval-ep"),
+		waitText("main", "InService"),
+		waitAttrAbove(`[data-testid=chart-requests]`, "data-points", 0),
+	)
+	screenshot(t, ctx, "endpoint-traffic", true)
+	run(t, ctx, "the plan page lists the endpoint",
+		chromedp.Navigate(s.URL+"/console/plans/eval-week"),
+		waitText("main", "eval-ep"),
+	)
+	screenshot(t, ctx, "plan-in-use", true)
+
+	// Past the plan's end.
+	s.advanceClock(t, plan.EndTime.Sub(serverTime(t, s))+time.Minute, "")
+	run(t, ctx, "the plan page shows the expiry",
+		waitText(`[data-testid=plan-status]`, "Expired"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=plan-expired]`)),
+	)
+	screenshot(t, ctx, "plan-expired", true)
+	run(t, ctx, "the endpoint page shows its error",
+		chromedp.Navigate(s.URL+"/console/endpoints/eval-ep"),
+		waitText(`[data-testid=endpoint-failure]`, "ended at"),
+	)
+	screenshot(t, ctx, "endpoint-plan-expired", true)
+	d, err := s.SM.DescribeEndpoint(bg, &sm.DescribeEndpointInput{EndpointName: aws.String("eval-ep")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.FailureReason == nil || !strings.Contains(*d.FailureReason, "ended at") {
+		t.Fatalf("DescribeEndpoint after the plan's end: status %s, reason %v", d.EndpointStatus, aws.ToString(d.FailureReason))
+	}
+}
+
+// serverTime is the server's clock, from the console's config.json.
+func serverTime(t testing.TB, s *server) time.Time {
+	t.Helper()
+	var cfg struct {
+		Now time.Time `json:"now"`
+	}
+	getJSON(t, s.URL+"/console/config.json", &cfg)
+	return cfg.Now
+}
+
+// waitAttrAbove waits until the element's numeric attribute exceeds min.
+func waitAttrAbove(sel, attr string, min float64) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for {
+			v, err := chromedp.Evaluate[float64](fmt.Sprintf(
+				`(() => { const e = document.querySelector(%q); return e ? Number(e.getAttribute(%q)) || 0 : 0; })()`, sel, attr))(ctx, tg)
+			if err != nil {
+				return err
+			}
+			if v > min {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s[%s] stayed at %v", sel, attr, v)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+}
