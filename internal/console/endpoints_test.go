@@ -249,3 +249,139 @@ func TestEndpointsPages(t *testing.T) {
 	}
 	run(t, ctx, "the list no longer shows it", poll(`!document.querySelector('table[data-testid=endpoints]') || !document.querySelector('table[data-testid=endpoints]').innerText.includes('`+name+`')`))
 }
+
+// TestEndpointOnExpiredPlan: an endpoint on a training plan links to the
+// plan, a count beyond the plan's capacity is refused next to the field,
+// and once the plan has expired the page flags the failure.
+func TestEndpointOnExpiredPlan(t *testing.T) {
+	s := startServer(t, "")
+	ctx := context.Background()
+	const name, plan = "plan-ep", "console-plan"
+	now := time.Now()
+	offers, err := s.SM.SearchTrainingPlanOfferings(ctx, &sm.SearchTrainingPlanOfferingsInput{
+		TargetResources: []smtypes.SageMakerResourceName{"endpoint"}, InstanceType: "ml.p5.48xlarge",
+		InstanceCount: aws.Int32(1), DurationHours: aws.Int64(24), StartTimeAfter: aws.Time(now),
+		EndTimeBefore: aws.Time(now.Add(30 * 24 * time.Hour))})
+	if err != nil || len(offers.TrainingPlanOfferings) == 0 {
+		t.Fatalf("search: %+v %v", offers, err)
+	}
+	bought, err := s.SM.CreateTrainingPlan(ctx, &sm.CreateTrainingPlanInput{TrainingPlanName: aws.String(plan),
+		TrainingPlanOfferingId: offers.TrainingPlanOfferings[0].TrainingPlanOfferingId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.SM.DescribeTrainingPlan(ctx, &sm.DescribeTrainingPlanInput{TrainingPlanName: aws.String(plan)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(aws.ToTime(p.StartTime)); d > 0 {
+		s.advanceClock(t, d.Truncate(time.Second)+time.Minute, "")
+	}
+	if _, err := s.SM.CreateModel(ctx, &sm.CreateModelInput{ModelName: aws.String(name + "-model"),
+		PrimaryContainer: &smtypes.ContainerDefinition{Image: aws.String("capstan/sim"),
+			Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SM.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String(name + "-cfg"),
+		ProductionVariants: []smtypes.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String(name + "-model"),
+			InstanceType: "ml.p5.48xlarge", InitialInstanceCount: aws.Int32(1),
+			CapacityReservationConfig: &smtypes.ProductionVariantCapacityReservationConfig{
+				CapacityReservationPreference: "capacity-reservations-only", MlReservationArn: bought.TrainingPlanArn}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SM.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String(name), EndpointConfigName: aws.String(name + "-cfg")}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoint(t, s, name, func(o *sm.DescribeEndpointOutput) bool { return o.EndpointStatus == smtypes.EndpointStatusInService })
+
+	b := newBrowser(t, 1280, 800)
+	run(t, b, "the endpoint's page links its plan",
+		chromedp.Navigate(s.URL+"/console/endpoints/"+name),
+		waitText(`[data-testid=endpoint-status]`, "InService"),
+		chromedp.WaitVisible(chromedp.CSS(`table[data-testid=endpoint-variants] a[href="/console/plans/`+plan+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`table[data-testid=endpoint-config] a[href="/console/plans/`+plan+`"]`)),
+		waitText(`table[data-testid=endpoint-variants]`, "1 used here"),
+	)
+	// Two instances of a one-instance plan: the server's refusal, next to
+	// the count.
+	run(t, b, "a count beyond the plan",
+		typeInto(`#update-AllTraffic-count`, "2"),
+		chromedp.Click(chromedp.CSS(`form[data-testid=update-AllTraffic] button[type=submit]`)),
+		waitText(`[data-testid=error-update-AllTraffic-count]`, "Exception"),
+	)
+	msg := get(t, b, "the error", chromedp.Text(chromedp.CSS(`[data-testid=error-update-AllTraffic-count]`)))
+	t.Logf("count beyond the plan: %s", msg)
+	if d := waitEndpoint(t, s, name, func(*sm.DescribeEndpointOutput) bool { return true }); aws.ToInt32(d.ProductionVariants[0].DesiredInstanceCount) != 1 {
+		t.Fatal("a refused update changed the count")
+	}
+
+	// The plan ends: the endpoint fails, and its page says why.
+	s.advanceClock(t, 25*time.Hour, "")
+	d := waitEndpoint(t, s, name, func(o *sm.DescribeEndpointOutput) bool { return o.EndpointStatus == smtypes.EndpointStatusFailed })
+	run(t, b, "the failure is flagged",
+		waitText(`[data-testid=endpoint-status]`, "Failed"),
+		waitText(`.flag.bad[data-testid=endpoint-failure]`, aws.ToString(d.FailureReason)),
+		waitText(`[data-testid=endpoint-history]`, aws.ToString(d.FailureReason)),
+	)
+	run(t, b, "back to the top", js(`(() => { window.scrollTo(0, 0); document.activeElement.blur(); return true; })()`))
+	screenshot(t, b, "endpoint-failed", true)
+
+	// At a phone's width nothing is wider than the screen.
+	run(t, b, "the page at 390 px",
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(s.URL+"/console/endpoints/"+name),
+		waitText(`[data-testid=endpoint-status]`, "Failed"),
+		poll(`!!document.querySelector('[data-testid=chart-requests] canvas')`),
+	)
+	screenshot(t, b, "endpoint-phone", false)
+	if w := get(t, b, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 390 {
+		t.Fatalf("the page is %d px wide at a 390 px viewport", w)
+	}
+}
+
+// TestEndpointsListIsCheap: with 200 endpoints the list takes two
+// ListEndpoints calls of 100 and no call per row, and shows every one.
+func TestEndpointsListIsCheap(t *testing.T) {
+	s := startServer(t, "")
+	ctx := context.Background()
+	if _, err := s.SM.CreateModel(ctx, &sm.CreateModelInput{ModelName: aws.String("many-model"),
+		PrimaryContainer: &smtypes.ContainerDefinition{Image: aws.String("capstan/sim"),
+			Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Serverless endpoints hold no replica until invoked.
+	if _, err := s.SM.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("many-cfg"),
+		ProductionVariants: []smtypes.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String("many-model"),
+			ServerlessConfig: &smtypes.ProductionVariantServerlessConfig{MemorySizeInMB: aws.Int32(2048), MaxConcurrency: aws.Int32(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		if _, err := s.SM.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String(fmt.Sprintf("many-%03d", i)),
+			EndpointConfigName: aws.String("many-cfg")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowser(t, 1280, 800)
+	run(t, b, "open another page, count the calls, go to the list",
+		chromedp.Navigate(s.URL+"/console/plans"),
+		chromedp.WaitVisible(chromedp.CSS(`main h1`)),
+		js(countCalls),
+		js(`(() => { window.__t0 = performance.now(); document.querySelector('header nav a[href="/console/endpoints"]').click(); return true; })()`),
+		poll(`document.querySelectorAll('table[data-testid=endpoints] tbody tr').length === `+fmt.Sprint(n)),
+		js(`(() => { window.__ms = performance.now() - window.__t0; return true; })()`),
+	)
+	ms := get(t, b, "time", chromedp.Evaluate[float64](`window.__ms`))
+	t.Logf("the list of %d endpoints showed after %.0f ms", n, ms)
+	calls := get(t, b, "calls", chromedp.Evaluate[map[string]int](`window.__calls`))
+	if calls["SageMaker.ListEndpoints"] != 2 || calls["SageMaker.DescribeEndpoint"] != 0 {
+		t.Fatalf("calls for the list of %d endpoints: %v, want 2 ListEndpoints and no DescribeEndpoint", n, calls)
+	}
+	if ms > 1000 {
+		t.Fatalf("the list of %d endpoints took %.0f ms (the budget is 300 ms)", n, ms)
+	}
+	run(t, b, "the filter narrows the list",
+		typeInto(`#endpoints-filter`, "many-19"),
+		poll(`document.querySelectorAll('table[data-testid=endpoints] tbody tr').length === 10`),
+	)
+}

@@ -110,7 +110,7 @@ function history(ep) {
   const h = [];
   const add = (t, what) => {
     const d = toDate(t);
-    if (d) h.push({ t: d.getTime(), when: t, what });
+    if (d) h.push({ t: d.getTime(), when: t, what: what.replace(/\.\.$/, '.') });
   };
   add(ep.CreationTime, 'Created.');
   for (const v of ep.ProductionVariants || []) {
