@@ -43,6 +43,9 @@ const (
 	MetricKVCacheUtilization = "KVCacheUtilization" // mean over scraped replicas, 0..1
 	MetricTimeToFirstToken   = "TimeToFirstToken"
 	MetricArrivalRate        = "ArrivalRate" // arrivals per second since the previous sample
+	// MetricReplicas is the endpoint's ready replicas (backends in its
+	// route, all variants): for charts (the console's), not a trigger.
+	MetricReplicas = "Replicas"
 )
 
 // SamplePeriod is how often the Sampler records the gauges.
@@ -55,7 +58,7 @@ type cwVariant struct {
 
 // cwEndpoint is one endpoint's built-in series handles and sampling state.
 type cwEndpoint struct {
-	ttft, queue, perReplica, kv, arrivals *metricstore.Handle
+	ttft, queue, perReplica, kv, arrivals, replicas *metricstore.Handle
 
 	mu           sync.Mutex
 	sampled      bool
@@ -86,7 +89,7 @@ func (g *Gateway) cwEndpointOf(es *epStats, endpoint string) *cwEndpoint {
 	d := []metricstore.Dimension{{Name: DimensionEndpointName, Value: endpoint}}
 	h := func(m string) *metricstore.Handle { return g.cw.Handle(NamespaceCapstan, m, d) }
 	ce := &cwEndpoint{ttft: h(MetricTimeToFirstToken), queue: h(MetricQueueDepth), perReplica: h(MetricInFlightPerReplica),
-		kv: h(MetricKVCacheUtilization), arrivals: h(MetricArrivalRate)}
+		kv: h(MetricKVCacheUtilization), arrivals: h(MetricArrivalRate), replicas: h(MetricReplicas)}
 	if !es.cw.CompareAndSwap(nil, ce) {
 		return es.cw.Load()
 	}
@@ -178,7 +181,7 @@ func (g *Gateway) SampleGauges(endpoint string) {
 // per variant (the variant's requests in flight, plus the endpoint's queued
 // and held requests when it has a single variant, since they are that
 // variant's demand) and the capstan built-ins QueueDepth,
-// InFlightPerReplica, KVCacheUtilization and ArrivalRate. A gauge keeps one
+// InFlightPerReplica, KVCacheUtilization, ArrivalRate and Replicas. A gauge keeps one
 // sample a second: sampled again within the second (a trigger's read does
 // that), the newer value replaces it. ArrivalRate, arrivals per second
 // since the previous second's sample, is sampled once a second.
@@ -231,6 +234,7 @@ func (s *Sampler) Sample(endpoint string) {
 	_ = ce.queue.SetAt(now, float64(snap.Queued+snap.EngineWaiting))
 	_ = ce.perReplica.SetAt(now, float64(snap.InFlight+snap.Queued)/float64(max(snap.Replicas, 1)))
 	_ = ce.kv.SetAt(now, snap.KVUsage)
+	_ = ce.replicas.SetAt(now, float64(snap.Replicas))
 	for _, v := range rs.variants {
 		n := snap.Variants[v.route.Name].InFlight
 		if len(rs.variants) == 1 {

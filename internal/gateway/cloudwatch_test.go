@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -223,6 +224,8 @@ func TestSampler(t *testing.T) {
 		{cp, gateway.MetricQueueDepth, []string{"EndpointName", "ep"}, w{2, 0}},
 		{cp, gateway.MetricKVCacheUtilization, []string{"EndpointName", "ep"}, w{2, 0}},
 		{cp, gateway.MetricArrivalRate, []string{"EndpointName", "ep"}, w{1, 2}}, // 4 arrivals in 2 s; the first sample is the baseline
+		{cp, gateway.MetricReplicas, []string{"EndpointName", "ep"}, w{2, 4}},
+		{cp, gateway.MetricReplicas, []string{"EndpointName", "two"}, w{2, 4}}, // both variants' replicas
 	}
 	for _, c := range cases {
 		a := stat(t, st, c.ns, c.metric, c.dims...)
@@ -248,6 +251,39 @@ func TestSampler(t *testing.T) {
 	})
 	cancel()
 	<-done
+}
+
+// TestSamplerReplicas: the Replicas gauge follows the route's backends,
+// down to 0 while the endpoint is still routed.
+func TestSamplerReplicas(t *testing.T) {
+	clk := clock.NewFake(cwT0)
+	st := metricstore.New(clk, metricstore.Options{})
+	g := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry(), MetricStore: st})
+	route := func(n int) {
+		var bs []gateway.Backend
+		for i := range n {
+			bs = append(bs, gateway.Backend{ID: fmt.Sprintf("r%d", i), Addr: "127.0.0.1:1"})
+		}
+		g.SetRoute(gateway.Route{Endpoint: "ep", Variants: []gateway.VariantRoute{{Name: "v", Weight: 1, Backends: bs}}})
+	}
+	s := g.Sampler()
+	for _, n := range []int{1, 3, 0} {
+		route(n)
+		s.Step()
+		clk.Step(time.Second)
+	}
+	got, err := st.Statistics(metricstore.Query{Namespace: gateway.NamespaceCapstan, Metric: gateway.MetricReplicas,
+		Dimensions: []metricstore.Dimension{{Name: "EndpointName", Value: "ep"}}, Start: cwT0, End: cwT0.Add(3 * time.Second), Period: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq []float64
+	for _, a := range got {
+		seq = append(seq, a.Max)
+	}
+	if fmt.Sprint(seq) != "[1 3 0]" {
+		t.Fatalf("Replicas per second: %v, want [1 3 0]", seq)
+	}
 }
 
 // TestNoStoreNoRecording: without Options.MetricStore nothing is recorded
