@@ -40,8 +40,7 @@ const nav = [
 function SignIn() {
   const cfg = getConfig();
   const [form, setForm] = useState({ accessKeyId: '', secretAccessKey: '', adminToken: '' });
-  const [submit, busy] = useSubmit(async (e) => {
-    e.preventDefault();
+  const [submit, busy] = useSubmit(async () => {
     setSession({ ...form });
     navigate('/endpoints', true);
   });
@@ -53,7 +52,13 @@ function SignIn() {
         This server has credentials configured. The console signs its API calls with them (SigV4 for the SageMaker
         and CloudWatch APIs, the admin token for manifests and nodes); they stay in this tab.
       </p>
-      <form onSubmit={submit}>
+      <form
+        onSubmit={(e) => {
+          // Always: a click that useSubmit ignores must not submit the form natively either.
+          e.preventDefault();
+          submit();
+        }}
+      >
         {cfg.auth.sigv4 ? (
           <>
             <Field id="accessKeyId" label="Access key ID">
