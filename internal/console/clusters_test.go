@@ -315,3 +315,55 @@ func TestApplyErrors(t *testing.T) {
 		t.Fatalf("refused applies stored %+v", objs.Items)
 	}
 }
+
+// TestApplyNodePool: a body with Karpenter documents and a JumpStartModel
+// is applied as `capstan apply` does, the node documents to the node API.
+func TestApplyNodePool(t *testing.T) {
+	s := startServer(t, "")
+	ctx := newBrowser(t, 1280, 800)
+	run(t, ctx, "open Apply",
+		chromedp.Navigate(s.URL+"/console/apply"),
+		chromedp.WaitVisible(chromedp.CSS(`#manifest`)),
+	)
+	paste(t, ctx, "#manifest", `# node pools first, then the model
+apiVersion: karpenter.sagemaker.amazonaws.com/v1
+kind: HyperpodNodeClass
+metadata: {name: g5-groups}
+spec:
+  instanceGroups: [g5-8xlarge]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: inference}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.sagemaker.amazonaws.com, kind: HyperpodNodeClass, name: g5-groups}
+  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 30s}
+---
+`+demoYAML)
+	run(t, ctx, "apply",
+		chromedp.Click(chromedp.CSS(`[data-testid=apply]`)),
+		waitText(`[data-testid=apply-results]`, "HyperpodNodeClass g5-groups created"),
+		waitText(`[data-testid=apply-results]`, "NodePool inference created"),
+		waitText(`[data-testid=apply-results]`, "JumpStartModel default/demo created"),
+	)
+	var pools struct {
+		Items []struct{ Name string } `json:"items"`
+	}
+	apiGet(t, s, "/apis/karpenter.sh/v1/nodepools", &pools)
+	if len(pools.Items) != 1 || pools.Items[0].Name != "inference" {
+		t.Fatalf("node pools %+v, want inference", pools.Items)
+	}
+	var objs objectList
+	apiGet(t, s, manifestsBase+"/jumpstartmodels", &objs)
+	if len(objs.Items) != 1 {
+		t.Fatalf("jumpstartmodels %+v, want demo", objs.Items)
+	}
+	// A bad node document is refused with the node API's message.
+	paste(t, ctx, "#manifest", "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: broken}\nspec: {weight: -5}\n")
+	run(t, ctx, "a bad node pool",
+		chromedp.Click(chromedp.CSS(`[data-testid=apply]`)),
+		waitText(`[data-testid=apply-errors]`, "weight"),
+	)
+}

@@ -19,6 +19,33 @@ spec:
   autoScalingSpec: {minReplicaCount: 1, maxReplicaCount: 4, cooldownPeriod: 60}
 `;
 
+// The node API's apply: NodePool and HyperpodNodeClass documents go there,
+// as `capstan apply` sends them, before the body's other documents.
+const NODE_APPLY = '/apis/karpenter.sh/v1/apply';
+const NODE_API_VERSION = /(?:^\s*apiVersion\s*:|"apiVersion"\s*:)\s*["']?karpenter\.(?:sh|sagemaker\.amazonaws\.com)\//m;
+
+// splitNodeDocuments cuts the text at "---" lines (as the server does) into
+// the node API's documents and the rest; null when there are none of the
+// first, so the body goes to the manifests API as typed.
+export function splitNodeDocuments(text) {
+  const docs = [];
+  let cur = [];
+  for (const ln of text.split('\n')) {
+    if (/^---(\s|$)/.test(ln)) {
+      docs.push(cur.join('\n'));
+      cur = [ln.slice(3).replace(/^\s*#.*$/, '')];
+      continue;
+    }
+    cur.push(ln);
+  }
+  docs.push(cur.join('\n'));
+  const meaningful = (d) => d.split('\n').some((l) => l.trim() && !l.trim().startsWith('#') && l.trim() !== '...');
+  const nodes = docs.filter((d) => meaningful(d) && NODE_API_VERSION.test(d));
+  if (!nodes.length) return null;
+  const rest = docs.filter((d) => meaningful(d) && !NODE_API_VERSION.test(d));
+  return { nodes: nodes.join('\n---\n'), rest: rest.join('\n---\n') };
+}
+
 function takeDraft() {
   const d = sessionStorage.getItem(APPLY_DRAFT);
   if (d != null) sessionStorage.removeItem(APPLY_DRAFT);
@@ -27,11 +54,11 @@ function takeDraft() {
 
 // where says which document a cause is in, when the body has several or
 // the server gave a line.
-function where(c) {
+function where(c, split) {
   const parts = [];
   if (c.object) parts.push(c.object);
-  if (c.document != null) parts.push(`document ${c.document + 1}`);
-  if (c.line) parts.push(`line ${c.line}`);
+  if (!split && c.document != null) parts.push(`document ${c.document + 1}`);
+  if (!split && c.line) parts.push(`line ${c.line}`);
   return parts.join(', ');
 }
 
@@ -46,10 +73,33 @@ export default function Apply() {
     setResult(null);
     try {
       const q = namespace.trim() ? '?namespace=' + encodeURIComponent(namespace.trim()) : '';
-      const res = await bearer('POST', `${MANIFESTS}/apply${q}`, text, 'application/yaml');
-      setResult(res.items || []);
+      const split = splitNodeDocuments(text);
+      let items = [];
+      if (split) {
+        // Line and document numbers in errors count within the half sent.
+        try {
+          const res = await bearer('POST', NODE_APPLY, split.nodes, 'application/yaml');
+          items = (res.items || []).map((r) => ({ ...r, node: true }));
+        } catch (err) {
+          err.split = true;
+          throw err;
+        }
+        if (!split.rest.trim()) {
+          setResult(items);
+          return;
+        }
+      }
+      try {
+        const res = await bearer('POST', `${MANIFESTS}/apply${q}`, split ? split.rest : text, 'application/yaml');
+        setResult(items.concat(res.items || []));
+      } catch (err) {
+        err.split = !!split;
+        if (items.length) err.applied = items;
+        throw err;
+      }
     } catch (err) {
       setError(err);
+      if (err.applied) setResult(err.applied);
     }
   });
 
@@ -61,8 +111,9 @@ export default function Apply() {
     <section>
       <h1>Apply a manifest</h1>
       <p class="hint">
-        InferenceEndpointConfig and JumpStartModel manifests, YAML or JSON, several separated by <code>---</code> — as{' '}
-        <code>capstan apply -f</code> takes them. If any document is invalid, nothing is stored.
+        InferenceEndpointConfig and JumpStartModel manifests, and Karpenter NodePool and HyperpodNodeClass ones, YAML or
+        JSON, several separated by <code>---</code> — as <code>capstan apply -f</code> takes them. If any document is
+        invalid, nothing of its kind is stored (node documents are applied first, as the CLI does).
       </p>
       <form
         noValidate
@@ -101,7 +152,7 @@ export default function Apply() {
                       ) : (
                         c.message
                       )}
-                      {where(c) ? <span class="clusters-where"> ({where(c)})</span> : null}
+                      {where(c, textError.split) ? <span class="clusters-where"> ({where(c, textError.split)})</span> : null}
                     </li>
                   ))
                 ) : (
@@ -143,7 +194,9 @@ export default function Apply() {
             {result.map((r) => (
               <li>
                 {r.kind}{' '}
-                {shortKind(r.kind) ? (
+                {r.node ? (
+                  r.name
+                ) : shortKind(r.kind) ? (
                   <Link href={deploymentHref(r.kind, r.namespace, r.name)}>
                     {r.namespace}/{r.name}
                   </Link>
