@@ -97,6 +97,18 @@ type eventList struct {
 	Items []struct{ Type, Reason, Message string } `json:"items"`
 }
 
+// checkPhoneWidth fails the test when the page, emulated at 390 px, is
+// wider than that, naming the elements that stick out.
+func checkPhoneWidth(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	if w := get(t, ctx, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 390 {
+		wide := get(t, ctx, "wide elements", chromedp.Evaluate[string](`[...document.querySelectorAll('main *')]
+			.filter(e => e.getBoundingClientRect().right > 391)
+			.slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right) + ': ' + e.innerText.slice(0, 40)).join('\n')`))
+		t.Errorf("at 390 px %s is %d px wide:\n%s", what, w, wide)
+	}
+}
+
 // count evaluates a querySelectorAll length.
 func count(t *testing.T, ctx context.Context, sel string) int {
 	t.Helper()
@@ -157,11 +169,13 @@ spec:
 		`window.scrollTo(0, document.querySelector('[data-testid=instance-groups]').getBoundingClientRect().top + window.scrollY - 56); true`))
 	screenshot(t, ctx, "cluster-detail", true)
 
+	// Ages follow the server's (dev) clock, not the browser's.
+	s.advanceClock(t, 3*time.Hour, "")
+	run(t, ctx, "ages by the server's clock", waitText(`[data-testid=nodes] tbody tr`, "3h 0m"))
+
 	// At a phone's width the page does not scroll sideways.
 	run(t, ctx, "phone width", chromedp.EmulateViewport(390, 844), chromedp.Sleep(200*time.Millisecond))
-	if w := get(t, ctx, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 390 {
-		t.Errorf("at 390 px the cluster page is %d px wide", w)
-	}
+	checkPhoneWidth(t, ctx, "the cluster page")
 }
 
 // TestDeploymentLifecycle: a manifest pasted into Apply and applied with a
@@ -218,6 +232,9 @@ func TestDeploymentLifecycle(t *testing.T) {
 		t.Fatalf("endpoint link %q, want /console/endpoints/demo", href)
 	}
 	screenshot(t, ctx, "deployment-detail", true)
+	run(t, ctx, "phone width", chromedp.EmulateViewport(390, 844), chromedp.Sleep(200*time.Millisecond))
+	checkPhoneWidth(t, ctx, "the deployment page")
+	run(t, ctx, "back to desktop", chromedp.EmulateViewport(1280, 800))
 
 	run(t, ctx, "the deployments list",
 		chromedp.Navigate(s.URL+"/console/deployments"),
@@ -234,6 +251,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 		waitText("main h1", "demo"),
 		chromedp.Click(chromedp.CSS(`[data-testid=delete]`)),
 		waitText(`#delete-question`, "Delete JumpStartModel demo"),
+		waitText(`:focus`, "Cancel"),
 		chromedp.Click(chromedp.CSS(`.clusters-confirm button.secondary`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=delete]`)),
 	)

@@ -146,7 +146,7 @@ export default function ClusterDetail({ name }) {
         <>
           {c.FailureMessage ? <p class="flag bad">{c.FailureMessage}</p> : null}
           <div class="card">
-            <dl class="props" data-testid="cluster-props">
+            <dl class="props clusters-props" data-testid="cluster-props">
               <dt>Status</dt>
               <dd>
                 <Status value={c.ClusterStatus} />

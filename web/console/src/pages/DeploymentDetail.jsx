@@ -2,7 +2,7 @@
 // shows it: status, conditions (pending reasons among them), where its
 // replicas run, scaling decisions, KV cache tiers, events and the spec; and
 // a Delete with a confirmation step.
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { NODES, bearer } from '../api.js';
 import { ErrorBox, Status, Table, fmtDate, fmtNumber, usePoll, useSubmit } from '../components.jsx';
 import { Link, navigate } from '../router.jsx';
@@ -88,6 +88,16 @@ function manifestOf(obj) {
 function DeleteAction({ obj, path }) {
   const [confirming, setConfirming] = useState(false);
   const [error, setError] = useState(null);
+  const cancelRef = useRef(null);
+  const deleteRef = useRef(null);
+  const asked = useRef(false);
+  // Keyboard focus follows the step: to Cancel when asked, back to Delete
+  // after a Cancel.
+  useEffect(() => {
+    if (confirming && cancelRef.current) cancelRef.current.focus();
+    else if (!confirming && asked.current && deleteRef.current) deleteRef.current.focus();
+    asked.current = asked.current || confirming;
+  }, [confirming]);
   const [remove, busy] = useSubmit(async () => {
     setError(null);
     try {
@@ -99,7 +109,7 @@ function DeleteAction({ obj, path }) {
   });
   if (!confirming) {
     return (
-      <button class="danger" type="button" onClick={() => setConfirming(true)} data-testid="delete">
+      <button class="danger" type="button" ref={deleteRef} onClick={() => setConfirming(true)} data-testid="delete">
         Delete
       </button>
     );
@@ -114,7 +124,7 @@ function DeleteAction({ obj, path }) {
         <button class="danger" type="button" onClick={remove} disabled={busy} data-testid="confirm-delete">
           {busy ? 'Deleting…' : 'Delete ' + obj.metadata.name}
         </button>
-        <button class="secondary" type="button" onClick={() => setConfirming(false)} disabled={busy}>
+        <button class="secondary" type="button" ref={cancelRef} onClick={() => setConfirming(false)} disabled={busy}>
           Cancel
         </button>
       </div>
@@ -200,7 +210,7 @@ export default function DeploymentDetail({ kind, namespace, name }) {
           ))}
           <h2>Status</h2>
           <div class="card">
-            <dl class="props" data-testid="deployment-status">
+            <dl class="props clusters-props" data-testid="deployment-status">
               <dt>State</dt>
               <dd>
                 <Status value={st.state || 'Pending'} />
