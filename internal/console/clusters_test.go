@@ -385,3 +385,48 @@ spec:
 		waitText(`[data-testid=apply-errors]`, "weight"),
 	)
 }
+
+// TestDeploymentPagesSignedIn: with credentials configured the pages sign
+// their calls (SigV4 for SageMaker, the admin token for manifests and
+// nodes), and a deployment that cannot be placed says why.
+func TestDeploymentPagesSignedIn(t *testing.T) {
+	const token = "console-admin-token-0123456789"
+	s := startServer(t, "credentials: [{accessKeyId: AKIDCONSOLE, secretAccessKey: console-secret}]\nadminTokens: ["+token+"]\n")
+	stuck := strings.NewReplacer("ml.g5.8xlarge", "ml.g6.12xlarge", "name: demo}", "name: stuck}").Replace(demoYAML)
+	req, _ := http.NewRequest(http.MethodPost, s.URL+manifestsBase+"/apply", strings.NewReader(stuck))
+	req.Header.Set("Content-Type", "application/yaml")
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("apply: %d", res.StatusCode)
+	}
+	ctx := newBrowser(t, 1280, 800)
+	run(t, ctx, "sign in",
+		chromedp.Navigate(s.URL+"/console/deployments"),
+		chromedp.WaitVisible(chromedp.CSS(`#accessKeyId`)),
+		chromedp.SendKeys(chromedp.CSS(`#accessKeyId`), "AKIDCONSOLE"),
+		chromedp.SendKeys(chromedp.CSS(`#secretAccessKey`), "console-secret"),
+		chromedp.SendKeys(chromedp.CSS(`#adminToken`), token),
+		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
+		waitText("main h1", "Endpoints"),
+	)
+	run(t, ctx, "the pending deployment",
+		chromedp.Click(chromedp.CSS(`header nav a[href="/console/deployments"]`)),
+		waitText(`[data-testid=deployments] tbody tr`, "stuck"),
+		waitText(`[data-testid=deployments] tbody tr`, "DeploymentPending"),
+		waitText(`[data-testid=deployments] tbody tr`, "0/1"),
+		chromedp.Click(chromedp.CSS(`[data-testid=deployments] tbody a`)),
+		waitText(`[data-testid=pending]`, "no instance group of type ml.g6.12xlarge"),
+		waitText(`main`, "No replica is placed on a node."),
+	)
+	run(t, ctx, "the cluster page through the node API",
+		chromedp.Click(chromedp.CSS(`header nav a[href="/console/clusters"]`)),
+		waitText(`[data-testid=clusters]`, "ml-cluster"),
+		chromedp.Click(chromedp.CSS(`[data-testid=clusters] a`)),
+		waitText(`[data-testid=nodes]`, "on-demand"),
+	)
+}

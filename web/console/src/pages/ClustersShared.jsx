@@ -58,11 +58,14 @@ export function endpointName(obj) {
 }
 
 // desiredReplicas is spec.replicas, or for an autoscaled object the
-// controller has seen, the count it runs now (as `capstan get` shows it).
+// controller has seen, the count it runs now (as `capstan get` shows it) —
+// but never below minReplicaCount, so that replicas still pending (which
+// status does not count) show as wanted.
 export function desiredReplicas(obj) {
   const spec = obj.spec || {};
   const st = obj.status || {};
-  if (spec.autoScalingSpec && st.observedGeneration > 0) return st.replicas || 0;
+  const as = spec.autoScalingSpec;
+  if (as && st.observedGeneration > 0) return Math.max(st.replicas || 0, as.minReplicaCount || 0);
   return spec.replicas ?? 0;
 }
 
