@@ -1,7 +1,7 @@
 // Buying a training plan, as the SageMaker console does it: search
 // offerings (SearchTrainingPlanOfferings), select one, review it, name the
 // plan and buy it (CreateTrainingPlan), then go to the plan's page.
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { sagemaker, serverNow } from '../api.js';
 import { ErrorBox, Field, Table, fmtDate, fmtDuration, fmtMoney, useSubmit } from '../components.jsx';
 import { Link, navigate } from '../router.jsx';
@@ -123,12 +123,18 @@ export default function PlanNew() {
     }
   });
 
-  useEffect(() => {
-    if (result && offersHeading.current) offersHeading.current.focus();
+  // Move focus to the step just shown (for keyboard and screen-reader
+  // users), unless the user is already typing somewhere.
+  const typing = () => {
+    const a = document.activeElement;
+    return a && (a.tagName === 'INPUT' || a.tagName === 'SELECT' || a.tagName === 'TEXTAREA');
+  };
+  useLayoutEffect(() => {
+    if (result && offersHeading.current && !typing()) offersHeading.current.focus();
   }, [result]);
-  useEffect(() => {
-    if (selected && reviewHeading.current) reviewHeading.current.focus();
-  }, [selected]);
+  useLayoutEffect(() => {
+    if (selected && reviewHeading.current && !typing()) reviewHeading.current.focus();
+  }, [selected && selected.TrainingPlanOfferingId]);
 
   const now = serverNow();
   const start = fromInputValue(form.start);

@@ -34,6 +34,12 @@ function TimeLeft({ plan, now }) {
         expires in {fmtDuration(t.left)}
       </span>
     );
+  if (t.untilStart != null && t.untilStart > 0)
+    return (
+      <span>
+        {timeLeftText(plan, now)} <span class="hint">(starts in {fmtDuration(t.untilStart)})</span>
+      </span>
+    );
   return <span>{timeLeftText(plan, now)}</span>;
 }
 
