@@ -226,6 +226,7 @@ func TestPlansBadInput(t *testing.T) {
 			t.Fatalf("%s: offerings shown after an error", c.what)
 		}
 	}
+	screenshot(t, ctx, "plans-bad-input", false)
 	// A start in the past is not an error to the server (offerings start no
 	// earlier than its now); the page says so next to the field, and the
 	// offerings start at the server's now.
