@@ -50,8 +50,8 @@ func TestAddHeldSaturates(t *testing.T) {
 	}
 }
 
-// TestSearchBounds: counts and durations outside SageMaker's ranges are
-// refused, and times past the calendar's int64-nanosecond range neither wrap
+// TestSearchBounds: counts and durations outside SageMaker's ranges, and a
+// window that has already closed, are refused, and times past the calendar's int64-nanosecond range neither wrap
 // nor loop.
 func TestSearchBounds(t *testing.T) {
 	cal, _, _ := newCal(t, fleet.Capacity{p5: {"a": 4}})
@@ -70,6 +70,9 @@ func TestSearchBounds(t *testing.T) {
 		{"start in year 9999", func(q *Query) { q.StartAfter, q.EndBefore = far, time.Time{} }, false, false},
 		{"end in year 9999", func(q *Query) { q.EndBefore = far }, false, true},
 		{"ten-year plan, no end", func(q *Query) { q.Duration, q.EndBefore = MaxPlanDuration, time.Time{} }, false, true},
+		{"window already closed", func(q *Query) { q.StartAfter, q.EndBefore = t0.Add(-72*time.Hour), t0.Add(-time.Hour) }, true, false},
+		{"window ends now", func(q *Query) { q.StartAfter, q.EndBefore = t0.Add(-72*time.Hour), t0 }, true, false},
+		{"start in the past, end ahead", func(q *Query) { q.StartAfter = t0.Add(-72 * time.Hour) }, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

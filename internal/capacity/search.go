@@ -96,6 +96,12 @@ func (c *Calendar) Search(q Query) ([]Offering, error) {
 		return nil, &Error{Kind: ErrInvalid, Message: fmt.Sprintf("Duration %s is outside [1h, %s].", q.Duration, MaxPlanDuration)}
 	}
 	now := c.clock.Now().UTC()
+	if !q.EndBefore.IsZero() && !q.EndBefore.After(now) {
+		// A window that has already closed is a mistake (a date typed in
+		// the past), not a search with no result.
+		return nil, &Error{Kind: ErrInvalid, Message: fmt.Sprintf("EndTimeBefore (%s) is in the past; it must be after the current time (%s).",
+			q.EndBefore.UTC().Format(time.RFC3339), now.Format(time.RFC3339))}
+	}
 	if q.StartAfter.After(lastNano.Add(-q.Duration)) {
 		// No window that starts then fits in the calendar's range.
 		return nil, nil

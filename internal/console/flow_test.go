@@ -27,24 +27,17 @@ func TestPlanToExpiry(t *testing.T) {
 	// Search and buy in the browser.
 	run(t, ctx, "search offerings",
 		chromedp.Navigate(s.URL+"/console/plans/new"),
-		chromedp.WaitVisible(chromedp.CSS(`#instanceType`)),
-		chromedp.SetValue(chromedp.CSS(`#instanceType`), "ml.p5.48xlarge"),
-		chromedp.Clear(chromedp.CSS(`#instanceCount`)),
-		chromedp.SendKeys(chromedp.CSS(`#instanceCount`), "1"),
-		chromedp.Clear(chromedp.CSS(`#durationHours`)),
-		chromedp.SendKeys(chromedp.CSS(`#durationHours`), "24"),
-		chromedp.Click(chromedp.CSS(`#search`)),
+		searchForm{Type: "ml.p5.48xlarge", Count: "1", Duration: "24", Target: "endpoint"}.submit(),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=offerings] tbody tr`)),
 	)
-	screenshot(t, ctx, "plans-offerings", true)
-	run(t, ctx, "review and buy",
-		chromedp.Click(chromedp.CSS(`[data-testid=offerings] tbody tr button`)),
-		chromedp.WaitVisible(chromedp.CSS(`#planName`)),
-		chromedp.SendKeys(chromedp.CSS(`#planName`), "eval-week"),
+	screenshot(t, ctx, "plans-offerings", false)
+	run(t, ctx, "review",
+		chromedp.Click(chromedp.CSS(`[data-testid=select-offering]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#plan-name`)),
+		chromedp.SendKeys(chromedp.CSS(`#plan-name`), "eval-week"),
 	)
-	screenshot(t, ctx, "plans-review", true)
 	run(t, ctx, "buy",
-		chromedp.Click(chromedp.CSS(`#buy`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=buy]`)),
 		waitText("main h1", "eval-week"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=plan-status]`)),
 	)
@@ -53,7 +46,7 @@ func TestPlanToExpiry(t *testing.T) {
 		t.Fatalf("the plan bought in the console: %v", err)
 	}
 	// Move to the plan's start: the endpoint runs only on it.
-	if wait := plan.StartTime.Sub(serverTime(t, s)); wait > 0 {
+	if wait := plan.StartTime.Sub(serverNow(t, s)); wait > 0 {
 		s.advanceClock(t, wait+time.Second, "")
 	}
 	run(t, ctx, "the plan is active", waitText(`[data-testid=plan-status]`, "Active"))
@@ -99,7 +92,7 @@ func TestPlanToExpiry(t *testing.T) {
 	screenshot(t, ctx, "plan-in-use", true)
 
 	// Past the plan's end.
-	s.advanceClock(t, plan.EndTime.Sub(serverTime(t, s))+time.Minute, "")
+	s.advanceClock(t, plan.EndTime.Sub(serverNow(t, s))+time.Minute, "")
 	run(t, ctx, "the plan page shows the expiry",
 		waitText(`[data-testid=plan-status]`, "Expired"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=plan-expired]`)),
@@ -117,16 +110,6 @@ func TestPlanToExpiry(t *testing.T) {
 	if d.FailureReason == nil || !strings.Contains(*d.FailureReason, "ended at") {
 		t.Fatalf("DescribeEndpoint after the plan's end: status %s, reason %v", d.EndpointStatus, aws.ToString(d.FailureReason))
 	}
-}
-
-// serverTime is the server's clock, from the console's config.json.
-func serverTime(t testing.TB, s *server) time.Time {
-	t.Helper()
-	var cfg struct {
-		Now time.Time `json:"now"`
-	}
-	getJSON(t, s.URL+"/console/config.json", &cfg)
-	return cfg.Now
 }
 
 // waitAttrAbove waits until the element's numeric attribute exceeds min.

@@ -2,10 +2,8 @@ package console_test
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -203,18 +201,3 @@ func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	})
 }
 
-// getJSON decodes a GET's JSON answer into v.
-func getJSON(t testing.TB, url string, v any) {
-	t.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", url, res.Status)
-	}
-	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-}
