@@ -99,11 +99,11 @@ func BenchmarkPageLoad(b *testing.B) {
 		{"endpoints", "/console/endpoints", rows("endpoints", 200)},
 		{"endpoint", "/console/endpoints/scale-ep-123", `document.querySelector('main h1') && document.querySelector('main h1').innerText.includes('scale-ep-123') && document.body.innerText.includes('InService')`},
 		{"plans", "/console/plans", rows("plans", 50)},
-		{"plan", "/console/plans/scale-plan-25", `document.querySelector('[data-testid=plan-status]') != null`},
+		{"plan", "/console/plans/scale-plan-25", `document.querySelector('[data-testid=plan-status]') != null && !document.querySelector('main').innerText.includes('Loading')`},
 		{"buy-plan", "/console/plans/new", `document.querySelector('main form select, main form input') != null`},
 		{"clusters", "/console/clusters", rows("clusters", 1)},
 		{"cluster", "/console/clusters/ml-cluster", rows("nodes", 1)},
-		{"deployments", "/console/deployments", `document.querySelector('main h1') && document.querySelector('main h1').innerText.includes('Deployments') && !document.body.innerText.includes('Loading')`},
+		{"deployments", "/console/deployments", `document.querySelector('main h1') && document.querySelector('main h1').innerText.includes('Deployments') && !document.querySelector('main').innerText.includes('Loading')`},
 		{"apply", "/console/apply", `document.querySelector('main textarea') != null`},
 	}
 	times := make([][]time.Duration, len(pages))
