@@ -55,7 +55,7 @@ Prints "listening on http://HOST:PORT" on stdout once bound. See docs/engine-sim
 	f.Float64Var(&o.L1Bandwidth, "l1-bandwidth", sim.DefaultL1Bandwidth, "L1→GPU load bandwidth, bytes/s (PCIe)")
 	f.Float64Var(&o.L2Bandwidth, "l2-bandwidth", sim.DefaultL2Bandwidth, "L2→GPU load bandwidth, bytes/s (network)")
 	f.StringVar(&o.TieredStorageDir, "tiered-storage-dir", "", "tieredstorage directory: the node-local disk KV tier shared by the replicas of a node, asked after L1 and before --shared-cache (required with --tiered-storage-bytes)")
-	f.Int64Var(&o.TieredStorageBytes, "tiered-storage-bytes", 0, "tieredstorage size in bytes, at least one KV block (0 = no tieredstorage)")
+	f.Int64Var(&o.TieredStorageBytes, "tiered-storage-bytes", 0, "tieredstorage size in bytes of this model's file in --tiered-storage-dir, at least one KV block (0 = no tieredstorage)")
 	f.Float64Var(&o.TieredStorageBandwidth, "tiered-storage-bandwidth", sim.DefaultTieredStorageBandwidth, "tieredstorage→GPU load bandwidth, bytes/s (NVMe Gen4-class SSD)")
 	f.StringVar(&o.KVEvents, "kv-events", "", "publish vLLM KV events on this ZMQ endpoint, e.g. tcp://*:5557")
 	f.StringVar(&o.KVEventsReplay, "kv-events-replay", "", "ZMQ ROUTER endpoint for KV event replay")

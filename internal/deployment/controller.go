@@ -870,8 +870,9 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, no
 		args = append(args, "--cpu-cache-bytes="+strconv.FormatInt(p.l1Bytes(it), 10))
 	}
 	if p.tiered {
-		// One store per node, shared by every replica on it (of any
-		// deployment); each replica bounds it by its own budget.
+		// One store directory per node, shared by every replica on it (of
+		// any deployment); each model has its own file there, bounded by
+		// the budget (replicas given another budget open another file).
 		args = append(args, "--tiered-storage-dir="+tieredDir(c.o.DataDir, p.cluster, node),
 			"--tiered-storage-bytes="+strconv.FormatInt(tiered, 10))
 	}

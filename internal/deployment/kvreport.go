@@ -323,7 +323,8 @@ func (c *Controller) kvReport(p *plan, reps []*kvReplica) manifest.KVCacheReport
 
 // nodeTS sizes the tieredstorage tier by node: each node's store counts
 // once, at the largest budget its replicas were given, and its use is the
-// largest reading among them (they read one store).
+// largest reading among them (replicas of one model given one budget read
+// one file).
 func nodeTS(ts *manifest.KVTierReport, reps []*kvReplica) {
 	budget, used, read := map[string]int64{}, map[string]float64{}, map[string]bool{}
 	var order []string

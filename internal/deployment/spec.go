@@ -40,8 +40,8 @@ type plan struct {
 	l2URL     string
 	// l1Size is kvCacheSpec.l1CacheSize in bytes (0: the default, l1Bytes).
 	l1Size int64
-	// tiered switches the tieredstorage tier on; l2Size is its budget per
-	// node from l2CacheSize (0: manifest.DefaultTieredStorageBytes).
+	// tiered switches the tieredstorage tier on; l2Size is the model's
+	// budget per node from l2CacheSize (0: manifest.DefaultTieredStorageBytes).
 	tiered     bool
 	l2Size     int64
 	replicas   int
@@ -257,8 +257,9 @@ func (p *plan) l1Bytes(it catalog.InstanceType) int64 {
 	return int64(float64(int64(it.MemoryGiB)<<30) / 2 * min(share, 1))
 }
 
-// tieredBytes is the tieredstorage budget of a node of it: l2CacheSize,
-// else manifest.DefaultTieredStorageBytes (0 without local storage).
+// tieredBytes is the model's tieredstorage budget on a node of it:
+// l2CacheSize, else manifest.DefaultTieredStorageBytes (0 without local
+// storage).
 func (p *plan) tieredBytes(it catalog.InstanceType) int64 {
 	if p.l2Size > 0 {
 		return p.l2Size

@@ -8,8 +8,8 @@ import (
 
 // Bounds of the shared-tier sets of the KV index.
 const (
-	// maxPerNode bounds one node's DISK (tieredstorage) set. The store's
-	// default budget is at most 100Gi; at 16 tokens a block that is
+	// maxPerNode bounds one node's DISK (tieredstorage) set. A model's
+	// default budget on a node is at most 100Gi; at 16 tokens a block that is
 	// ≈ 51,000 blocks of Llama-3.1-8B (2 MiB each) and ≈ 546,000 of
 	// Qwen2.5-0.5B (192 KiB), so 2^19 covers a full store of all but the
 	// smallest models while holding one node's set to ≈ 50 MB.

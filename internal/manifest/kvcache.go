@@ -11,7 +11,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/catalog"
 )
 
-// The tieredstorage budget of a node when l2CacheSize is unset: a tenth of
+// The tieredstorage budget of a model on a node when l2CacheSize is unset: a tenth of
 // the instance type's local storage, at most MaxDefaultTieredStorageBytes,
 // so that a p5's 30 TB store does not default to 3 TB of KV blocks.
 const (
@@ -19,8 +19,8 @@ const (
 	MaxDefaultTieredStorageBytes = 100 << 30 // 100Gi
 )
 
-// DefaultTieredStorageBytes is the tieredstorage budget of a node of it
-// when l2CacheSize is unset: 0 when it has no local storage.
+// DefaultTieredStorageBytes is the tieredstorage budget of a model on a
+// node of it when l2CacheSize is unset: 0 when it has no local storage.
 func DefaultTieredStorageBytes(it catalog.InstanceType) int64 {
 	return min(int64(float64(it.LocalStorageBytes())*DefaultTieredStorageShare), MaxDefaultTieredStorageBytes)
 }

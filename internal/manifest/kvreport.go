@@ -38,7 +38,7 @@ type KVTierReport struct {
 	// Units is how many replicas (or nodes) hold the tier now; 0 for a
 	// shared tier or when no replica runs.
 	Units int `json:"units"`
-	// EachBytes is one unit's size (a replica's L1, a node's store budget);
+	// EachBytes is one unit's size (a replica's L1, the model's store budget on a node);
 	// CapacityBytes the sum over Units. 0 when unknown (Redis).
 	EachBytes     int64 `json:"eachBytes,omitempty"`
 	CapacityBytes int64 `json:"capacityBytes,omitempty"`

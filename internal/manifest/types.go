@@ -295,10 +295,11 @@ type KVCacheSpec struct {
 type L2CacheSpec struct {
 	L2CacheBackend  string `json:"l2CacheBackend"`
 	L2CacheLocalURL string `json:"l2CacheLocalUrl,omitempty"`
-	// L2CacheSize (capstan's extension) is the tieredstorage budget of each
-	// node, a Kubernetes quantity; unset, DefaultTieredStorageBytes of the
-	// instance type. It has no effect with redis (the server's memory
-	// bounds it).
+	// L2CacheSize (capstan's extension) is the tieredstorage budget of the
+	// model on each node, a Kubernetes quantity: each model has its own
+	// file in the node's store, bounded by its own budget. Unset,
+	// DefaultTieredStorageBytes of the instance type. It has no effect with
+	// redis (the server's memory bounds it).
 	L2CacheSize Quantity `json:"l2CacheSize,omitempty"`
 }
 

@@ -7,8 +7,10 @@
 #     directory; the same prompt on the other replica is served from it
 #     (capstan_engine_kv_tier_hits_total{tier="tieredstorage"} > 0, and
 #     `capstan describe` shows a tieredstorage hit rate);
-#   - block records truncated on disk are misses, never wrong tokens: the
-#     request still succeeds and the replicas count corrupt records;
+#   - block records damaged on disk (a byte flipped in each slot of the
+#     node's slot file) are misses, never wrong tokens: the request still
+#     succeeds and the replicas count corrupt records; a slot file truncated
+#     to its header is all misses, and the request still succeeds;
 #   - a store larger than the instance type's local storage is refused with
 #     the field path.
 # Needs CAPSTAN_BIN, jq and curl. About 20 s.
@@ -81,7 +83,26 @@ metric() {
   done
   echo "$sum"
 }
-records() { find "${stores[0]}" -name '*.kvb' | wc -l; }
+# slots [damage]: the records in the node's slot files (<ns>-<block>-<n>.kvs:
+# a 4 KiB header, then 64-byte slots, a record starting "CKVB"); with
+# damage, a payload byte of each is flipped, so every one fails its checksum.
+slots() {
+  python3 - "${stores[0]}" "$@" <<'PY'
+import glob, os, sys
+n = 0
+for p in glob.glob(os.path.join(sys.argv[1], "*.kvs")):
+    with open(p, "r+b") as f:
+        data = f.read()
+        for off in range(4096, len(data) - 63, 64):
+            if data[off:off + 4] == b"CKVB":
+                n += 1
+                if len(sys.argv) > 2:
+                    f.seek(off + 40)
+                    f.write(bytes([data[off + 40] ^ 0x55]))
+print(n)
+PY
+}
+records() { slots; }
 complete() { # PROMPT
   local code
   code=$(curl -sS -o "$work/out.json" -w '%{http_code}' "$url/v1/completions" -H 'Content-Type: application/json' \
@@ -113,17 +134,24 @@ cap describe iec kv-flow >"$work/describe.txt"
 grep -A5 'KV Cache Tiers:' "$work/describe.txt"
 grep -E '^\s+tieredstorage\s+per node' "$work/describe.txt" | grep -qE '[0-9.]+%\s*$' || fail "describe: $(cat "$work/describe.txt")"
 
-# --- records truncated on disk: misses, the request still answered
+# --- records damaged on disk: misses, the request still answered
 other=$(python3 -c 'print(" ".join("another document line %d" % i for i in range(250)))')
 before=$(records)
 complete "$other"
 wait_records $((before + 100))
-find "${stores[0]}" -name '*.kvb' -exec truncate -s 10 {} +
+damaged=$(slots damage)
 corrupt0=$(metric capstan_engine_kv_tieredstorage_corrupt_total)
 complete "$other" # the other replica finds only broken records
 corrupt=$(metric capstan_engine_kv_tieredstorage_corrupt_total)
 python3 -c "import sys; sys.exit(0 if $corrupt > $corrupt0 else 1)" || fail "corrupt records not counted ($corrupt0 → $corrupt)"
-echo "truncated records: $((${corrupt%.*} - ${corrupt0%.*})) counted as corrupt, the request answered"
+echo "$damaged damaged records: $((${corrupt%.*} - ${corrupt0%.*})) read as corrupt, the request answered"
+
+# --- the slot file truncated to its header: misses, the request answered
+for f in "${stores[0]}"/*.kvs; do truncate -s 4096 "$f"; done
+third=$(python3 -c 'print(" ".join("a third text line %d" % i for i in range(250)))')
+complete "$third"
+wait_records 100 # written again: the store grows back
+echo "truncated store: the request answered, $(records) records written again"
 
 cap delete iec kv-flow >/dev/null
 echo "kvtier flow passed"

@@ -186,9 +186,9 @@ func (m *Metrics) finished(s *seq, reason string, e2e float64) {
 
 // tierCollector reports, at scrape time, the size and use of the tiers
 // below the GPU: capstan_engine_kv_tier_used_bytes and _capacity_bytes by
-// tier (l1: this replica's CPU cache; tieredstorage: the node's store, shared
-// by its replicas, so each of them reports the same store as it sees it),
-// plus the tieredstorage store's blocks and corrupt records. Reading at
+// tier (l1: this replica's CPU cache; tieredstorage: this model's file in the
+// node's store, shared by its replicas, so each of them reports the same file
+// as it sees it), plus the tieredstorage file's blocks and corrupt records. Reading at
 // scrape time keeps the engine loop free of bookkeeping. Redis reports
 // nothing: its size is the Redis server's.
 type tierCollector struct {

@@ -63,7 +63,8 @@ type Options struct {
 	L1Bandwidth          float64
 	L2Bandwidth          float64
 	// TieredStorageDir is the node's tieredstorage directory, shared by the
-	// replicas on the node; TieredStorageBytes bounds it (0 = tier off).
+	// replicas on the node; TieredStorageBytes bounds this model's file in
+	// it (0 = tier off).
 	TieredStorageDir       string
 	TieredStorageBytes     int64
 	TieredStorageBandwidth float64 // tieredstorage→GPU load bandwidth, B/s

@@ -2,162 +2,148 @@ package tier
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/kv"
 )
 
-// DiskOptions configure a tieredstorage store: one per node, in a directory
-// every replica on the node opens.
+// DiskOptions configure a tieredstorage store: one directory per node, which
+// every replica on the node opens; each namespace (model) has its own file
+// in it, bounded by its own CapacityBytes.
 type DiskOptions struct {
 	// Dir is the node's store directory (created if missing).
 	Dir string
-	// CapacityBytes bounds the blocks held, counted at BlockBytes each. The
-	// budget is the whole store's: every namespace and every process that
-	// opens Dir shares it.
+	// CapacityBytes bounds the blocks this namespace holds, counted at
+	// BlockBytes each. It is the namespace's own budget, not the
+	// directory's: every namespace has its own slot file. The capacity is
+	// rounded down to whole 16-block sets (Stats reports the real one), and
+	// it names the file, so processes of one namespace share blocks only
+	// when they pass the same capacity and block size.
 	CapacityBytes int64
 	// BlockBytes is one KV block's simulated size: what capacity counts and
-	// what the engine charges load time for. The files hold a small
-	// checksummed record per block (52 bytes), not tensors.
+	// what the engine charges load time for. The file holds a small
+	// checksummed record per block (a 64-byte slot), not tensors.
 	BlockBytes int64
 	// Namespace keeps models apart (the engine passes its model id).
 	Namespace string
-	// Clock stamps recency (records' modification times); nil is the wall
-	// clock. Every process sharing Dir must use the same one.
+	// Clock stamps recency; nil is the wall clock. Every process sharing
+	// Dir must use the same one.
 	Clock clock.Clock
 }
 
-// Limits OpenDisk enforces, so a typo cannot ask for an index of billions of
-// entries.
+// Limits OpenDisk enforces, so a typo cannot ask for a file of billions of
+// slots.
 const (
 	// MaxDiskCapacityBytes is the largest store (1 PiB).
 	MaxDiskCapacityBytes = 1 << 50
 	// MaxDiskBlocks is the most blocks (CapacityBytes/BlockBytes) a store
-	// may hold; a process's index costs about 64 bytes per block.
+	// may hold; its slot file takes 64 bytes per block (128 MiB at most).
 	MaxDiskBlocks = 1 << 21
 )
 
 // ErrDiskWrite is wrapped by every error of Put that comes from the disk (full,
-// I/O error, unwritable directory): the blocks it names are simply not stored.
+// I/O error, unwritable file): the blocks it names are simply not stored.
 var ErrDiskWrite = errors.New("tier: tieredstorage write failed")
 
 // DiskStats is a store's state as this process sees it. Blocks, Bytes and
-// CapacityBytes describe the whole store (every namespace and process);
-// the counters count this Disk's own operations.
+// CapacityBytes describe this namespace's slot file, as every process that
+// opens it fills it; the counters count this Disk's own operations.
 type DiskStats struct {
-	Blocks        int
-	Bytes         int64 // sum of the records' BlockBytes
-	CapacityBytes int64
+	Blocks        int    // occupied slots: valid records, and corrupt ones until a writer reuses them
+	Bytes         int64  // Blocks × BlockBytes
+	CapacityBytes int64  // the slots × BlockBytes: CapacityBytes rounded down to whole sets
 	Hits, Misses  uint64 // blocks asked of MatchPrefix and found / not returned
-	Corrupt       uint64 // records that failed their checksum or were short: misses, removed
+	Corrupt       uint64 // reads of a block's record that failed its check: misses
 	WriteErrors   uint64 // records not written (disk full, I/O error)
-	Evictions     uint64 // records removed to stay within CapacityBytes
+	Evictions     uint64 // valid records this Disk overwrote to store others
 }
 
-// Disk is the tieredstorage tier: a bounded, checksummed LRU store of KV
-// block records on local disk, shared by the replicas (processes) of one
-// node. It implements L2's contract: an error is a miss, never a failure.
+// Disk is the tieredstorage tier: a bounded, checksummed store of KV block
+// records on local disk, shared by the replicas (processes) of one node,
+// evicting least recently used records within 16-way sets (as a CPU cache
+// does). It implements L2's contract: an error is a miss, never a failure.
 //
-// Layout under Dir:
+// Layout under Dir (see disk_slots.go):
 //
-//	tieredstorage.lock                      flock target; holds the usage record
-//	<ns hash, 16 hex>-<BlockBytes>/         one directory per namespace and block size
-//	    <2 hex>/<block hash, 16 hex>.kvb    one record per block (see disk_record.go)
+//	<ns hash, 16 hex>-<BlockBytes>-<blocks>.kvs   one slot file per namespace and geometry
 //
-// Reads take no lock: records are written to a temporary file and renamed
-// into place, so a reader sees a whole record or none, and a record that is
-// not exactly block h's (truncated, overwritten, misplaced) is a miss that is
-// removed. A hit sets the record's modification time, which is the recency
-// every process evicts by. A record this Disk has read whole is remembered
-// by its file's identity (inode, size, modification time): while a stat
-// finds the same, a hit costs that stat (and a touch at most once a second)
-// instead of a read; any change to the file — rewritten, truncated, written
-// to, touched by another process — makes it read and checked again.
+// A slot file is a 4 KiB header (geometry, the count of occupied slots,
+// evictions; checksummed) and CapacityBytes/BlockBytes 64-byte slots in sets
+// of 16 (one set with fewer ways below 16 blocks). Block h may live in any
+// slot of set h mod sets, so a lookup is one 1 KiB read, and a set that is
+// full evicts its least recently used record — not the file's: LRU holds
+// within each set. A slot is a checksummed 52-byte record (disk_record.go)
+// plus a recency stamp that hits refresh at most once per touchEvery.
+// Files of other geometries (another capacity or block size) and of the
+// previous one-file-per-block layout are left alone, not read or removed.
 //
-// Every change (Put, and removing a corrupt record) runs under an exclusive
-// flock on the lock file, which keeps the usage record exact: a Put reads it,
-// evicts least recently used records until its blocks fit, writes them, and
-// writes it back. Each process keeps an index of the records (a heap by
-// modification time) that it rebuilds by rescanning the directory when it
-// opens, when the usage record is unreadable, and when the oldest record it
-// knows is no older than its last scan (records other processes wrote since
-// then are missing from its index and may be older), so eviction is LRU over
-// the whole store and a rescan costs O(records) about once per turnover of
-// the store. Records are not fsynced: after a power loss the checksum turns
-// what the crash left into misses.
+// Reads take no lock: a record is valid only if it is block h's, whole,
+// with its checksum (a torn or damaged record is a miss, counted as
+// corrupt, and the next writer into its set overwrites it first), and a
+// file truncated by hand reads as empty slots past its end. Every write of
+// a record (Put) runs under an exclusive flock on the slot file, which
+// keeps the header's counts exact: a Put reads the header, writes each
+// block into its set (an empty or corrupt slot, else over the set's least
+// recently stamped record), and writes the header back. A header that fails
+// its check when a Disk opens the file or a Put reads it resets the file:
+// every record is then a miss. Nothing is fsynced: after a power loss the
+// checksums turn what the crash left into misses.
 //
 // Known slack, all on the side of a miss: a hit that races another
 // process's eviction of the same record still counts (the record was whole
-// when read); record files deleted by hand leave the usage record high, so
-// the store holds less than its budget until the next rescan; and every
-// process opening Dir should pass the same CapacityBytes, since each evicts
-// to its own. Put waits for the lock without watching its context; the lock
-// is held for one Put's few small writes, or for a rescan.
+// when read); recency is advisory (stamps written without the lock may be
+// lost or land on the record that replaced the one hit); and bytes changed
+// by hand can leave the header's count off by those slots until the file is
+// truncated or reset. Put waits for the lock without watching its context;
+// the lock is held for one Put's few small reads and writes.
 //
 // Safe for concurrent use by goroutines and by processes.
 type Disk struct {
-	dir    string
-	opts   DiskOptions
-	clk    clock.Clock
-	nsHash uint64
-	own    diskSpace // spaces[0]
-	lockf  *os.File
+	path string
+	opts DiskOptions
+	clk  clock.Clock
+	geo  diskGeometry
+	want diskHeader // the header of an empty file of this geometry
+	f    *os.File   // ReadAt/WriteAt: an in-flight call keeps the descriptor from reuse by Close
 
-	// mu serialises this Disk's changes; the flock serialises processes'.
-	mu         sync.Mutex
-	closed     atomic.Bool
-	idx        diskIndex
-	spaces     []diskSpace
-	spaceIDs   map[string]uint32
-	usage      diskUsage
-	usageStale bool  // the usage record could not be written: rescan
-	lastScan   int64 // UnixNano of the last scan
-	complete   bool  // the index lists every record (scanned under the lock now held)
+	// mu serialises this Disk's writers (they share f's open file
+	// description, hence its flock); the flock serialises processes'.
+	mu     sync.Mutex
+	closed atomic.Bool
 
 	hits, misses, corrupt, writeErrors, evictions atomic.Uint64
-	seenBlocks, seenBytes                         atomic.Int64
+	seenBlocks                                    atomic.Int64 // the header's count as last read
 
-	// write writes a record's bytes to its temporary file (a raw file
-	// descriptor); tests replace it to fail like a full disk.
-	write func(fd int, b []byte) error
+	// write writes a slot (pwrite-style); tests replace it to fail like a
+	// full disk.
+	write func(f *os.File, b []byte, off int64) error
 
-	// verified holds the file identity of records this Disk read whole and
-	// valid, so that a later hit costs a stat (and, at most once per
-	// touchEvery, a touch) instead of open, read and close: a record is
-	// read again only when its file changed — another inode (rewritten),
-	// another size (truncated), another modification time (written to or
-	// touched elsewhere). Cleared when it reaches maxVerified entries.
-	vmu      sync.Mutex
-	verified map[kv.BlockHash]fileID
+	// putBuf is Put's buffers (under mu): a buffer handed to ReadAt or
+	// WriteAt escapes, and allocations per block would be most of Put's
+	// garbage.
+	putBuf ioBuf
 }
 
-// fileID is what a stat tells of a record file.
-type fileID struct {
-	ino         uint64
-	size, mtime int64
+// ioBuf holds a set as read, and a slot or a stamp to write.
+type ioBuf struct {
+	set  [maxSetSize]byte
+	slot [slotSize]byte
 }
 
-const (
-	maxVerified = 1 << 16
-	// touchEvery bounds how often a hit on an unchanged record is
-	// stamped: recency finer than a second changes no eviction that
-	// matters, and every touch is a system call.
-	touchEvery = int64(time.Second)
-)
+// ioBufs are MatchPrefix's buffers, for the same reason.
+var ioBufs = sync.Pool{New: func() any { return new(ioBuf) }}
 
-// diskSpace is one namespace directory and the weight of its records.
-type diskSpace struct {
-	dir    string
-	weight int64
-}
+// touchEvery bounds how often a record is stamped: recency finer than a
+// second changes no eviction that matters, and every stamp is a write.
+const touchEvery = int64(time.Second)
 
 var _ L2 = (*Disk)(nil)
 
@@ -182,18 +168,20 @@ func (o DiskOptions) Validate() error {
 	return nil
 }
 
-// OpenDisk opens (creating) the store in o.Dir and indexes what it holds.
+// OpenDisk opens (creating) the namespace's slot file in o.Dir; a file
+// whose header fails its check is reset.
 func OpenDisk(o DiskOptions) (*Disk, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	dir := filepath.Clean(o.Dir)
-	nsHash := diskNamespaceHash(o.Namespace)
-	own := diskSpace{dir: filepath.Join(dir, spaceDirName(nsHash, o.BlockBytes)), weight: o.BlockBytes}
-	if err := os.MkdirAll(own.dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tier: tieredstorage DiskOptions.Dir %s: %w", dir, err)
 	}
-	lockf, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o644)
+	nsHash := diskNamespaceHash(o.Namespace)
+	geo := newDiskGeometry(o.CapacityBytes / o.BlockBytes)
+	path := filepath.Join(dir, slotFileName(nsHash, o.BlockBytes, geo))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("tier: tieredstorage DiskOptions.Dir %s: %w", dir, err)
 	}
@@ -202,89 +190,126 @@ func OpenDisk(o DiskOptions) (*Disk, error) {
 		clk = clock.Real{}
 	}
 	d := &Disk{
-		dir:      dir,
-		opts:     o,
-		clk:      clk,
-		nsHash:   nsHash,
-		own:      own,
-		lockf:    lockf,
-		idx:      newDiskIndex(),
-		spaces:   []diskSpace{own},
-		spaceIDs: map[string]uint32{filepath.Base(own.dir): 0},
-		write:    writeAll,
+		path:  path,
+		opts:  o,
+		clk:   clk,
+		geo:   geo,
+		want:  diskHeader{geo: geo, blockBytes: o.BlockBytes, nsHash: nsHash},
+		f:     f,
+		write: writeAt,
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.lock(); err != nil {
-		_ = lockf.Close()
-		return nil, err
-	}
-	err = d.scan()
-	d.unlock()
-	if err != nil {
-		_ = lockf.Close()
+	if err := d.prepare(); err != nil {
+		_ = f.Close()
 		return nil, err
 	}
 	return d, nil
 }
 
+// prepare makes the file usable: a valid header (resetting the file when
+// it has none) and its full size (a file truncated by hand is extended and
+// its slots counted again).
+func (d *Disk) prepare() error {
+	if err := flock(d.f); err != nil {
+		return fmt.Errorf("tier: tieredstorage %s: %w", d.path, err)
+	}
+	defer d.unlock()
+	hdr, ok := readHeader(d.f, d.want)
+	if !ok {
+		var err error
+		if hdr, err = d.reset(); err != nil {
+			return fmt.Errorf("tier: tieredstorage %s: %w", d.path, err)
+		}
+	}
+	fi, err := d.f.Stat()
+	if err != nil {
+		return fmt.Errorf("tier: tieredstorage %s: %w", d.path, err)
+	}
+	if fi.Size() < d.geo.fileSize() {
+		if err := d.regrow(&hdr); err != nil {
+			return fmt.Errorf("tier: tieredstorage %s: %w", d.path, err)
+		}
+	}
+	d.seenBlocks.Store(hdr.blocks)
+	return nil
+}
+
 // MatchPrefix implements L2: the number of leading hashes whose records are
-// present and valid. A hit makes the record most recently used, hashes[0]
-// most of all (a chain's tail is evicted before its head). A record that
-// fails validation ends the prefix and is removed.
+// present and valid, one read of a set per hash. A hit makes the record
+// most recently used in its set, hashes[0] most of all (a chain's tail is
+// evicted before its head). A record that fails its check ends the prefix
+// and counts as corrupt.
 func (d *Disk) MatchPrefix(ctx context.Context, hashes []kv.BlockHash) (int, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
 	now := d.clk.Now().UnixNano()
+	buf := ioBufs.Get().(*ioBuf)
+	defer ioBufs.Put(buf)
+	set := buf.set[:d.geo.setSize()]
 	n := 0
 	var err error
 	for i, h := range hashes {
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		p := recordPath(d.own.dir, h)
-		// A hit is touched as it is read. Recency is advisory: a record
-		// evicted since it was read was still whole when read, so the hit
-		// stands.
-		at := now - int64(i)
-		var fi syscall.Stat_t
-		if err := syscall.Stat(p, &fi); err != nil {
-			break // missing (or unreadable): a miss either way
-		}
-		id := fileID{ino: fi.Ino, size: fi.Size, mtime: fi.Mtim.Nano()}
-		if d.isVerified(h, id) {
-			if at-id.mtime >= touchEvery && syscall.UtimesNano(p, []syscall.Timespec{syscall.NsecToTimespec(at), syscall.NsecToTimespec(at)}) == nil {
-				id.mtime = at
-				d.setVerified(h, id)
+		off := d.geo.setOff(d.geo.set(h))
+		w, st := d.lookup(set, off, h)
+		if st == slotCorrupt {
+			// Readers take no lock, so a writer may have been mid-way
+			// through the slot: a second read tells that from damage.
+			if w, st = d.lookup(set, off, h); st == slotCorrupt {
+				d.corrupt.Add(1)
 			}
-			n++
-			continue
 		}
-		st, _ := readRecord(p, d.nsHash, h, d.own.weight, at)
-		if st == recOK {
-			id.mtime = at
-			d.setVerified(h, id)
-			n++
-			continue
+		if st != slotValid {
+			break
 		}
-		if st == recCorrupt {
-			d.corrupt.Add(1)
-			d.dropCorrupt(p, h)
+		// Recency is advisory: a record evicted since it was read was
+		// still whole when read, so the hit stands, and a stamp that lands
+		// on its successor only makes that one look recent.
+		if at := now - int64(i); at-slotStamp(set[w*slotSize:]) >= touchEvery {
+			stamp := buf.slot[:8]
+			putStamp(stamp, at)
+			_, _ = d.f.WriteAt(stamp, off+int64(w)*slotSize+stampOff)
 		}
-		break
+		n++
 	}
 	d.hits.Add(uint64(n))
 	d.misses.Add(uint64(len(hashes) - n))
+	if err == nil && n < len(hashes) && d.closed.Load() {
+		err = ErrClosed
+	}
 	return n, err
 }
 
+// lookup reads the set at off into set and returns the way holding block
+// h's valid record (slotValid), else slotCorrupt when a slot names h but
+// fails its check, else slotEmpty. A set that cannot be read is a miss.
+func (d *Disk) lookup(set []byte, off int64, h kv.BlockHash) (int, slotState) {
+	if _, err := readFull(d.f, set, off); err != nil {
+		return -1, slotEmpty
+	}
+	st := slotEmpty
+	for w := 0; w < len(set); w += slotSize {
+		rec := (*[recSize]byte)(set[w : w+recSize])
+		// The hash field first: a set holds 16 records, one of them h's.
+		if kv.BlockHash(binary.LittleEndian.Uint64(rec[16:24])) != h || isZero(rec[:]) {
+			continue
+		}
+		if checkRecord(rec, d.want.nsHash, h, d.opts.BlockBytes) == "" {
+			return w / slotSize, slotValid
+		}
+		st = slotCorrupt
+	}
+	return -1, st
+}
+
 // Put implements L2: it writes the records missing from the store and makes
-// every named record recent, hashes[0] most of all, evicting least recently
-// used records to stay within CapacityBytes. When one call names more blocks
-// than fit, the chain's tail is what gets evicted. A disk error stops the
-// call with an error wrapping ErrDiskWrite; the records written before it
-// stay.
+// every named record recent, hashes[0] most of all; a block whose set is
+// full replaces the set's least recently used record. When one call names
+// more blocks of a set than it has ways, the chain's tail is what gets
+// evicted. A disk error stops the call with an error wrapping ErrDiskWrite;
+// the records written before it stay.
 func (d *Disk) Put(ctx context.Context, hashes []kv.BlockHash) error {
 	if d.closed.Load() {
 		return ErrClosed
@@ -300,42 +325,192 @@ func (d *Disk) Put(ctx context.Context, hashes []kv.BlockHash) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	if err := d.lock(); err != nil {
+	if err := flock(d.f); err != nil {
 		d.writeErrors.Add(uint64(len(hashes)))
 		return fmt.Errorf("%w: %w", ErrDiskWrite, err)
 	}
 	defer d.unlock()
-	if err := d.refreshUsage(); err != nil {
-		d.writeErrors.Add(uint64(len(hashes)))
-		return err
+	hdr, ok := readHeader(d.f, d.want)
+	if !ok {
+		var err error
+		if hdr, err = d.reset(); err != nil {
+			d.writeErrors.Add(uint64(len(hashes)))
+			return fmt.Errorf("%w: %s: %w", ErrDiskWrite, d.path, err)
+		}
 	}
 	now := d.clk.Now().UnixNano()
 	var err error
+	truncated := false
 	// Back to front, so the head of the chain ends the most recent.
 	for i := len(hashes) - 1; i >= 0; i-- {
-		if err = d.putOne(hashes[i], now-int64(i)); err != nil {
+		r := d.putOne(hashes[i], now-int64(i))
+		hdr.blocks += r.added
+		hdr.evictions += r.evicted
+		truncated = truncated || r.short
+		if r.err != nil {
+			err = r.err
 			d.writeErrors.Add(uint64(i + 1))
 			break
 		}
 	}
-	if uerr := d.saveUsage(); uerr != nil && err == nil {
-		err = uerr
+	if truncated {
+		if rerr := d.regrow(&hdr); rerr != nil && err == nil {
+			err = fmt.Errorf("%w: %s: %w", ErrDiskWrite, d.path, rerr)
+		}
 	}
+	hdr.blocks = min(max(hdr.blocks, 0), d.geo.blocks())
+	if herr := d.writeHeader(hdr); herr != nil && err == nil {
+		err = fmt.Errorf("%w: %s: header: %w", ErrDiskWrite, d.path, herr)
+	}
+	d.seenBlocks.Store(hdr.blocks)
 	return err
 }
+
+// putResult is what putOne changed: slots newly occupied, valid records
+// overwritten, whether the set lay (partly) past the end of the file.
+type putResult struct {
+	added, evicted int64
+	short          bool
+	err            error
+}
+
+// putOne makes block h's record present with stamp at (or refreshes its
+// stamp). Caller holds mu and the lock.
+func (d *Disk) putOne(h kv.BlockHash, at int64) putResult {
+	set := d.putBuf.set[:d.geo.setSize()]
+	off := d.geo.setOff(d.geo.set(h))
+	short, err := readFull(d.f, set, off)
+	if err != nil {
+		return putResult{err: fmt.Errorf("%w: %s: read: %w", ErrDiskWrite, d.path, err)}
+	}
+	empty, corrupt, oldest := -1, -1, -1
+	var oldestAt int64
+	for w := 0; w < int(d.geo.ways); w++ {
+		slot := set[w*slotSize : (w+1)*slotSize]
+		sh, st := classifySlot(slot, d.want.nsHash, d.opts.BlockBytes)
+		switch {
+		case st == slotValid && sh == h:
+			if at-slotStamp(slot) >= touchEvery {
+				stamp := d.putBuf.slot[:8]
+				putStamp(stamp, at)
+				// Advisory, as a hit's stamp: a failure leaves the record older.
+				_, _ = d.f.WriteAt(stamp, off+int64(w)*slotSize+stampOff)
+			}
+			return putResult{short: short}
+		case st == slotValid:
+			if oldest < 0 || slotStamp(slot) < oldestAt {
+				oldest, oldestAt = w, slotStamp(slot)
+			}
+		case st == slotEmpty && empty < 0:
+			empty = w
+		case st == slotCorrupt && corrupt < 0:
+			corrupt = w
+		}
+	}
+	// A corrupt slot is reused first: it holds nothing, yet it is counted
+	// as occupied and ends the prefix of a reader that finds it.
+	victim, was := corrupt, slotCorrupt
+	switch {
+	case victim >= 0:
+	case empty >= 0:
+		victim, was = empty, slotEmpty
+	default:
+		victim, was = oldest, slotValid
+	}
+	slot := &d.putBuf.slot
+	encodeRecord((*[recSize]byte)(slot[:recSize]), d.want.nsHash, h, d.opts.BlockBytes)
+	putStamp(slot[stampOff:], at)
+	clear(slot[stampOff+8:])
+	slotOff := off + int64(victim)*slotSize
+	if err := d.write(d.f, slot[:], slotOff); err != nil {
+		r := putResult{short: short, err: fmt.Errorf("%w: %s: %w", ErrDiskWrite, d.path, err)}
+		// The count follows what the failed write left: part of a record
+		// in an empty slot occupies it (as a corrupt slot).
+		if _, rerr := readFull(d.f, slot[:], slotOff); rerr == nil && was == slotEmpty && !isZero(slot[:recSize]) {
+			r.added = 1
+		}
+		return r
+	}
+	switch was {
+	case slotEmpty:
+		return putResult{added: 1, short: short}
+	case slotValid:
+		d.evictions.Add(1)
+		return putResult{evicted: 1, short: short}
+	}
+	return putResult{short: short}
+}
+
+// reset empties the file and writes a fresh header: every record is gone.
+// Caller holds the lock (and mu, or is OpenDisk).
+func (d *Disk) reset() (diskHeader, error) {
+	h := d.want
+	if err := d.f.Truncate(0); err != nil {
+		return h, err
+	}
+	if err := d.writeHeader(h); err != nil {
+		return h, err
+	}
+	return h, d.f.Truncate(d.geo.fileSize())
+}
+
+// regrow extends a file truncated below its size (the lost slots read as
+// empty) and counts its occupied slots again into h. Caller holds the lock.
+func (d *Disk) regrow(h *diskHeader) error {
+	fi, err := d.f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() < d.geo.fileSize() {
+		if err := d.f.Truncate(d.geo.fileSize()); err != nil {
+			return err
+		}
+	}
+	buf := make([]byte, 64<<10)
+	var n int64
+	for off, end := int64(headerSize), d.geo.fileSize(); off < end; off += int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), end-off)]
+		if _, err := readFull(d.f, b, off); err != nil {
+			return err
+		}
+		for s := 0; s < len(b); s += slotSize {
+			if !isZero(b[s : s+recSize]) {
+				n++
+			}
+		}
+	}
+	h.blocks = n
+	return nil
+}
+
+// writeHeader writes h. The header's page is allocated when the file is
+// created, so, unlike a slot, it does not go through d.write (a full disk
+// cannot refuse it).
+func (d *Disk) writeHeader(h diskHeader) error {
+	b := h.encode()
+	_, err := d.f.WriteAt(b[:], 0)
+	return err
+}
+
+// unlock releases the lock; a failure cannot be acted on, and closing the
+// file releases it anyway.
+func (d *Disk) unlock() { _ = funlock(d.f) }
 
 // Stats returns the store's counters.
 func (d *Disk) Stats() DiskStats {
 	// Read without the lock: a torn read fails its checksum and the last
-	// usage this Disk saw stands in.
-	u, ok := readUsage(d.lockf)
-	if !ok {
-		u = diskUsage{bytes: d.seenBytes.Load(), blocks: d.seenBlocks.Load()}
+	// count this Disk saw stands in.
+	blocks := d.seenBlocks.Load()
+	if !d.closed.Load() {
+		if h, ok := readHeader(d.f, d.want); ok {
+			blocks = h.blocks
+			d.seenBlocks.Store(blocks)
+		}
 	}
 	return DiskStats{
-		Blocks:        int(u.blocks),
-		Bytes:         u.bytes,
-		CapacityBytes: d.opts.CapacityBytes,
+		Blocks:        int(blocks),
+		Bytes:         blocks * d.opts.BlockBytes,
+		CapacityBytes: d.geo.blocks() * d.opts.BlockBytes,
 		Hits:          d.hits.Load(),
 		Misses:        d.misses.Load(),
 		Corrupt:       d.corrupt.Load(),
@@ -351,219 +526,5 @@ func (d *Disk) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
-	return d.lockf.Close()
-}
-
-// putOne makes block h's record present and recent (modification time mt).
-// Caller holds mu and the lock.
-func (d *Disk) putOne(h kv.BlockHash, mt int64) error {
-	p := recordPath(d.own.dir, h)
-	key := idxKey{space: 0, h: h}
-	switch st, why := readRecord(p, d.nsHash, h, d.own.weight, mt); st {
-	case recOK:
-		d.idx.set(key, mt)
-		return nil
-	case recCorrupt:
-		d.corrupt.Add(1)
-		if err := d.removeRecord(p, key, d.own.weight); err != nil {
-			return fmt.Errorf("%w: remove corrupt %s: %w", ErrDiskWrite, p, err)
-		}
-	case recIOError:
-		return fmt.Errorf("%w: read %s: %s", ErrDiskWrite, p, why)
-	}
-	if err := d.makeRoom(d.own.weight); err != nil {
-		return err
-	}
-	if err := d.writeRecord(p, h, mt); err != nil {
-		return err
-	}
-	d.usage.bytes += d.own.weight
-	d.usage.blocks++
-	d.idx.set(key, mt)
-	return nil
-}
-
-// makeRoom evicts least recently used records until w more bytes fit.
-// Caller holds mu and the lock.
-func (d *Disk) makeRoom(w int64) error {
-	// Each turn removes an index entry, scans (once per lock), or moves an
-	// entry forward to its file's newer time; refreshes are bounded only so
-	// that records other processes keep touching cannot hold the loop forever.
-	refreshes := 0
-	for d.usage.bytes+w > d.opts.CapacityBytes {
-		k, mt, ok := d.idx.oldest()
-		// Records written since the last scan are missing from the index and
-		// are no older than the scan: the oldest known record is the least
-		// recently used one only when it predates the scan.
-		if (!ok || mt >= d.lastScan) && !d.complete {
-			if err := d.scan(); err != nil {
-				return err
-			}
-			continue
-		}
-		if !ok || refreshes > d.idx.len()+64 {
-			return fmt.Errorf("%w: no room: %d of %d bytes used, nothing evictable", ErrDiskWrite, d.usage.bytes, d.opts.CapacityBytes)
-		}
-		sp := d.spaces[k.space]
-		p := recordPath(sp.dir, k.h)
-		fi, err := os.Lstat(p)
-		if err != nil {
-			// Gone: another process evicted it and counted that.
-			d.idx.remove(k)
-			continue
-		}
-		if cur := fi.ModTime().UnixNano(); cur > mt {
-			// A hit (here or elsewhere) made it recent since it was indexed.
-			d.idx.set(k, cur)
-			refreshes++
-			continue
-		}
-		if err := syscall.Unlink(p); err == nil {
-			d.usage.bytes -= sp.weight
-			d.usage.blocks--
-			d.evictions.Add(1)
-		}
-		d.idx.remove(k)
-	}
-	return nil
-}
-
-// writeRecord writes block h's record atomically: to a temporary file, then
-// renamed over p. Writers hold the lock, so one temporary name per
-// subdirectory suffices, and one left by a writer that died is reused.
-func (d *Disk) writeRecord(p string, h kv.BlockHash, mt int64) error {
-	var rec [recSize]byte
-	encodeRecord(&rec, d.nsHash, h, d.own.weight)
-	sub := filepath.Dir(p)
-	tmp := sub + string(os.PathSeparator) + tempPrefix + "tmp"
-	create := func() (int, error) {
-		return retryEINTR(func() (int, error) {
-			return syscall.Open(tmp, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC|syscall.O_CLOEXEC, 0o644)
-		})
-	}
-	fd, err := create()
-	if errors.Is(err, syscall.ENOENT) {
-		if err = os.MkdirAll(sub, 0o755); err == nil {
-			fd, err = create()
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrDiskWrite, tmp, err)
-	}
-	err = d.write(fd, rec[:])
-	if err == nil {
-		err = futimens(fd, mt)
-	}
-	if cerr := syscall.Close(fd); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		// syscall.Rename: os.Rename would first stat the target.
-		err = syscall.Rename(tmp, p)
-	}
-	if err != nil {
-		_ = syscall.Unlink(tmp)
-		return fmt.Errorf("%w: %s: %w", ErrDiskWrite, p, err)
-	}
-	return nil
-}
-
-// writeAll writes b to fd, the default Disk.write.
-func writeAll(fd int, b []byte) error {
-	for len(b) > 0 {
-		n, err := retryEINTR(func() (int, error) { return syscall.Write(fd, b) })
-		if err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
-// removeRecord deletes a record and accounts for it. A record already gone
-// was accounted for by whoever removed it. Caller holds mu and the lock.
-func (d *Disk) removeRecord(p string, k idxKey, weight int64) error {
-	err := syscall.Unlink(p)
-	switch {
-	case err == nil:
-		d.usage.bytes -= weight
-		d.usage.blocks--
-	case errors.Is(err, syscall.ENOENT):
-	default:
-		return err
-	}
-	d.idx.remove(k)
-	return nil
-}
-
-// dropCorrupt removes a record MatchPrefix found corrupt, unless a writer
-// has replaced it since.
-func (d *Disk) dropCorrupt(p string, h kv.BlockHash) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed.Load() || d.lock() != nil {
-		return
-	}
-	defer d.unlock()
-	if d.refreshUsage() != nil {
-		return
-	}
-	if st, _ := readRecord(p, d.nsHash, h, d.own.weight, 0); st != recCorrupt {
-		return
-	}
-	_ = d.removeRecord(p, idxKey{space: 0, h: h}, d.own.weight)
-	_ = d.saveUsage()
-}
-
-// lock takes the store's lock. Caller holds mu.
-func (d *Disk) lock() error { return flock(d.lockf) }
-
-// unlock releases it; other processes may write again, so the index is no
-// longer complete. Caller holds mu.
-func (d *Disk) unlock() {
-	d.complete = false
-	_ = funlock(d.lockf)
-}
-
-// refreshUsage loads the usage record, rescanning when it is unusable.
-// Caller holds mu and the lock.
-func (d *Disk) refreshUsage() error {
-	if u, ok := readUsage(d.lockf); ok && !d.usageStale {
-		d.usage = u
-		d.publishUsage()
-		return nil
-	}
-	return d.scan()
-}
-
-// saveUsage writes the usage record. Caller holds mu and the lock.
-func (d *Disk) saveUsage() error {
-	d.publishUsage()
-	if err := writeUsage(d.lockf, d.usage); err != nil {
-		d.usageStale = true
-		return fmt.Errorf("%w: %w", ErrDiskWrite, err)
-	}
-	d.usageStale = false
-	return nil
-}
-
-func (d *Disk) publishUsage() {
-	d.seenBytes.Store(d.usage.bytes)
-	d.seenBlocks.Store(d.usage.blocks)
-}
-
-func (d *Disk) isVerified(h kv.BlockHash, id fileID) bool {
-	d.vmu.Lock()
-	defer d.vmu.Unlock()
-	v, ok := d.verified[h]
-	return ok && v == id
-}
-
-func (d *Disk) setVerified(h kv.BlockHash, id fileID) {
-	d.vmu.Lock()
-	defer d.vmu.Unlock()
-	if d.verified == nil || len(d.verified) >= maxVerified {
-		d.verified = make(map[kv.BlockHash]fileID)
-	}
-	d.verified[h] = id
+	return d.f.Close()
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // BenchmarkDiskMatchPrefix asks for a 32-block prefix that is all hits: 32
-// record reads, validations and recency updates.
+// set reads and record validations (the stamps are refreshed at most once a
+// second, so almost never here).
 func BenchmarkDiskMatchPrefix(b *testing.B) {
 	ctx := context.Background()
 	d := openTestDisk(b, b.TempDir(), "m", 1024, nil)
@@ -25,7 +26,7 @@ func BenchmarkDiskMatchPrefix(b *testing.B) {
 }
 
 // BenchmarkDiskPut writes 8 new blocks per call into a full store, so each
-// call also evicts 8: the steady state of a busy node.
+// call also evicts 8 (one per set written): the steady state of a busy node.
 func BenchmarkDiskPut(b *testing.B) {
 	ctx := context.Background()
 	d := openTestDisk(b, b.TempDir(), "m", 1024, nil)

@@ -76,12 +76,13 @@ func writeRange(d *Disk, first, count, batch int) error {
 }
 
 // TestDiskAcrossProcesses runs two writer processes and this one on one
-// store at once, with disjoint blocks: the store ends exactly full, the usage
-// record matches the files, and the evictions the three report add up to the
-// blocks written minus the blocks held (none twice, none missed).
+// store at once, with disjoint blocks: the store ends exactly full, the
+// header's count matches the file, and the evictions the three report add up
+// to the blocks written minus the blocks held (none twice, none missed), as
+// does the header's.
 func TestDiskAcrossProcesses(t *testing.T) {
 	dir := t.TempDir()
-	const capBlocks, count, batch = 48, 400, 8
+	const capBlocks, count, batch = 48, 400, 8 // 3 sets of 16
 	capBytes := int64(capBlocks * testBlock)
 	var wg sync.WaitGroup
 	stats := make([]DiskStats, 3)
@@ -115,10 +116,10 @@ func TestDiskAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkUsage(t, dir, capBytes)
-	recs, _ := walkStore(t, dir)
-	if len(recs) != capBlocks {
-		t.Fatalf("store holds %d blocks after %d written, want exactly %d", len(recs), 3*count, capBlocks)
+	h := checkHeader(t, d)
+	// Every slot holds a whole record of its set's blocks.
+	if recs := held(t, d); len(recs) != capBlocks || h.blocks != capBlocks {
+		t.Fatalf("store holds %d valid records (header: %d) after %d written, want exactly %d", len(recs), h.blocks, 3*count, capBlocks)
 	}
 	var evictions uint64
 	for i, s := range stats {
@@ -127,14 +128,8 @@ func TestDiskAcrossProcesses(t *testing.T) {
 		}
 		evictions += s.Evictions
 	}
-	if want := uint64(3*count - capBlocks); evictions != want {
-		t.Fatalf("writers evicted %d blocks in all, want %d", evictions, want)
-	}
-	// Every record left is whole and is the block its name says.
-	for _, r := range recs {
-		if st, why := readRecord(recordPath(d.own.dir, r.h), d.nsHash, r.h, testBlock, 0); st != recOK {
-			t.Fatalf("record %d: %v %s", r.h, st, why)
-		}
+	if want := uint64(3*count - capBlocks); evictions != want || h.evictions != int64(want) {
+		t.Fatalf("writers evicted %d blocks in all (header: %d), want %d", evictions, h.evictions, want)
 	}
 }
 
@@ -148,8 +143,8 @@ func hashRange(first, n int) []kv.BlockHash {
 
 // TestDiskConcurrent hammers two Disks on one store from several goroutines
 // each with overlapping chains (run it with -race): no torn record is ever
-// read (Corrupt stays 0), nothing fails, and the store stays within capacity
-// with an exact usage record.
+// counted corrupt, nothing fails, and the store stays within capacity with
+// an exact header.
 func TestDiskConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	const capBlocks = 32
@@ -191,11 +186,11 @@ func TestDiskConcurrent(t *testing.T) {
 			t.Fatalf("disk %d: %+v", i, st)
 		}
 	}
-	checkUsage(t, dir, capBlocks*testBlock)
+	checkHeader(t, disks[0])
 }
 
 // TestDiskReopenKeepsRecency: a store reopened later (a replica restart)
-// evicts by the recency the files carry.
+// evicts by the recency its slots carry.
 func TestDiskReopenKeepsRecency(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -219,10 +214,9 @@ func TestDiskReopenKeepsRecency(t *testing.T) {
 	}
 }
 
-// TestDiskHitRefreshesIndexedRecency: a record indexed by a scan and hit
-// afterwards (by any process) is not the LRU victim, though the index still
-// holds its older time.
-func TestDiskHitRefreshesIndexedRecency(t *testing.T) {
+// TestDiskHitRefreshesRecency: a record hit (by any instance, the writer
+// or not) is not the LRU victim of the next writer.
+func TestDiskHitRefreshesRecency(t *testing.T) {
 	ctx := context.Background()
 	for _, who := range []string{"same instance", "other instance"} {
 		t.Run(who, func(t *testing.T) {
@@ -234,7 +228,7 @@ func TestDiskHitRefreshesIndexedRecency(t *testing.T) {
 				must(t, d.Put(ctx, hs(h)))
 			}
 			clk.Step(time.Second)
-			e := openTestDisk(t, dir, "m", 3, clk) // indexes 1, 2, 3 by their times
+			e := openTestDisk(t, dir, "m", 3, clk)
 			clk.Step(time.Second)
 			hitter := e
 			if who == "other instance" {
