@@ -168,7 +168,7 @@ func TestEndpointsPages(t *testing.T) {
 		waitText(`table[data-testid=endpoints]`, name),
 		waitText(`table[data-testid=endpoints]`, "InService"),
 	)
-	screenshot(t, ctx, "endpoints-list", true)
+	screenshot(t, ctx, "endpoints-list", false)
 
 	run(t, ctx, "open the endpoint's page from its link",
 		chromedp.Click(chromedp.CSS(`table[data-testid=endpoints] a[href="/console/endpoints/`+name+`"]`)),
@@ -188,7 +188,7 @@ func TestEndpointsPages(t *testing.T) {
 		t.Fatal("a failure flag on an endpoint InService")
 	}
 	run(t, ctx, "scroll to the charts", js(`(() => { document.querySelector('#endpoint-metrics-h').scrollIntoView({block: 'start'}); return true; })()`))
-	screenshot(t, ctx, "endpoint-detail", true)
+	screenshot(t, ctx, "endpoint-detail", false)
 
 	// A bad count: the server's validation error, next to the field.
 	const count = `#update-AllTraffic-count`

@@ -89,7 +89,7 @@ func TestPlanToExpiry(t *testing.T) {
 		chromedp.Navigate(s.URL+"/console/plans/eval-week"),
 		waitText("main", "eval-ep"),
 	)
-	screenshot(t, ctx, "plan-in-use", true)
+	screenshot(t, ctx, "plan-in-use", false)
 
 	// Past the plan's end.
 	s.advanceClock(t, plan.EndTime.Sub(serverNow(t, s))+time.Minute, "")

@@ -361,7 +361,7 @@ func TestPlanLifecycle(t *testing.T) {
 		waitText(`[data-testid=plan-available]`, "0"),
 		waitText(`[data-testid=plan-endpoints] a[href="/console/endpoints/on-plan"]`, "on-plan"),
 	)
-	screenshot(t, ctx, "plan-detail", true)
+	screenshot(t, ctx, "plan-detail", false)
 	run(t, ctx, "the list flags it",
 		chromedp.Click(chromedp.CSS(`main a[href="/console/plans"]`)),
 		waitText(`[data-testid=plans]`, "life"),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -265,7 +266,58 @@ func (a *API) planOut(v capacity.PlanView) planOutput {
 	return o
 }
 
-func (a *API) describeTrainingPlan(_ context.Context, body []byte) (any, error) {
+// planEndpoint is an endpoint with a variant on a plan, in DescribeTrainingPlan's
+// CapstanEndpoints.
+type planEndpoint struct {
+	EndpointName   string   `json:"EndpointName"`
+	EndpointStatus string   `json:"EndpointStatus"`
+	FailureReason  string   `json:"FailureReason,omitempty"`
+	VariantNames   []string `json:"VariantNames"`
+	// InstanceCount is the variant replicas the endpoint runs on the plan.
+	InstanceCount int `json:"InstanceCount"`
+}
+
+// describedPlan is DescribeTrainingPlan's output: the plan and, as capstan's
+// extension, the endpoints on it — what a client could only find by
+// describing every endpoint.
+type describedPlan struct {
+	planOutput
+	Endpoints []planEndpoint `json:"CapstanEndpoints"`
+}
+
+// endpointsOn lists the endpoints whose serving or pending deployment has a
+// variant on plan key, in name order; an endpoint whose plan has ended still
+// lists it (it fails until updated).
+func (a *API) endpointsOn(ctx context.Context, key string) ([]planEndpoint, error) {
+	eps, err := a.svc.ListEndpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []planEndpoint{}
+	for _, ep := range eps {
+		pe := planEndpoint{EndpointName: ep.Name, EndpointStatus: ep.Status, FailureReason: ep.FailureReason, VariantNames: []string{}}
+		for _, d := range []*endpoint.Deployment{ep.Current, ep.Pending} {
+			if d == nil {
+				continue
+			}
+			for _, v := range d.Variants {
+				if v.Reservation.Key != key {
+					continue
+				}
+				if !slices.Contains(pe.VariantNames, v.Name) {
+					pe.VariantNames = append(pe.VariantNames, v.Name)
+				}
+				pe.InstanceCount += len(v.Replicas)
+			}
+		}
+		if len(pe.VariantNames) > 0 {
+			out = append(out, pe)
+		}
+	}
+	return out, nil
+}
+
+func (a *API) describeTrainingPlan(ctx context.Context, body []byte) (any, error) {
 	cal, err := a.plans()
 	if err != nil {
 		return nil, err
@@ -285,7 +337,11 @@ func (a *API) describeTrainingPlan(_ context.Context, body []byte) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	return a.planOut(v), nil
+	eps, err := a.endpointsOn(ctx, v.Key)
+	if err != nil {
+		return nil, err
+	}
+	return describedPlan{planOutput: a.planOut(v), Endpoints: eps}, nil
 }
 
 type planFilter struct {

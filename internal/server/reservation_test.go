@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -169,6 +171,8 @@ func TestReservedEndpointScheduleScaleExpiry(t *testing.T) {
 	if err != nil || p.Status != smtypes.TrainingPlanStatusActive || aws.ToInt32(p.InUseInstanceCount) != 1 || aws.ToInt32(p.AvailableInstanceCount) != 0 {
 		t.Fatalf("plan-a %+v %v", p, err)
 	}
+	planEndpoints(t, h.url, "plan-a", `[{"EndpointName":"ep-a","EndpointStatus":"InService","VariantNames":["AllTraffic"],"InstanceCount":1}]`)
+	planEndpoints(t, h.url, "plan-b", `[]`)
 
 	t.Run("scale", func(t *testing.T) {
 		two := aws.Int32(2)
@@ -250,6 +254,13 @@ func TestReservedEndpointScheduleScaleExpiry(t *testing.T) {
 		p, _ := h.sm.DescribeTrainingPlan(ctx, &sm.DescribeTrainingPlanInput{TrainingPlanName: aws.String("plan-a")})
 		if p.Status != smtypes.TrainingPlanStatusExpired {
 			t.Fatalf("plan-a %s", p.Status)
+		}
+		// The failed endpoint is still listed on its plan, with its reason.
+		_, raw := rawCall(t, h.url, "DescribeTrainingPlan", `{"TrainingPlanName":"plan-a"}`)
+		eps, _ := raw["CapstanEndpoints"].([]any)
+		if len(eps) != 1 || eps[0].(map[string]any)["EndpointStatus"] != "Failed" ||
+			!strings.Contains(fmt.Sprint(eps[0].(map[string]any)["FailureReason"]), "Training plan plan-a ended") {
+			t.Fatalf("CapstanEndpoints after expiry: %v", raw["CapstanEndpoints"])
 		}
 		l, err := h.sm.ListTrainingPlans(ctx, &sm.ListTrainingPlansInput{Filters: []smtypes.TrainingPlanFilter{{Name: "Status", Value: aws.String("Expired")}}})
 		if err != nil || len(l.TrainingPlanSummaries) != 1 || aws.ToString(l.TrainingPlanSummaries[0].TrainingPlanName) != "plan-a" {
@@ -406,5 +417,19 @@ func TestExpiryLetsInFlightRequestsFinish(t *testing.T) {
 	close(release)
 	if err := <-inflight; err != nil {
 		t.Fatalf("in-flight request failed: %v", err)
+	}
+}
+
+// planEndpoints checks DescribeTrainingPlan's CapstanEndpoints (capstan's
+// extension: the endpoints with a variant on the plan) against want (JSON).
+func planEndpoints(t *testing.T, url, plan, want string) {
+	t.Helper()
+	status, raw := rawCall(t, url, "DescribeTrainingPlan", fmt.Sprintf(`{"TrainingPlanName":%q}`, plan))
+	got, _ := json.Marshal(raw["CapstanEndpoints"])
+	var w any
+	_ = json.Unmarshal([]byte(want), &w)
+	wantJSON, _ := json.Marshal(w)
+	if status != 200 || string(got) != string(wantJSON) {
+		t.Fatalf("%s CapstanEndpoints: %d %s, want %s", plan, status, got, wantJSON)
 	}
 }

@@ -1,73 +1,13 @@
 // One training plan (DescribeTrainingPlan): its status and window by the
 // server's clock, reserved vs used instances, cost, reserved capacity per
-// zone, and the endpoints whose variants run on it.
+// zone, and the endpoints whose variants run on it (DescribeTrainingPlan's
+// CapstanEndpoints: one call, where SageMaker's API alone would need a
+// DescribeEndpoint per endpoint).
 import { sagemaker, serverNow } from '../api.js';
 import { ErrorBox, Status, Table, fmtDate, fmtDuration, fmtMoney, fmtNumber, usePoll } from '../components.jsx';
 import { Link } from '../router.jsx';
 import { planTiming } from './PlansShared.js';
 import './Plans.css';
-
-async function listEndpointNames() {
-  const names = [];
-  let token;
-  do {
-    const body = { MaxResults: 100 };
-    if (token) body.NextToken = token;
-    const out = await sagemaker('ListEndpoints', body);
-    names.push(...(out.Endpoints || []).map((e) => e.EndpointName));
-    token = out.NextToken;
-  } while (token);
-  return names;
-}
-
-const onPlan = (arn, plan) => {
-  if (!arn) return false;
-  const a = arn.toLowerCase();
-  return a === (plan.TrainingPlanArn || '').toLowerCase() || a.endsWith(':training-plan/' + plan.TrainingPlanName.toLowerCase());
-};
-
-// endpointsOn finds the endpoints whose variants (serving or pending) use
-// plan: DescribeEndpoint shows each reserved variant's
-// CapacityReservationConfig; an endpoint that shows none (a failed one) is
-// checked through its endpoint config.
-async function endpointsOn(plan) {
-  const names = await listEndpointNames();
-  const found = await Promise.all(
-    names.map(async (name) => {
-      let ep;
-      try {
-        ep = await sagemaker('DescribeEndpoint', { EndpointName: name });
-      } catch {
-        return null; // deleted meanwhile
-      }
-      const variants = [...(ep.ProductionVariants || []), ...((ep.PendingDeploymentSummary || {}).ProductionVariants || [])];
-      let used = variants.filter((v) => v.CapacityReservationConfig && onPlan(v.CapacityReservationConfig.MlReservationArn, plan));
-      if (used.length === 0 && !variants.some((v) => v.CapacityReservationConfig) && ep.EndpointConfigName) {
-        try {
-          const cfg = await sagemaker('DescribeEndpointConfig', { EndpointConfigName: ep.EndpointConfigName });
-          used = (cfg.ProductionVariants || []).filter(
-            (v) => v.CapacityReservationConfig && onPlan(v.CapacityReservationConfig.MlReservationArn, plan),
-          );
-        } catch {
-          used = [];
-        }
-      }
-      if (used.length === 0) return null;
-      return {
-        key: name,
-        name,
-        status: ep.EndpointStatus,
-        failureReason: ep.FailureReason,
-        variants: [...new Set(used.map((v) => v.VariantName))].join(', '),
-        instances: used.reduce(
-          (n, v) => n + ((v.CapacityReservationConfig && v.CapacityReservationConfig.UsedByCurrentEndpoint) || 0),
-          0,
-        ),
-      };
-    }),
-  );
-  return found.filter(Boolean);
-}
 
 function Timing({ plan }) {
   const now = serverNow();
@@ -92,7 +32,7 @@ function Timing({ plan }) {
 export default function PlanDetail({ name }) {
   const plan = usePoll(() => sagemaker('DescribeTrainingPlan', { TrainingPlanName: name }), [name]);
   const p = plan.data;
-  const eps = usePoll(() => (p ? endpointsOn(p) : Promise.resolve(null)), [name, p && p.TrainingPlanArn]);
+  const eps = (p && p.CapstanEndpoints) || [];
   const now = serverNow();
   const t = p ? planTiming(p, now) : null;
 
@@ -116,12 +56,12 @@ export default function PlanDetail({ name }) {
     { title: 'Reserved capacity ARN', render: (r) => <code class="plan-id">{r.ReservedCapacityArn}</code> },
   ];
   const epColumns = [
-    { title: 'Endpoint', render: (e) => <Link href={'/endpoints/' + encodeURIComponent(e.name)}>{e.name}</Link> },
+    { title: 'Endpoint', render: (e) => <Link href={'/endpoints/' + encodeURIComponent(e.EndpointName)}>{e.EndpointName}</Link> },
     {
       title: 'Status',
       render: (e) => (
         <>
-          <Status value={e.status} />
+          <Status value={e.EndpointStatus} />
           {t && t.expired ? (
             <span class="flag bad" data-testid="plan-endpoint-expired">
               {' '}
@@ -131,8 +71,8 @@ export default function PlanDetail({ name }) {
         </>
       ),
     },
-    { title: 'Variants', render: (e) => e.variants },
-    { title: 'Plan instances used', render: (e) => e.instances },
+    { title: 'Variants', render: (e) => e.VariantNames.join(', ') },
+    { title: 'Instances on the plan', render: (e) => e.InstanceCount },
   ];
 
   return (
@@ -216,18 +156,13 @@ export default function PlanDetail({ name }) {
           </div>
           </div>
           <h2>Endpoints on this plan</h2>
-          <ErrorBox error={eps.error} />
-          {eps.data == null ? (
-            <p class="empty">Loading…</p>
-          ) : (
-            <Table
-              columns={epColumns}
-              rows={eps.data}
-              label="Endpoints on this plan"
-              testid="plan-endpoints"
-              empty="No endpoint uses this plan. A variant uses it with CapacityReservationConfig (capacity-reservations-only, MlReservationArn = the plan's ARN)."
-            />
-          )}
+          <Table
+            columns={epColumns}
+            rows={eps.map((e) => ({ ...e, key: e.EndpointName }))}
+            label="Endpoints on this plan"
+            testid="plan-endpoints"
+            empty="No endpoint uses this plan. A variant uses it with CapacityReservationConfig (capacity-reservations-only, MlReservationArn = the plan's ARN)."
+          />
           <h2>Reserved capacity</h2>
           <Table
             columns={capColumns}
