@@ -200,4 +200,3 @@ func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 		}
 	})
 }
-
