@@ -97,6 +97,9 @@ func BenchmarkPageLoad(b *testing.B) {
 	}
 	pages := []consolePage{
 		{"endpoints", "/console/endpoints", rows("endpoints", 200)},
+		// The same list once every row's variants, instances and plan have
+		// filled in (one DescribeEndpoint per endpoint, after the rows show).
+		{"endpoints-described", "/console/endpoints", rows("endpoints", 200) + ` && !document.querySelector('[data-testid=endpoints]').innerText.includes('…')`},
 		{"endpoint", "/console/endpoints/scale-ep-123", `document.querySelector('main h1') && document.querySelector('main h1').innerText.includes('scale-ep-123') && document.body.innerText.includes('InService')`},
 		{"plans", "/console/plans", rows("plans", 50)},
 		{"plan", "/console/plans/scale-plan-25", `document.querySelector('[data-testid=plan-status]') != null && !document.querySelector('main').innerText.includes('Loading')`},
