@@ -22,20 +22,8 @@ import (
 // wait is set.
 func createEndpoint(t *testing.T, s *server, name string, wait bool) {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := s.SM.CreateModel(ctx, &sm.CreateModelInput{ModelName: aws.String(name + "-model"),
-		PrimaryContainer: &smtypes.ContainerDefinition{Image: aws.String("capstan/sim"),
-			Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SM.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String(name + "-cfg"),
-		ProductionVariants: []smtypes.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String(name + "-model"),
-			InstanceType: smtypes.ProductionVariantInstanceType("ml.g5.2xlarge"), InitialInstanceCount: aws.Int32(1)}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SM.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String(name), EndpointConfigName: aws.String(name + "-cfg")}); err != nil {
-		t.Fatal(err)
-	}
+	s.createEndpoint(t, name, smtypes.ProductionVariant{VariantName: aws.String("AllTraffic"),
+		InstanceType: smtypes.ProductionVariantInstanceType("ml.g5.2xlarge"), InitialInstanceCount: aws.Int32(1)})
 	if wait {
 		waitEndpoint(t, s, name, func(o *sm.DescribeEndpointOutput) bool { return o.EndpointStatus == smtypes.EndpointStatusInService })
 	}
@@ -277,21 +265,7 @@ func TestEndpointOnExpiredPlan(t *testing.T) {
 	if d := time.Until(aws.ToTime(p.StartTime)); d > 0 {
 		s.advanceClock(t, d.Truncate(time.Second)+time.Minute, "")
 	}
-	if _, err := s.SM.CreateModel(ctx, &sm.CreateModelInput{ModelName: aws.String(name + "-model"),
-		PrimaryContainer: &smtypes.ContainerDefinition{Image: aws.String("capstan/sim"),
-			Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SM.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String(name + "-cfg"),
-		ProductionVariants: []smtypes.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String(name + "-model"),
-			InstanceType: "ml.p5.48xlarge", InitialInstanceCount: aws.Int32(1),
-			CapacityReservationConfig: &smtypes.ProductionVariantCapacityReservationConfig{
-				CapacityReservationPreference: "capacity-reservations-only", MlReservationArn: bought.TrainingPlanArn}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SM.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String(name), EndpointConfigName: aws.String(name + "-cfg")}); err != nil {
-		t.Fatal(err)
-	}
+	s.createEndpoint(t, name, onPlan(bought.TrainingPlanArn))
 	waitEndpoint(t, s, name, func(o *sm.DescribeEndpointOutput) bool { return o.EndpointStatus == smtypes.EndpointStatusInService })
 
 	b := newBrowser(t, 1280, 800)

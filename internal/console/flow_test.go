@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
-	"github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 	"github.com/chromedp/chromedp"
 )
@@ -52,23 +51,7 @@ func TestPlanToExpiry(t *testing.T) {
 	run(t, ctx, "the plan is active", waitText(`[data-testid=plan-status]`, "Active"))
 
 	// An endpoint on the plan, through the API.
-	if _, err := s.SM.CreateModel(bg, &sm.CreateModelInput{ModelName: aws.String("eval-model"),
-		ExecutionRoleArn: aws.String("arn:aws:iam::000000000000:role/capstan"),
-		PrimaryContainer: &types.ContainerDefinition{Image: aws.String("capstan/sim"),
-			Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SM.CreateEndpointConfig(bg, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("eval-cfg"),
-		ProductionVariants: []types.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String("eval-model"),
-			InitialInstanceCount: aws.Int32(1), InstanceType: types.ProductionVariantInstanceType("ml.p5.48xlarge"),
-			CapacityReservationConfig: &types.ProductionVariantCapacityReservationConfig{
-				CapacityReservationPreference: types.CapacityReservationPreferenceCapacityReservationsOnly,
-				MlReservationArn:              plan.TrainingPlanArn}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SM.CreateEndpoint(bg, &sm.CreateEndpointInput{EndpointName: aws.String("eval-ep"), EndpointConfigName: aws.String("eval-cfg")}); err != nil {
-		t.Fatal(err)
-	}
+	s.createEndpoint(t, "eval-ep", onPlan(plan.TrainingPlanArn))
 	w := sm.NewEndpointInServiceWaiter(s.SM, func(o *sm.EndpointInServiceWaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, time.Second })
 	if err := w.Wait(bg, &sm.DescribeEndpointInput{EndpointName: aws.String("eval-ep")}, 2*time.Minute); err != nil {
 		t.Fatal(err)

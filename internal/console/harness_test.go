@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 	"github.com/chromedp/chromedp"
 
@@ -199,4 +200,37 @@ func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 			}
 		}
 	})
+}
+
+// createEndpoint makes, through the SageMaker API as a user's script next to
+// the console would, model NAME-model (Llama 3.1 8B on the simulated engine),
+// config NAME-cfg of the one variant v (its ModelName filled in) and endpoint
+// NAME; it does not wait.
+func (s *server) createEndpoint(t testing.TB, name string, v smtypes.ProductionVariant) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.SM.CreateModel(ctx, &sm.CreateModelInput{ModelName: aws.String(name + "-model"),
+		ExecutionRoleArn: aws.String("arn:aws:iam::000000000000:role/capstan"),
+		PrimaryContainer: &smtypes.ContainerDefinition{Image: aws.String("capstan/sim"),
+			Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct"}}}); err != nil {
+		t.Fatal(err)
+	}
+	v.ModelName = aws.String(name + "-model")
+	if _, err := s.SM.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String(name + "-cfg"),
+		ProductionVariants: []smtypes.ProductionVariant{v}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SM.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String(name), EndpointConfigName: aws.String(name + "-cfg")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// onPlan is a variant "AllTraffic" of one ml.p5.48xlarge on training plan
+// planArn.
+func onPlan(planArn *string) smtypes.ProductionVariant {
+	return smtypes.ProductionVariant{VariantName: aws.String("AllTraffic"), InitialInstanceCount: aws.Int32(1),
+		InstanceType: smtypes.ProductionVariantInstanceTypeMlP548xlarge,
+		CapacityReservationConfig: &smtypes.ProductionVariantCapacityReservationConfig{
+			CapacityReservationPreference: smtypes.CapacityReservationPreferenceCapacityReservationsOnly,
+			MlReservationArn:              planArn}}
 }

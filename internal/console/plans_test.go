@@ -311,36 +311,13 @@ func TestPlansDoubleBuy(t *testing.T) {
 func TestPlanLifecycle(t *testing.T) {
 	s := startServer(t, "")
 	ctx := newBrowser(t, 1280, 800)
-	bg := context.Background()
 	now := serverNow(t, s)
 	buyPlan(t, s, "life", 1, 24, now.Add(2*time.Hour))
 	// An endpoint on the plan, as docs/reservations.md sets one up.
-	if _, err := s.SM.CreateModel(bg, &sm.CreateModelInput{ModelName: aws.String("m"),
-		ExecutionRoleArn: aws.String("arn:aws:iam::000000000000:role/capstan"),
-		PrimaryContainer: &types.ContainerDefinition{Image: aws.String("capstan/sim"),
-			Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SM.CreateEndpointConfig(bg, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("cfg"),
-		ProductionVariants: []types.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String("m"),
-			InitialInstanceCount: aws.Int32(1), InstanceType: types.ProductionVariantInstanceTypeMlP548xlarge,
-			CapacityReservationConfig: &types.ProductionVariantCapacityReservationConfig{
-				CapacityReservationPreference: types.CapacityReservationPreferenceCapacityReservationsOnly,
-				MlReservationArn:              aws.String("arn:aws:sagemaker:us-east-1:000000000000:training-plan/life")}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SM.CreateEndpoint(bg, &sm.CreateEndpointInput{EndpointName: aws.String("on-plan"), EndpointConfigName: aws.String("cfg")}); err != nil {
-		t.Fatal(err)
-	}
+	s.createEndpoint(t, "on-plan", onPlan(aws.String("arn:aws:sagemaker:us-east-1:000000000000:training-plan/life")))
 	// An endpoint on no plan is not listed.
-	if _, err := s.SM.CreateEndpointConfig(bg, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("od"),
-		ProductionVariants: []types.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String("m"),
-			InitialInstanceCount: aws.Int32(1), InstanceType: types.ProductionVariantInstanceTypeMlG52xlarge}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SM.CreateEndpoint(bg, &sm.CreateEndpointInput{EndpointName: aws.String("on-demand"), EndpointConfigName: aws.String("od")}); err != nil {
-		t.Fatal(err)
-	}
+	s.createEndpoint(t, "on-demand", types.ProductionVariant{VariantName: aws.String("AllTraffic"),
+		InitialInstanceCount: aws.Int32(1), InstanceType: types.ProductionVariantInstanceTypeMlG52xlarge})
 	run(t, ctx, "the scheduled plan",
 		chromedp.Navigate(s.URL+"/console/plans/life"),
 		waitText("main h1", "life"),
