@@ -58,6 +58,17 @@ export class APIError extends Error {
   }
 }
 
+// readBody reads a response as JSON; a body that is not JSON (a proxy's
+// error page) becomes {message: text}.
+async function readBody(res) {
+  const text = await res.text();
+  try {
+    return { text, data: text ? JSON.parse(text) : {} };
+  } catch {
+    return { text, data: { message: text } };
+  }
+}
+
 async function awsCall(service, target, contentType, body) {
   const init = {
     method: 'POST',
@@ -78,13 +89,7 @@ async function awsCall(service, target, contentType, body) {
   } else {
     res = await fetch('/', init);
   }
-  const text = await res.text();
-  let data = {};
-  try {
-    data = text ? JSON.parse(text) : {};
-  } catch {
-    data = { message: text };
-  }
+  const { text, data } = await readBody(res);
   if (!res.ok) {
     const type = data.__type || res.headers.get('x-amzn-ErrorType') || `HTTP${res.status}`;
     const code = type.split('#').pop().split(':')[0];
@@ -112,13 +117,7 @@ export async function bearer(method, path, body, contentType = 'application/json
   }
   if (body !== undefined) headers['Content-Type'] = contentType;
   const res = await fetch(path, { method, headers, body });
-  const text = await res.text();
-  let data = {};
-  try {
-    data = text ? JSON.parse(text) : {};
-  } catch {
-    data = { message: text };
-  }
+  const { data } = await readBody(res);
   if (!res.ok) {
     const causes = (data.details && data.details.causes) || [];
     throw new APIError(data.reason || `HTTP${res.status}`, data.message || res.statusText, res.status, causes);
