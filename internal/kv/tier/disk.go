@@ -68,8 +68,8 @@ type DiskStats struct {
 
 // Disk is the tieredstorage tier: a bounded, checksummed store of KV block
 // records on local disk, shared by the replicas (processes) of one node,
-// evicting least recently used records within 16-way sets (as a CPU cache
-// does). It implements L2's contract: an error is a miss, never a failure.
+// evicting the least recently used of the 32 records of a block's two
+// candidate 16-way sets. It implements L2's contract: an error is a miss, never a failure.
 //
 // Layout under Dir (see disk_slots.go):
 //
@@ -78,9 +78,11 @@ type DiskStats struct {
 // A slot file is a 4 KiB header (geometry, the count of occupied slots,
 // evictions; checksummed) and CapacityBytes/BlockBytes 64-byte slots in sets
 // of 16 (one set with fewer ways below 16 blocks). Block h may live in any
-// slot of set h mod sets, so a lookup is one 1 KiB read, and a set that is
-// full evicts its least recently used record — not the file's: LRU holds
-// within each set. A slot is a checksummed 52-byte record (disk_record.go)
+// slot of either of its two sets (diskGeometry.sets), so a lookup is one or
+// two 1 KiB reads; a write takes the emptier set, which keeps sets from
+// overflowing until the file is nearly full, and only when both are full
+// evicts the least recently used of their records — not the file's: LRU
+// holds within each pair of sets. A slot is a checksummed 52-byte record (disk_record.go)
 // plus a recency stamp that hits refresh at most once per touchEvery.
 // Files of other geometries (another capacity or block size) and of the
 // previous one-file-per-block layout are left alone, not read or removed.
@@ -134,8 +136,8 @@ type Disk struct {
 
 // ioBuf holds a set as read, and a slot or a stamp to write.
 type ioBuf struct {
-	set  [maxSetSize]byte
-	slot [slotSize]byte
+	set, set2 [maxSetSize]byte
+	slot      [slotSize]byte
 }
 
 // ioBufs are MatchPrefix's buffers, for the same reason.
@@ -234,7 +236,7 @@ func (d *Disk) prepare() error {
 }
 
 // MatchPrefix implements L2: the number of leading hashes whose records are
-// present and valid, one read of a set per hash. A hit makes the record
+// present and valid, one or two reads of a set per hash. A hit makes the record
 // most recently used in its set, hashes[0] most of all (a chain's tail is
 // evicted before its head). A record that fails its check ends the prefix
 // and counts as corrupt.
@@ -252,15 +254,7 @@ func (d *Disk) MatchPrefix(ctx context.Context, hashes []kv.BlockHash) (int, err
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		off := d.geo.setOff(d.geo.set(h))
-		w, st := d.lookup(set, off, h)
-		if st == slotCorrupt {
-			// Readers take no lock, so a writer may have been mid-way
-			// through the slot: a second read tells that from damage.
-			if w, st = d.lookup(set, off, h); st == slotCorrupt {
-				d.corrupt.Add(1)
-			}
-		}
+		off, w, st := d.find(set, h)
 		if st != slotValid {
 			break
 		}
@@ -280,6 +274,37 @@ func (d *Disk) MatchPrefix(ctx context.Context, hashes []kv.BlockHash) (int, err
 		err = ErrClosed
 	}
 	return n, err
+}
+
+// find looks for block h's valid record in its two sets, in turn, reading
+// each into set: it returns the offset of the set that holds it and the way
+// (slotValid; set then holds that set), else slotCorrupt (counted) when a
+// slot naming h failed its check twice, else slotEmpty.
+func (d *Disk) find(set []byte, h kv.BlockHash) (int64, int, slotState) {
+	a, b := d.geo.sets(h)
+	st := slotEmpty
+	for i, s := range [2]int64{a, b} {
+		if i == 1 && b == a {
+			break
+		}
+		off := d.geo.setOff(s)
+		w, sst := d.lookup(set, off, h)
+		if sst == slotCorrupt {
+			// Readers take no lock, so a writer may have been mid-way
+			// through the slot: a second read tells that from damage.
+			w, sst = d.lookup(set, off, h)
+		}
+		switch sst {
+		case slotValid:
+			return off, w, slotValid
+		case slotCorrupt:
+			st = slotCorrupt
+		}
+	}
+	if st == slotCorrupt {
+		d.corrupt.Add(1)
+	}
+	return -1, -1, st
 }
 
 // lookup reads the set at off into set and returns the way holding block
@@ -305,10 +330,10 @@ func (d *Disk) lookup(set []byte, off int64, h kv.BlockHash) (int, slotState) {
 }
 
 // Put implements L2: it writes the records missing from the store and makes
-// every named record recent, hashes[0] most of all; a block whose set is
-// full replaces the set's least recently used record. When one call names
-// more blocks of a set than it has ways, the chain's tail is what gets
-// evicted. A disk error stops the call with an error wrapping ErrDiskWrite;
+// every named record recent, hashes[0] most of all; a block whose two sets
+// are full replaces their least recently used record. When one call names
+// more blocks of a pair of sets than they have ways, the chain's tail is
+// what gets evicted. A disk error stops the call with an error wrapping ErrDiskWrite;
 // the records written before it stay.
 func (d *Disk) Put(ctx context.Context, hashes []kv.BlockHash) error {
 	if d.closed.Load() {
@@ -375,44 +400,69 @@ type putResult struct {
 }
 
 // putOne makes block h's record present with stamp at (or refreshes its
-// stamp). Caller holds mu and the lock.
+// stamp). It reads both of h's sets; a new record goes into a corrupt slot
+// of either, else an empty slot of the emptier set, else over the older of
+// the two sets' least recently used records. Caller holds mu and the lock.
 func (d *Disk) putOne(h kv.BlockHash, at int64) putResult {
-	set := d.putBuf.set[:d.geo.setSize()]
-	off := d.geo.setOff(d.geo.set(h))
-	short, err := readFull(d.f, set, off)
-	if err != nil {
-		return putResult{err: fmt.Errorf("%w: %s: read: %w", ErrDiskWrite, d.path, err)}
+	sa, sb := d.geo.sets(h)
+	sets := [2]struct {
+		off  int64
+		buf  []byte
+		free int
+	}{{off: d.geo.setOff(sa), buf: d.putBuf.set[:d.geo.setSize()]}, {off: d.geo.setOff(sb), buf: d.putBuf.set2[:d.geo.setSize()]}}
+	n := 2
+	if sb == sa {
+		n = 1
 	}
-	empty, corrupt, oldest := -1, -1, -1
-	var oldestAt int64
-	for w := 0; w < int(d.geo.ways); w++ {
-		slot := set[w*slotSize : (w+1)*slotSize]
-		sh, st := classifySlot(slot, d.want.nsHash, d.opts.BlockBytes)
-		switch {
-		case st == slotValid && sh == h:
-			if at-slotStamp(slot) >= touchEvery {
-				stamp := d.putBuf.slot[:8]
-				putStamp(stamp, at)
-				// Advisory, as a hit's stamp: a failure leaves the record older.
-				_, _ = d.f.WriteAt(stamp, off+int64(w)*slotSize+stampOff)
+	short := false
+	type pick struct {
+		set, way int
+		at       int64
+	}
+	empty, corrupt, oldest := pick{set: -1}, pick{set: -1}, pick{set: -1}
+	for i := range n {
+		s := &sets[i]
+		sh, err := readFull(d.f, s.buf, s.off)
+		if err != nil {
+			return putResult{err: fmt.Errorf("%w: %s: read: %w", ErrDiskWrite, d.path, err)}
+		}
+		short = short || sh
+		firstEmpty := -1
+		for w := 0; w < int(d.geo.ways); w++ {
+			slot := s.buf[w*slotSize : (w+1)*slotSize]
+			bh, st := classifySlot(slot, d.want.nsHash, d.opts.BlockBytes)
+			switch {
+			case st == slotValid && bh == h:
+				if at-slotStamp(slot) >= touchEvery {
+					stamp := d.putBuf.slot[:8]
+					putStamp(stamp, at)
+					// Advisory, as a hit's stamp: a failure leaves the record older.
+					_, _ = d.f.WriteAt(stamp, s.off+int64(w)*slotSize+stampOff)
+				}
+				return putResult{short: short}
+			case st == slotValid:
+				if oldest.set < 0 || slotStamp(slot) < oldest.at {
+					oldest = pick{i, w, slotStamp(slot)}
+				}
+			case st == slotEmpty:
+				s.free++
+				if firstEmpty < 0 {
+					firstEmpty = w
+				}
+			case st == slotCorrupt && corrupt.set < 0:
+				corrupt = pick{set: i, way: w}
 			}
-			return putResult{short: short}
-		case st == slotValid:
-			if oldest < 0 || slotStamp(slot) < oldestAt {
-				oldest, oldestAt = w, slotStamp(slot)
-			}
-		case st == slotEmpty && empty < 0:
-			empty = w
-		case st == slotCorrupt && corrupt < 0:
-			corrupt = w
+		}
+		if firstEmpty >= 0 && (empty.set < 0 || s.free > sets[empty.set].free) {
+			empty = pick{set: i, way: firstEmpty}
 		}
 	}
 	// A corrupt slot is reused first: it holds nothing, yet it is counted
 	// as occupied and ends the prefix of a reader that finds it.
 	victim, was := corrupt, slotCorrupt
 	switch {
-	case victim >= 0:
-	case empty >= 0:
+	case victim.set >= 0:
+	case empty.set >= 0:
 		victim, was = empty, slotEmpty
 	default:
 		victim, was = oldest, slotValid
@@ -421,7 +471,7 @@ func (d *Disk) putOne(h kv.BlockHash, at int64) putResult {
 	encodeRecord((*[recSize]byte)(slot[:recSize]), d.want.nsHash, h, d.opts.BlockBytes)
 	putStamp(slot[stampOff:], at)
 	clear(slot[stampOff+8:])
-	slotOff := off + int64(victim)*slotSize
+	slotOff := sets[victim.set].off + int64(victim.way)*slotSize
 	if err := d.write(d.f, slot[:], slotOff); err != nil {
 		r := putResult{short: short, err: fmt.Errorf("%w: %s: %w", ErrDiskWrite, d.path, err)}
 		// The count follows what the failed write left: part of a record

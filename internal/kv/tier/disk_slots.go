@@ -22,7 +22,7 @@ import (
 // is outside the record's checksum: recency is advisory, and a torn stamp
 // only changes which record a full set evicts. A slot whose record bytes are
 // all zero is empty; one that is not empty and fails checkRecord is corrupt.
-// Block h lives in set h mod nsets, in any of its ways.
+// Block h lives in any way of one of its two sets (diskGeometry.sets).
 //
 // The file is created at full size and sparse: only the sets written take
 // disk space.
@@ -54,8 +54,26 @@ func (g diskGeometry) blocks() int64   { return g.ways * g.nsets }
 func (g diskGeometry) setSize() int64  { return g.ways * slotSize }
 func (g diskGeometry) fileSize() int64 { return headerSize + g.blocks()*slotSize }
 
-// set is the set that holds block h.
-func (g diskGeometry) set(h kv.BlockHash) int64 { return int64(uint64(h) % uint64(g.nsets)) }
+// sets are the two sets block h may live in (the same one twice when the
+// file has one set). Two independent choices, the emptier one taken on
+// write ("the power of two choices"), keep sets from overflowing long before
+// the file is full: with one choice a file 77 % full already overflows about
+// one set in ten, and a prompt's chain of hundreds of blocks almost surely
+// loses one of them, which ends every later prefix match there.
+func (g diskGeometry) sets(h kv.BlockHash) (a, b int64) {
+	n := uint64(g.nsets)
+	a = int64(uint64(h) % n)
+	if n == 1 {
+		return a, a
+	}
+	// A second hash of h (a 64-bit finaliser) picks b among the other sets.
+	x := uint64(h) ^ 0x9e3779b97f4a7c15
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	b = (a + 1 + int64(x%(n-1))) % int64(n)
+	return a, b
+}
 
 // setOff is set s's offset in the file.
 func (g diskGeometry) setOff(s int64) int64 { return headerSize + s*g.setSize() }
@@ -84,7 +102,7 @@ func slotFileName(nsHash uint64, blockBytes int64, g diskGeometry) string {
 // take no lock, and a read torn by a writer fails the checksum.
 const (
 	hdrMagic   = "CKVS"
-	hdrVersion = 1
+	hdrVersion = 2 // 2: two candidate sets per block (a version-1 file is reset)
 	hdrLen     = 52
 )
 

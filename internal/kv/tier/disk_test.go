@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,8 +63,9 @@ func held(t testing.TB, d *Disk) []kv.BlockHash {
 		if st != slotValid {
 			continue
 		}
-		if set := int64(i) / d.geo.ways; set != d.geo.set(h) {
-			t.Errorf("block %d in set %d, belongs in %d", h, set, d.geo.set(h))
+		a, b := d.geo.sets(h)
+		if set := int64(i) / d.geo.ways; set != a && set != b {
+			t.Errorf("block %d in set %d, belongs in %d or %d", h, set, a, b)
 		}
 		out = append(out, h)
 	}
@@ -111,11 +113,20 @@ func slotOf(t testing.TB, d *Disk, h kv.BlockHash) int64 {
 	return 0
 }
 
-// colliding returns n hashes that share first's set.
-func colliding(d *Disk, first uint64, n int) []kv.BlockHash {
-	out := make([]kv.BlockHash, n)
-	for i := range out {
-		out[i] = kv.BlockHash(first + uint64(i)*uint64(d.geo.nsets))
+// pairOf is the two sets block h may live in, in order.
+func pairOf(d *Disk, h kv.BlockHash) [2]int64 {
+	a, b := d.geo.sets(h)
+	return [2]int64{min(a, b), max(a, b)}
+}
+
+// inPair returns the first n hashes from first upward whose two sets are
+// pair (blocks that compete for the same 2 × ways slots).
+func inPair(d *Disk, pair [2]int64, first uint64, n int) []kv.BlockHash {
+	var out []kv.BlockHash
+	for h := first; len(out) < n; h++ {
+		if pairOf(d, kv.BlockHash(h)) == pair {
+			out = append(out, kv.BlockHash(h))
+		}
 	}
 	return out
 }
@@ -291,44 +302,84 @@ func TestDiskLRUEviction(t *testing.T) {
 	}
 }
 
-// TestDiskLRUWithinASet: a full set evicts its own least recently used
-// record, however old the records of other sets are.
-func TestDiskLRUWithinASet(t *testing.T) {
+// TestDiskLRUWithinASetPair: a block goes in the emptier of its two sets,
+// and when both are full it evicts their least recently used record, however
+// old the records of other sets are.
+func TestDiskLRUWithinASetPair(t *testing.T) {
 	ctx := context.Background()
 	clk := newFakeClock()
 	d := openTestDisk(t, t.TempDir(), "m", 64, clk) // 4 sets of 16
-	// The oldest records of all: a few blocks of set 1.
-	other := colliding(d, 1, 3)
+	pair := pairOf(d, 4)
+	var rest [2]int64
+	for s, i := int64(0), 0; s < 4; s++ {
+		if s != pair[0] && s != pair[1] {
+			rest[i] = s
+			i++
+		}
+	}
+	// The oldest records of all, in the two other sets.
+	other := inPair(d, rest, 1, 3)
 	must(t, d.Put(ctx, other))
-	set0 := colliding(d, 4, 16)
-	for _, h := range set0 {
+	// 32 blocks fill both sets of the pair, one at a time, the emptier first.
+	full := inPair(d, pair, 4, 32)
+	for _, h := range full {
 		clk.Step(time.Second)
 		must(t, d.Put(ctx, []kv.BlockHash{h}))
 	}
+	if st := d.Stats(); st.Evictions != 0 || st.Blocks != 3+32 {
+		t.Fatalf("Stats = %+v after filling the pair, want no eviction, 35 blocks", st)
+	}
 	clk.Step(time.Second)
-	// set0[0] is hit, so set0[1] is now the set's least recently used.
-	if n, _ := d.MatchPrefix(ctx, set0[:1]); n != 1 {
+	// full[0] is hit, so full[1] is now the pair's least recently used.
+	if n, _ := d.MatchPrefix(ctx, full[:1]); n != 1 {
 		t.Fatal("miss")
 	}
 	clk.Step(time.Second)
-	extra := colliding(d, 4+16*4, 1)
+	extra := inPair(d, pair, uint64(full[31])+1, 1)
 	must(t, d.Put(ctx, extra))
-	want := slices.Concat(other, []kv.BlockHash{set0[0]}, set0[2:], extra)
+	want := slices.Concat(other, []kv.BlockHash{full[0]}, full[2:], extra)
 	slices.Sort(want)
 	if got := held(t, d); !slices.Equal(got, want) {
-		t.Fatalf("held %v, want %v (%d evicted from set 0 only)", got, want, set0[1])
+		t.Fatalf("held %v, want %v (%d evicted from the pair only)", got, want, full[1])
 	}
-	if st := d.Stats(); st.Evictions != 1 || st.Blocks != 3+16 {
-		t.Fatalf("Stats = %+v, want 1 eviction, 19 blocks", st)
+	if st := d.Stats(); st.Evictions != 1 || st.Blocks != 3+32 {
+		t.Fatalf("Stats = %+v, want 1 eviction, 35 blocks", st)
 	}
-	// One call naming more blocks of a set than it has ways keeps the head.
+	// One call naming more blocks of a pair than it has ways keeps the head.
 	clk.Step(time.Second)
-	chain := colliding(d, 2, 20)
+	chain := inPair(d, rest, uint64(other[2])+1, 40)
 	must(t, d.Put(ctx, chain))
-	if n, _ := d.MatchPrefix(ctx, chain); n != 16 {
-		t.Fatalf("MatchPrefix of a 20-block chain in one 16-way set = %d, want 16", n)
+	if n, _ := d.MatchPrefix(ctx, chain); n != 32 {
+		t.Fatalf("MatchPrefix of a 40-block chain in one pair of 16-way sets = %d, want 32", n)
 	}
 	checkHeader(t, d)
+}
+
+// TestDiskTwoChoicesKeepLongChains: a file filled to three quarters with
+// 256-block chains (4,096-token prompts) loses no block: every chain still
+// matches whole. With one set per block about one set in ten overflows at
+// this load, and nearly every chain would lose a block.
+func TestDiskTwoChoicesKeepLongChains(t *testing.T) {
+	ctx := context.Background()
+	d := openTestDisk(t, t.TempDir(), "m", 16*1024, newFakeClock())
+	r := rand.New(rand.NewPCG(1, 2))
+	var chains [][]kv.BlockHash
+	for range 48 { // 48 × 256 = 12,288 blocks of 16,384 slots
+		c := make([]kv.BlockHash, 256)
+		for i := range c {
+			c[i] = kv.BlockHash(r.Uint64())
+		}
+		must(t, d.Put(ctx, c))
+		chains = append(chains, c)
+	}
+	for i, c := range chains {
+		if n, _ := d.MatchPrefix(ctx, c); n != len(c) {
+			t.Fatalf("chain %d matches %d of %d blocks", i, n, len(c))
+		}
+	}
+	if st := d.Stats(); st.Evictions != 0 {
+		t.Fatalf("%d evictions at 75 %% full", st.Evictions)
+	}
 }
 
 func TestDiskSharedByTwoInstances(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package tier owns the KV block stores below the GPU: L1, a node-local
 // CPU-memory LRU bounded by bytes; Disk, the tieredstorage tier, a bounded,
 // checksummed store of block records on a node's local disk (one slot file
-// per namespace, LRU within 16-way sets) that every replica (process) on the
+// per namespace, LRU within each block's two 16-way sets) that every replica (process) on the
 // node shares; and L2, a store shared by replicas on different nodes (Redis
 // in production, an in-memory fake in tests). Disk also implements L2's
 // interface, so the engine asks it the same way.
