@@ -34,6 +34,11 @@ export CI="${CI:-true}"
 # package-lock.json pins; the built assets are committed (so `go run
 # ./cmd/capstan serve` works from a fresh clone without npm), and must be
 # what the sources build to.
+if ! command -v npm >/dev/null; then
+  # Debian's own nodejs (18) is older than Vite needs, so this is not apt-get's job.
+  echo "the web console's build needs Node.js >= 20.19 with npm, which this machine lacks" >&2
+  exit 1
+fi
 (cd web/console && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build >/dev/null)
 if [ -n "$(git status --porcelain -- internal/console/dist)" ]; then
   git status --short -- internal/console/dist
