@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,16 +56,7 @@ func violations(t *testing.T, ctx context.Context, page string) []axeViolation {
 func TestAccessibility(t *testing.T) {
 	s := startServer(t, "")
 	seedScale(t, s, 1, 1)
-	req, _ := http.NewRequest(http.MethodPost, s.URL+"/apis/inference.sagemaker.aws.amazon.com/v1/apply", strings.NewReader(demoYAML))
-	req.Header.Set("Content-Type", "application/yaml")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		t.Fatalf("apply demo: %s", res.Status)
-	}
+	s.apply(t, demoYAML, "")
 	ctx := newBrowser(t, 1280, 800)
 	pages := []struct{ path, ready string }{
 		{"/console/endpoints", `[data-testid=endpoints] tbody tr`},

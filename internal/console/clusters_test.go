@@ -55,38 +55,6 @@ func doubleClick(sel string) chromedp.Action[chromedp.Void] {
 	})
 }
 
-// apiGet GETs a manifests or node API path (no token configured) into v and
-// returns the HTTP status.
-func apiGet(t *testing.T, s *server, path string, v any) int {
-	t.Helper()
-	res, err := http.Get(s.URL + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if v != nil && res.StatusCode == http.StatusOK {
-		if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-	}
-	return res.StatusCode
-}
-
-// apiApply applies manifests as `capstan apply -f` does.
-func apiApply(t *testing.T, s *server, yaml string) {
-	t.Helper()
-	res, err := http.Post(s.URL+manifestsBase+"/apply", "application/yaml", strings.NewReader(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		var st map[string]any
-		_ = json.NewDecoder(res.Body).Decode(&st)
-		t.Fatalf("apply: %d %v", res.StatusCode, st)
-	}
-}
-
 type objectList struct {
 	Items []struct {
 		Metadata struct{ Name, Namespace string } `json:"metadata"`
@@ -109,12 +77,6 @@ func checkPhoneWidth(t *testing.T, ctx context.Context, what string) {
 	}
 }
 
-// count evaluates a querySelectorAll length.
-func count(t *testing.T, ctx context.Context, sel string) int {
-	t.Helper()
-	return get(t, ctx, "count "+sel, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
-}
-
 // TestClusterPages: the default cluster is listed; its page shows its
 // instance groups (with a MIG layout) and every node with its GPUs and MIG
 // slices from the node API; it reads at a phone's width too.
@@ -125,14 +87,14 @@ func TestClusterPages(t *testing.T) {
     - {name: p5-mig, instanceType: ml.p5.48xlarge, count: 1, migLayout: all-1g.10gb}
 `)
 	// One replica on a whole g5 GPU, one on a MIG slice of the p5.
-	apiApply(t, s, demoYAML+`---
+	s.apply(t, demoYAML+`---
 apiVersion: inference.sagemaker.aws.amazon.com/v1
 kind: JumpStartModel
 metadata: {name: sliced}
 spec:
   model: {modelHubName: SageMakerPublicHub, modelId: deepseek-llm-r1-distill-qwen-1-5b}
   server: {instanceType: ml.p5.48xlarge, acceleratorPartitionType: mig-1g.10gb}
-`)
+`, "")
 	ctx := newBrowser(t, 1280, 800)
 	run(t, ctx, "the clusters list",
 		chromedp.Navigate(s.URL+"/console/clusters"),
@@ -198,12 +160,12 @@ func TestDeploymentLifecycle(t *testing.T) {
 	)
 	// Exactly one object, created once.
 	var objs objectList
-	apiGet(t, s, manifestsBase+"/jumpstartmodels", &objs)
+	s.getJSON(t, manifestsBase+"/jumpstartmodels", &objs)
 	if len(objs.Items) != 1 || objs.Items[0].Metadata.Name != "demo" {
 		t.Fatalf("after a double click: %+v, want the one object demo", objs.Items)
 	}
 	var evs eventList
-	apiGet(t, s, manifestsBase+"/namespaces/default/jumpstartmodels/demo/events", &evs)
+	s.getJSON(t, manifestsBase+"/namespaces/default/jumpstartmodels/demo/events", &evs)
 	created := 0
 	for _, e := range evs.Items {
 		if e.Reason == "Applied" {
@@ -255,7 +217,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`.clusters-confirm button.secondary`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=delete]`)),
 	)
-	if code := apiGet(t, s, manifestsBase+"/namespaces/default/jumpstartmodels/demo", nil); code != http.StatusOK {
+	if code := s.getJSON(t, manifestsBase+"/namespaces/default/jumpstartmodels/demo", nil); code != http.StatusOK {
 		t.Fatalf("after Cancel the object answers %d", code)
 	}
 	run(t, ctx, "delete, confirmed",
@@ -264,7 +226,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 		waitText("main h1", "Deployments"),
 	)
 	deadline := time.Now().Add(30 * time.Second)
-	for apiGet(t, s, manifestsBase+"/namespaces/default/jumpstartmodels/demo", nil) != http.StatusNotFound {
+	for s.getJSON(t, manifestsBase+"/namespaces/default/jumpstartmodels/demo", nil) != http.StatusNotFound {
 		if time.Now().After(deadline) {
 			t.Fatal("demo still exists 30 s after Delete")
 		}
@@ -328,7 +290,7 @@ func TestApplyErrors(t *testing.T) {
 	)
 
 	var objs objectList
-	apiGet(t, s, manifestsBase+"/jumpstartmodels", &objs)
+	s.getJSON(t, manifestsBase+"/jumpstartmodels", &objs)
 	if len(objs.Items) != 0 {
 		t.Fatalf("refused applies stored %+v", objs.Items)
 	}
@@ -369,12 +331,12 @@ spec:
 	var pools struct {
 		Items []struct{ Name string } `json:"items"`
 	}
-	apiGet(t, s, "/apis/karpenter.sh/v1/nodepools", &pools)
+	s.getJSON(t, "/apis/karpenter.sh/v1/nodepools", &pools)
 	if len(pools.Items) != 1 || pools.Items[0].Name != "inference" {
 		t.Fatalf("node pools %+v, want inference", pools.Items)
 	}
 	var objs objectList
-	apiGet(t, s, manifestsBase+"/jumpstartmodels", &objs)
+	s.getJSON(t, manifestsBase+"/jumpstartmodels", &objs)
 	if len(objs.Items) != 1 {
 		t.Fatalf("jumpstartmodels %+v, want demo", objs.Items)
 	}
@@ -393,17 +355,7 @@ func TestDeploymentPagesSignedIn(t *testing.T) {
 	const token = "console-admin-token-0123456789"
 	s := startServer(t, "credentials: [{accessKeyId: AKIDCONSOLE, secretAccessKey: console-secret}]\nadminTokens: ["+token+"]\n")
 	stuck := strings.NewReplacer("ml.g5.8xlarge", "ml.g6.12xlarge", "name: demo}", "name: stuck}").Replace(demoYAML)
-	req, _ := http.NewRequest(http.MethodPost, s.URL+manifestsBase+"/apply", strings.NewReader(stuck))
-	req.Header.Set("Content-Type", "application/yaml")
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("apply: %d", res.StatusCode)
-	}
+	s.apply(t, stuck, token)
 	ctx := newBrowser(t, 1280, 800)
 	run(t, ctx, "sign in",
 		chromedp.Navigate(s.URL+"/console/deployments"),

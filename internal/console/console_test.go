@@ -31,6 +31,9 @@ func TestServedAssets(t *testing.T) {
 	if res, _ := get("/", map[string]string{"Accept": "text/html,application/xhtml+xml"}); res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/console/" {
 		t.Fatalf("GET / from a browser: %d %q, want 302 to /console/", res.StatusCode, res.Header.Get("Location"))
 	}
+	if res, _ := get("/console", nil); res.Header.Get("Location") != "/console/" {
+		t.Fatalf("GET /console: %d %q, want a redirect to /console/", res.StatusCode, res.Header.Get("Location"))
+	}
 	if res, _ := get("/", nil); res.StatusCode == http.StatusFound {
 		t.Fatal("GET / without Accept: text/html was sent to the console")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 	"github.com/chromedp/chromedp"
 )
@@ -52,10 +53,7 @@ func TestPlanToExpiry(t *testing.T) {
 
 	// An endpoint on the plan, through the API.
 	s.createEndpoint(t, "eval-ep", onPlan(plan.TrainingPlanArn))
-	w := sm.NewEndpointInServiceWaiter(s.SM, func(o *sm.EndpointInServiceWaiterOptions) { o.MinDelay, o.MaxDelay = time.Second, time.Second })
-	if err := w.Wait(bg, &sm.DescribeEndpointInput{EndpointName: aws.String("eval-ep")}, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	waitEndpoint(t, s, "eval-ep", func(o *sm.DescribeEndpointOutput) bool { return o.EndpointStatus == smtypes.EndpointStatusInService })
 	for i := range 12 {
 		if _, err := s.SMR.InvokeEndpoint(bg, &smr.InvokeEndpointInput{EndpointName: aws.String("eval-ep"), ContentType: aws.String("application/json"),
 			Body: []byte(fmt.Sprintf(`{"inputs":"request %d","parameters":{"max_new_tokens":8}}`, i))}); err != nil {
@@ -65,7 +63,7 @@ func TestPlanToExpiry(t *testing.T) {
 	run(t, ctx, "the endpoint page shows it InService with traffic",
 		chromedp.Navigate(s.URL+"/console/endpoints/eval-ep"),
 		waitText("main", "InService"),
-		waitAttrAbove(`[data-testid=chart-requests]`, "data-points", 0),
+		poll(`Number(document.querySelector('[data-testid=chart-requests]')?.getAttribute('data-points')) > 0`),
 	)
 	screenshot(t, ctx, "endpoint-traffic", true)
 	run(t, ctx, "the plan page lists the endpoint",
@@ -93,25 +91,4 @@ func TestPlanToExpiry(t *testing.T) {
 	if d.FailureReason == nil || !strings.Contains(*d.FailureReason, "ended at") {
 		t.Fatalf("DescribeEndpoint after the plan's end: status %s, reason %v", d.EndpointStatus, aws.ToString(d.FailureReason))
 	}
-}
-
-// waitAttrAbove waits until the element's numeric attribute exceeds min.
-func waitAttrAbove(sel, attr string, min float64) chromedp.Action[chromedp.Void] {
-	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		for {
-			v, err := chromedp.Evaluate[float64](fmt.Sprintf(
-				`(() => { const e = document.querySelector(%q); return e ? Number(e.getAttribute(%q)) || 0 : 0; })()`, sel, attr))(ctx, tg)
-			if err != nil {
-				return err
-			}
-			if v > min {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%s[%s] stayed at %v", sel, attr, v)
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	})
 }

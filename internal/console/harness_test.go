@@ -2,8 +2,10 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,4 +235,63 @@ func onPlan(planArn *string) smtypes.ProductionVariant {
 		CapacityReservationConfig: &smtypes.ProductionVariantCapacityReservationConfig{
 			CapacityReservationPreference: smtypes.CapacityReservationPreferenceCapacityReservationsOnly,
 			MlReservationArn:              planArn}}
+}
+
+// getJSON GETs path (the manifests or node API, config.json; no token) into
+// v and returns the HTTP status.
+func (s *server) getJSON(t testing.TB, path string, v any) int {
+	t.Helper()
+	res, err := http.Get(s.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if v != nil && res.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+	}
+	return res.StatusCode
+}
+
+// apply applies manifests as `capstan apply -f` does, with the admin token
+// when one is given.
+func (s *server) apply(t testing.TB, yaml, token string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL+manifestsBase+"/apply", strings.NewReader(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/yaml")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		var st map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&st)
+		t.Fatalf("apply: %d %v", res.StatusCode, st)
+	}
+}
+
+// serverNow is the server's (dev) clock, from the console's config.json.
+func serverNow(t testing.TB, s *server) time.Time {
+	t.Helper()
+	var cfg struct {
+		Now time.Time `json:"now"`
+	}
+	if code := s.getJSON(t, "/console/config.json", &cfg); code != http.StatusOK {
+		t.Fatalf("GET /console/config.json: %d", code)
+	}
+	return cfg.Now
+}
+
+// count is how many elements match sel on the page shown.
+func count(t testing.TB, ctx context.Context, sel string) int {
+	t.Helper()
+	return get(t, ctx, "count "+sel, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
 }

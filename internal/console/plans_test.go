@@ -2,9 +2,7 @@ package console_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -18,23 +16,6 @@ import (
 // The training-plan pages: the list, the purchase flow (search → offerings →
 // review → buy) and a plan's page, driven in the browser against the real
 // server while the test scripts the SageMaker API alongside, as a user would.
-
-// serverNow is the server's (dev) clock, from the console's config.json.
-func serverNow(t testing.TB, s *server) time.Time {
-	t.Helper()
-	res, err := http.Get(s.URL + "/console/config.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var cfg struct {
-		Now time.Time `json:"now"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&cfg); err != nil {
-		t.Fatal(err)
-	}
-	return cfg.Now
-}
 
 // setField sets an input's or select's value as typing would, so that the
 // page's state follows (Preact listens to input and change events).
@@ -97,10 +78,6 @@ func (f searchForm) submit() chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(steps...)
 }
 
-func countRows(sel string) chromedp.Action[int] {
-	return chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel+" tbody tr"))
-}
-
 func listPlanNames(t testing.TB, s *server) []string {
 	t.Helper()
 	var names []string
@@ -158,7 +135,7 @@ func TestPlansPurchase(t *testing.T) {
 	// 2 × ml.p5.48xlarge × 168 h at the catalog's 113.068/h.
 	run(t, ctx, "the offerings", waitText(`[data-testid=offerings]`, "$37,990.85"),
 		waitText(`[data-testid=offerings]`, "us-east-1a"), waitText(`[data-testid=offerings]`, "168 h"))
-	if n := get(t, ctx, "count offerings", countRows(`[data-testid=offerings]`)); n < 2 {
+	if n := count(t, ctx, `[data-testid=offerings] tbody tr`); n < 2 {
 		t.Fatalf("%d offerings, want several (3 start times per zone)", n)
 	}
 	run(t, ctx, "scroll to the offerings", scrollTo(`[data-testid=offerings]`, "center"))
@@ -326,7 +303,7 @@ func TestPlanLifecycle(t *testing.T) {
 		waitText(`[data-testid=plan-endpoints]`, "on-plan"),
 		waitText(`[data-testid=plan-endpoints]`, "Creating"),
 	)
-	if n := get(t, ctx, "endpoints listed", countRows(`[data-testid=plan-endpoints]`)); n != 1 {
+	if n := count(t, ctx, `[data-testid=plan-endpoints] tbody tr`); n != 1 {
 		t.Fatalf("%d endpoints on the plan, want 1 (on-plan)", n)
 	}
 	s.advanceClock(t, 3*time.Hour, "")

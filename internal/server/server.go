@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -242,7 +241,6 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", toConsole(control))
 	mux.Handle(console.Path, consoleH)
-	mux.Handle(strings.TrimSuffix(console.Path, "/"), http.RedirectHandler(console.Path, http.StatusFound))
 	mux.Handle("/endpoints/", runtimeH)
 	mux.Handle("/apis/", manifestsH)
 	for _, p := range []string{nodeapi.CapstanPath, nodeapi.NodePoolPath, nodeapi.NodeClassPath} {
