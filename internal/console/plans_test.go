@@ -219,7 +219,10 @@ func TestPlansBadInput(t *testing.T) {
 	}
 	// A bad plan name and a taken one: the server's errors next to the name.
 	buyPlan(t, s, "taken", 1, 24, now.Add(time.Hour))
+	// A fresh page: rows left from the search above would satisfy the
+	// wait below and then be replaced under the click.
 	run(t, ctx, "search again",
+		chromedp.Navigate(s.URL+"/console/plans/new"),
 		searchForm{Count: "1", Duration: "24", Start: now.Add(time.Hour), End: now.Add(30 * 24 * time.Hour)}.submit(),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=offerings] tbody tr`)),
 		chromedp.Click(chromedp.CSS(`[data-testid=select-offering]`)),
