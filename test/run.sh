@@ -11,6 +11,8 @@ command -v chromium >/dev/null || need+=(chromium)
 # Debian's prometheus package also ships promtool (the alert rules' tests).
 command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus)
 command -v nginx >/dev/null || need+=(nginx)
+# Spaces run Debian's Jupyter server (test/spaces drives it through capstan).
+command -v jupyter-notebook >/dev/null || need+=(jupyter-notebook)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo

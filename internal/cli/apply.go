@@ -28,7 +28,7 @@ func applyCommand(o *manifestsOptions) *cobra.Command {
 	var namespace string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|- [-f ...]",
-		Short: "Create or update InferenceEndpointConfig, JumpStartModel, NodePool and HyperpodNodeClass manifests",
+		Short: "Create or update InferenceEndpointConfig, JumpStartModel, Workspace, NodePool and HyperpodNodeClass manifests",
 		Long: `Send manifests to capstan serve, which validates and stores them and rolls out
 any change. -f takes a file (YAML or JSON, several documents separated by ---), a
 directory (every *.yaml, *.yml and *.json in it, in name order) or - for stdin,
@@ -36,7 +36,9 @@ and may be repeated. Each file is applied as a whole: when any of its documents
 is invalid nothing in that file is stored, and every field error is printed with
 its path. Re-applying an unchanged manifest changes nothing. Karpenter NodePool
 (karpenter.sh/v1) and HyperpodNodeClass (karpenter.sagemaker.amazonaws.com/v1)
-documents go to the node API and are applied before the file's other documents.`,
+documents go to the node API and are applied before the file's other documents;
+Workspace and WorkspaceTemplate (workspace.jupyter.org/v1alpha1) documents go to
+the spaces API, first of all.`,
 		Example: `  capstan apply -f deploy/demo.yaml
   capstan apply -f deploy/ -n team-a
   cat demo.yaml | capstan apply -f -`,
@@ -58,6 +60,18 @@ documents go to the node API and are applied before the file's other documents.`
 			for _, s := range srcs {
 				// NodePools and HyperpodNodeClasses go to the node API; a
 				// file holding both kinds is applied as two halves.
+				// Workspaces and their templates go to their own API group.
+				wsDocs, rest := splitWorkspaceDocuments(s.data)
+				if len(wsDocs) > 0 {
+					if err := o.applyWorkspaceDocuments(cmd, wsDocs, namespace); err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+						continue
+					}
+					if len(bytes.TrimSpace(rest)) == 0 {
+						continue
+					}
+					s.data = rest
+				}
 				nodeDocs, rest := splitNodeDocuments(s.data)
 				if len(nodeDocs) > 0 {
 					if err := o.applyNodeDocuments(cmd, cmd.OutOrStdout(), nodeDocs); err != nil {

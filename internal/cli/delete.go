@@ -28,7 +28,9 @@ func deleteCommand(o *manifestsOptions) *cobra.Command {
 longer validates still works), or KIND NAME... in -n NAMESPACE. The server
 drains and stops the deployment's replicas and removes its endpoint.
 NodePools and HyperpodNodeClasses (nodepool, hyperpodnodeclass) are deleted the
-same ways; a cluster's nodes stay until the node autoscaler consolidates them.`,
+same ways; a cluster's nodes stay until the node autoscaler consolidates them.
+Workspaces (ws) stop and lose their files; a WorkspaceTemplate (wst) that
+workspaces still use is refused.`,
 		Example: `  capstan delete -f deploy/demo.yaml
   capstan delete iec demo
   capstan delete jsm deepseek -n team-a --ignore-not-found
@@ -44,6 +46,9 @@ same ways; a cluster's nodes stay until the node autoscaler consolidates them.`,
 			}
 			nodeTarget := func(k nodeKind, name, from string) target {
 				return target{path: k.path + "/" + url.PathEscape(name), label: k.label(), name: name, whereFrom: from}
+			}
+			workspaceTarget := func(res manifestapi.Resource, ns, name, from string) target {
+				return target{path: manifestapi.WorkspaceObjectPath(res, ns, name), label: workspaceQualified(res.Kind), name: name, whereFrom: from}
 			}
 			var targets []target
 			switch {
@@ -64,9 +69,17 @@ same ways; a cluster's nodes stay until the node autoscaler consolidates them.`,
 							targets = append(targets, nodeTarget(k, r.Name, s.name))
 							continue
 						}
+						if res, ok := manifestapi.ResolveWorkspaceKind(r.Kind); ok && res.Kind == r.Kind {
+							ns := r.Namespace
+							if ns == "" {
+								ns = namespaceOr(namespace)
+							}
+							targets = append(targets, workspaceTarget(res, ns, r.Name, s.name))
+							continue
+						}
 						res, ok := manifestapi.ResourceForKind(r.Kind)
 						if !ok {
-							return fmt.Errorf("%s (line %d): kind %q is not served: want InferenceEndpointConfig, JumpStartModel, NodePool or HyperpodNodeClass", s.name, r.Line, r.Kind)
+							return fmt.Errorf("%s (line %d): kind %q is not served: want InferenceEndpointConfig, JumpStartModel, Workspace, WorkspaceTemplate, NodePool or HyperpodNodeClass", s.name, r.Line, r.Kind)
 						}
 						ns := r.Namespace
 						if ns == "" {
@@ -82,6 +95,12 @@ same ways; a cluster's nodes stay until the node autoscaler consolidates them.`,
 					}
 					for _, n := range args[1:] {
 						targets = append(targets, nodeTarget(k, n, ""))
+					}
+					break
+				}
+				if res, ok := manifestapi.ResolveWorkspaceKind(args[0]); ok {
+					for _, n := range args[1:] {
+						targets = append(targets, workspaceTarget(res, namespaceOr(namespace), n, ""))
 					}
 					break
 				}

@@ -34,13 +34,18 @@ func describeCommand(o *manifestsOptions) *cobra.Command {
 		Long: `Print a human summary of an InferenceEndpointConfig (iec) or JumpStartModel (jsm):
 the spec essentials (model, source, instance type, resources, autoscaling), the
 status (state, replicas, endpoint URL, SageMaker endpoint), conditions with their
-reasons (including why replicas are pending), and the most recent events.`,
+reasons (including why replicas are pending), and the most recent events.
+A workspace (ws) shows its template, requests, phase, URL, node and GPU or MIG
+slice, conditions and events.`,
 		Example: `  capstan describe iec demo
   capstan describe jumpstartmodel deepseek -n team-a`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if k, ok := resolveNodeKind(args[0]); ok && k.name == "node" {
 				return o.describeNode(cmd, args[1])
+			}
+			if res, ok := manifestapi.ResolveWorkspaceKind(args[0]); ok {
+				return o.describeWorkspace(cmd, res, namespaceOr(namespace), args[1])
 			}
 			res, err := resolveKind(args[0])
 			if err != nil {
@@ -179,6 +184,11 @@ func (o *manifestsOptions) describe(w io.Writer, obj manifest.Object, events []m
 		}
 		_ = tw.Flush()
 	}
+	o.writeEvents(w, events, evErr)
+}
+
+// writeEvents prints the newest maxDescribeEvents events.
+func (o *manifestsOptions) writeEvents(w io.Writer, events []manifest.Event, evErr error) {
 	fmt.Fprintln(w, "Events:")
 	switch {
 	case evErr != nil:
@@ -189,6 +199,7 @@ func (o *manifestsOptions) describe(w io.Writer, obj manifest.Object, events []m
 		if len(events) > maxDescribeEvents {
 			events = events[len(events)-maxDescribeEvents:]
 		}
+		tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 		fmt.Fprintln(tw, "  TYPE\tREASON\tAGE\tMESSAGE")
 		for _, e := range events {
 			t := e.Time

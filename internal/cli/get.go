@@ -39,13 +39,18 @@ KIND may also be nodes (no), clusters, nodepools (np) or hyperpodnodeclasses
 (nodeclass): the HyperPod clusters' nodes with their capacity type, status,
 GPUs allocated, replicas, price and age (--cluster narrows them to one
 cluster), the clusters with their groups' current/target counts, and the
-applied Karpenter NodePools and HyperpodNodeClasses.`,
+applied Karpenter NodePools and HyperpodNodeClasses.
+
+KIND may also be workspaces (ws, spaces) or workspacetemplates (wst): the
+spaces, with their desired status, phase, GPU or MIG slice and node (-o wide
+adds the template and URL), and their templates.`,
 		Example: `  capstan get iec
   capstan get jsm deepseek -o yaml
   capstan get inferenceendpointconfigs -A -o wide
   capstan get nodes --cluster ml-cluster
   capstan get clusters
-  capstan get nodepools`,
+  capstan get nodepools
+  capstan get workspaces -o wide`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if k, ok := resolveNodeKind(args[0]); ok {
@@ -59,6 +64,16 @@ applied Karpenter NodePools and HyperpodNodeClasses.`,
 					name = args[1]
 				}
 				return o.getNodeKind(cmd, k, name, clusterName, output)
+			}
+			if res, ok := manifestapi.ResolveWorkspaceKind(args[0]); ok {
+				if all && (len(args) == 2 || namespace != "") {
+					return errors.New("-A lists every namespace; it cannot be used with a NAME or -n")
+				}
+				name := ""
+				if len(args) == 2 {
+					name = args[1]
+				}
+				return o.getWorkspaces(cmd, res, namespaceOr(namespace), name, all, output)
 			}
 			res, err := resolveKind(args[0])
 			if err != nil {

@@ -183,7 +183,7 @@ func decodeObject(raw []byte) (manifest.Object, error) {
 func resolveKind(s string) (manifestapi.Resource, error) {
 	r, ok := manifestapi.ResolveKind(s)
 	if !ok {
-		return r, fmt.Errorf("unknown resource type %q: use inferenceendpointconfig (iec) or jumpstartmodel (jsm)", s)
+		return r, fmt.Errorf("unknown resource type %q: use inferenceendpointconfig (iec), jumpstartmodel (jsm), workspace (ws) or workspacetemplate (wst)", s)
 	}
 	return r, nil
 }

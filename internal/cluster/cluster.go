@@ -179,13 +179,14 @@ var reGroupName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 // are ready and leave when they go, and replicas are placed on them. It is
 // safe for concurrent use.
 type Cluster struct {
-	clock   clock.Clock
-	mu      sync.Mutex
-	nodes   []*node // in the order they joined
-	byName  map[string]*node
-	where   map[string]placement // replica id → where it sits
-	pending map[string]Pending
-	changes chan struct{}
+	clock    clock.Clock
+	mu       sync.Mutex
+	nodes    []*node // in the order they joined
+	byName   map[string]*node
+	where    map[string]placement // replica id → where it sits
+	pending  map[string]Pending
+	changes  chan struct{}
+	watchers []chan struct{}
 }
 
 type node struct {
@@ -326,13 +327,47 @@ func (c *Cluster) Cordon(name string, on bool) ([]string, error) {
 
 // Changes is signalled (without blocking, coalesced) whenever a node joins,
 // leaves or is cordoned: the moment pending replicas may fit, or placed ones
-// must move. One consumer reads it.
+// must move. One consumer reads it; others take their own with Watch.
 func (c *Cluster) Changes() <-chan struct{} { return c.changes }
 
+// Watch returns a channel of its own that is signalled as Changes is, and
+// also when a release frees room that a pending request may take. (Changes
+// is not signalled on a release: its consumer releases a replica that
+// failed to start and would wake itself in a loop.)
+func (c *Cluster) Watch() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	c.watchers = append(c.watchers, ch)
+	return ch
+}
+
 func (c *Cluster) changed() {
+	signal(c.changes)
+	c.signalWatchers()
+}
+
+func (c *Cluster) signalWatchers() {
+	for _, ch := range c.watchers {
+		signal(ch)
+	}
+}
+
+func signal(ch chan struct{}) {
 	select {
-	case c.changes <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
+	}
+}
+
+// NotifyFreed signals Changes and every watcher when requests are pending:
+// a deliberate release (a space stopped by its user) freed room they may
+// take now rather than at their next resync.
+func (c *Cluster) NotifyFreed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) > 0 {
+		c.changed()
 	}
 }
 
@@ -526,6 +561,10 @@ func (c *Cluster) Release(replicaID string) {
 	p.node.Since = c.clock.Now()
 	delete(p.node.replicas, replicaID)
 	delete(c.where, replicaID)
+	if len(c.pending) > 0 {
+		// What was freed may be what a pending replica or space waits for.
+		c.signalWatchers()
+	}
 }
 
 // NodeOf returns the node replicaID is placed on.

@@ -3,8 +3,10 @@ package cluster
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/clock"
 )
 
 const gi = int64(1) << 30
@@ -266,5 +268,49 @@ func TestCouldFit(t *testing.T) {
 				t.Fatalf("CouldFit = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestWatch: every watcher hears a node join, and a release that frees
+// room while a request is pending; Changes hears a release only through
+// NotifyFreed.
+func TestWatch(t *testing.T) {
+	c := NewPool(clock.NewFake(time.Unix(0, 0)))
+	a, b := c.Watch(), c.Watch()
+	heard := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	if err := c.AddNode(NodeSpec{Name: "n1", Cluster: "c", InstanceType: "t", Capacity: Resources{GPUs: 1, MilliCPU: 1000, MemoryBytes: 1 << 30}}); err != nil {
+		t.Fatal(err)
+	}
+	if !heard(a) || !heard(b) || !heard(c.Changes()) {
+		t.Fatal("a watcher missed a node joining")
+	}
+	if _, err := c.Place("r1", "c", "t", Resources{GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.Release("r1")
+	if heard(a) {
+		t.Error("a release with nothing pending was signalled")
+	}
+	if _, err := c.Place("r1", "c", "t", Resources{GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetPending(Pending{ReplicaID: "r2", Cluster: "c", Request: Resources{GPUs: 1}})
+	c.Release("r1")
+	if !heard(a) || !heard(b) {
+		t.Error("a release that frees room for a pending request was not signalled")
+	}
+	if heard(c.Changes()) {
+		t.Error("Changes heard a plain release")
+	}
+	c.NotifyFreed()
+	if !heard(c.Changes()) || !heard(a) {
+		t.Error("NotifyFreed with a pending request did not signal Changes and the watchers")
 	}
 }

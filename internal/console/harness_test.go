@@ -28,8 +28,6 @@ import (
 
 var updateDocs = flag.Bool("update-docs", false, "copy the screenshots docs/console.md shows into docs/images/console")
 
-const chromiumPath = "/usr/bin/chromium"
-
 // server is a running `capstan serve` and clients for its APIs.
 type server struct {
 	URL string
@@ -99,29 +97,9 @@ func (s *server) advanceClock(t testing.TB, d time.Duration, token string) {
 	}
 }
 
-// newBrowser starts headless Chromium at 1280×800 (width, height) and returns
-// a context whose actions run in its one tab.
+// newBrowser starts headless Chromium at width×height.
 func newBrowser(t testing.TB, width, height int) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("the console's browser tests need Debian's chromium (test/run.sh installs it): %v", err)
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(width, height),
-	}
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelB := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() { cancelB(); cancelA() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
+	return testutil.NewBrowser(t, width, height)
 }
 
 // run runs browser actions with a timeout, failing the test with the page's

@@ -339,3 +339,38 @@ func describe(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// DecodeStrict decodes one YAML or JSON document into obj, a pointer to the
+// Go type of another API group's kind (package workspace's), with the
+// strictness of Decode: every unknown field and wrong type is refused with
+// its path, in an ErrorList. It does not check apiVersion or kind.
+func DecodeStrict(doc []byte, obj any) error {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return ErrorList{{Message: "invalid YAML: " + err.Error()}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return ErrorList{{Message: "invalid document: " + err.Error()}}
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return ErrorList{{Message: "a manifest must be a mapping with apiVersion, kind, metadata and spec"}}
+	}
+	var errs ErrorList
+	checkValue(raw, reflect.TypeOf(obj).Elem(), "", &errs)
+	if len(errs) > 0 {
+		return errs
+	}
+	if err := json.Unmarshal(j, obj); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	return nil
+}
+
+// Add appends a FieldError at path p (exported for other kinds' validators).
+func (l *ErrorList) Add(p, format string, args ...any) { l.add(path(p), format, args...) }
+
+// Err is nil for an empty list, else the list.
+func (l ErrorList) Err() error { return l.err() }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/spaces"
+	"github.com/capstan-dev/capstan/internal/workspace"
 )
 
 // Status is the Kubernetes metav1.Status body: every error the API returns,
@@ -115,7 +117,7 @@ func statusFor(err error) *Status {
 	st := &Status{Kind: "Status", APIVersion: "v1", Status: StatusFailure, Message: err.Error()}
 	var oe *objectError
 	if errors.As(err, &oe) {
-		st.Details = &StatusDetails{Name: oe.name, Group: Group, Kind: oe.kind}
+		st.Details = &StatusDetails{Name: oe.name, Group: groupOf(oe.kind), Kind: oe.kind}
 	}
 	var mbe *http.MaxBytesError
 	switch {
@@ -130,10 +132,10 @@ func statusFor(err error) *Status {
 		st.Code, st.Reason = http.StatusMethodNotAllowed, ReasonMethodNotAllowed
 	case errors.Is(err, errNotFound), errors.Is(err, manifest.ErrNotFound):
 		st.Code, st.Reason = http.StatusNotFound, ReasonNotFound
-	case errors.Is(err, deployment.ErrTooMany):
+	case errors.Is(err, deployment.ErrTooMany), errors.Is(err, spaces.ErrTooMany):
 		// Kubernetes answers an exceeded quota with 403 Forbidden.
 		st.Code, st.Reason = http.StatusForbidden, ReasonForbidden
-	case errors.Is(err, deployment.ErrBeingDeleted):
+	case errors.Is(err, deployment.ErrBeingDeleted), errors.Is(err, spaces.ErrInUse):
 		st.Code, st.Reason = http.StatusConflict, ReasonConflict
 	case len(manifest.FieldErrors(err)) > 0:
 		st.Code, st.Reason = http.StatusUnprocessableEntity, ReasonInvalid
@@ -147,6 +149,14 @@ func statusFor(err error) *Status {
 		st.Code, st.Reason = http.StatusInternalServerError, ReasonInternalError
 	}
 	return st
+}
+
+// groupOf is the API group of a kind.
+func groupOf(kind string) string {
+	if kind == workspace.KindWorkspace || kind == workspace.KindWorkspaceTemplate {
+		return workspace.Group
+	}
+	return Group
 }
 
 // causes flattens validation errors into StatusCauses, keeping the document

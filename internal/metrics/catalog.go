@@ -114,6 +114,8 @@ var Catalog = []Def{
 	{Name: "capstan_node_autoscaler_nodes_launched_total", Type: Counter, Scope: Server, Area: AreaClusters, Labels: []string{"cluster", "capacity_type"}},
 	{Name: "capstan_node_autoscaler_nodes_disrupted_total", Type: Counter, Scope: Server, Area: AreaClusters, Labels: []string{"cluster", "reason"}},
 	{Name: "capstan_node_autoscaler_decision_latency_seconds", Type: Histogram, Scope: Server, Area: AreaClusters, Labels: []string{"cluster"}, Unit: "seconds"},
+	{Name: "capstan_spaces", Type: Gauge, Scope: Server, Area: AreaClusters, Labels: []string{"phase"}},
+	{Name: "capstan_space_cost_usd_total", Type: Counter, Scope: Server, Area: AreaClusters, Labels: []string{"namespace", "space"}, Unit: "usd"},
 
 	// engine replicas (vLLM's names; model_name and engine are constant labels)
 	{Name: "vllm:num_requests_running", Type: Gauge, Scope: Replica, Area: AreaReplicas, Unit: "requests"},

@@ -53,6 +53,8 @@ var absentInShortTest = map[string]string{
 	"capstan_node_autoscaler_nodes_launched_total":         "needs a cluster with node autoscaling",
 	"capstan_node_autoscaler_nodes_disrupted_total":        "needs a cluster with node autoscaling",
 	"capstan_node_autoscaler_decision_latency_seconds":     "needs a cluster with node autoscaling",
+	"capstan_spaces":                                       "needs a Workspace (test/spaces checks it)",
+	"capstan_space_cost_usd_total":                         "needs a Workspace that ran (test/spaces checks it)",
 	"capstan_engine_kv_tieredstorage_blocks":               "needs an engine with a tieredstorage store (--tiered-storage-bytes)",
 	"capstan_engine_kv_tieredstorage_corrupt_total":        "needs an engine with a tieredstorage store (--tiered-storage-bytes)",
 	"capstan_engine_kv_tier_used_bytes":                    "needs an engine with an L1 or tieredstorage tier (--cpu-cache-bytes, --tiered-storage-bytes)",

@@ -64,7 +64,7 @@ var areaIntro = map[Area]string{
 		"and Application Auto Scaling's targets for SageMaker endpoint variants.",
 	AreaCapacity: "Exported by `capstan serve`, computed from the fleet calendar at scrape time (on the server's clock, the dev clock included). " +
 		"`plan` is the training plan's name as its buyer spelled it; `capstan_training_plans` lists every status, zeros included.",
-	AreaClusters: "Exported by `capstan serve`: HyperPod clusters, their nodes, MIG slices and the node autoscaler.",
+	AreaClusters: "Exported by `capstan serve`: HyperPod clusters, their nodes, MIG slices, the node autoscaler, and the spaces (Workspaces) that run on the nodes beside replicas.",
 	AreaReplicas: "Exported by each engine replica at its own `/metrics` (`capstan engine sim`, or a real vLLM). " +
 		"Every series carries the constant labels `model_name` and `engine`. The `vllm:` families are vLLM's own names, labels and buckets; " +
 		"the `capstan_engine_` families are the simulated engine's extras (KV tiers below the GPU, placement) that a real vLLM does not export.",

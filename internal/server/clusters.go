@@ -18,6 +18,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/hyperpod"
 	"github.com/capstan-dev/capstan/internal/nodeapi"
+	"github.com/capstan-dev/capstan/internal/spaces"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -106,20 +107,28 @@ func (c *clusters) handler(st *store.Store, clk clock.Clock, log *slog.Logger) (
 }
 
 // workloadsAdapter tells the cluster service what runs on a cluster: the
-// manifests' deployments placed there.
+// manifests' deployments and the spaces placed there.
 type workloadsAdapter struct {
-	dep atomic.Pointer[deployment.Service]
+	dep    atomic.Pointer[deployment.Service]
+	spaces atomic.Pointer[spaces.Service]
 }
 
 func (w *workloadsAdapter) InCluster(name string) []string {
-	d := w.dep.Load()
-	if d == nil {
-		return nil
+	var out []string
+	if d := w.dep.Load(); d != nil {
+		names, err := d.InCluster(name)
+		if err != nil {
+			// Refuse the delete rather than lose track of what runs there.
+			return []string{"(unknown: " + err.Error() + ")"}
+		}
+		out = append(out, names...)
 	}
-	out, err := d.InCluster(name)
-	if err != nil {
-		// Refuse the delete rather than lose track of what runs there.
-		return []string{"(unknown: " + err.Error() + ")"}
+	if s := w.spaces.Load(); s != nil {
+		names, err := s.InCluster(name)
+		if err != nil {
+			return []string{"(unknown: " + err.Error() + ")"}
+		}
+		out = append(out, names...)
 	}
 	return out
 }

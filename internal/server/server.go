@@ -38,6 +38,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/sagemaker/runtimeapi"
 	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 	"github.com/capstan-dev/capstan/internal/serving"
+	"github.com/capstan-dev/capstan/internal/spaceproxy"
 	"github.com/capstan-dev/capstan/internal/store"
 	"github.com/capstan-dev/capstan/internal/tagging"
 )
@@ -185,6 +186,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
+	spc, err := newSpaces(st, cls, cat, clk, log, reg, cfg.DataDir, "http://"+ln.Addr().String(), o.Resync)
+	if err != nil {
+		return fail(fmt.Errorf("spaces: %w", err))
+	}
+	cls.workloads.spaces.Store(spc)
 	asyncQ, err := newAsync(ctx, cfg, st, svc, gw, clk, log, reg)
 	if err != nil {
 		return fail(err)
@@ -205,6 +211,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		runtimeH = runtimeapi.WithAsync(o.RuntimeAPI(gw, log), asyncQ, runtimeapi.Options{AccountID: cfg.AccountID, Region: cfg.Region, Logger: log})
 	}
 	var manifestsH, nodeAPIH http.Handler = manifests, nodesH
+	var workspacesH http.Handler = manifestapi.NewWorkspaces(spc, log)
 	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
 	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
 	var targetsH http.Handler = observability.TargetsHandler(rt)
@@ -230,6 +237,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		front = bearerAuth(front, doorOpenAI, "apiKeys", cfg.APIKeys)
 		manifestsH = bearerAuth(manifestsH, doorManifests, "adminTokens", cfg.AdminTokens)
 		nodeAPIH = bearerAuth(nodeAPIH, doorManifests, "adminTokens", cfg.AdminTokens)
+		workspacesH = bearerAuth(workspacesH, doorManifests, "adminTokens", cfg.AdminTokens)
 		metricsH = bearerAuth(metricsH, doorAdmin, "adminTokens", cfg.AdminTokens)
 		targetsH = bearerAuth(targetsH, doorAdmin, "adminTokens", cfg.AdminTokens)
 		clockH = bearerAuth(clockH, doorAdmin, "adminTokens", cfg.AdminTokens)
@@ -243,6 +251,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	mux.Handle(console.Path, consoleH)
 	mux.Handle("/endpoints/", runtimeH)
 	mux.Handle("/apis/", manifestsH)
+	mux.Handle(manifestapi.WorkspaceBasePath, workspacesH)
+	mux.Handle(manifestapi.WorkspaceBasePath+"/", workspacesH)
+	// Spaces check their own credentials (a browser opens them) and, with
+	// none configured, serve only loopback.
+	mux.Handle(spaceproxy.Path, spaceproxy.New(spaceproxy.Options{Spaces: spc, RequireToken: cfg.AuthConfigured(), AdminTokens: cfg.AdminTokens,
+		LoopbackOnly: !cfg.AuthConfigured(), Logger: log}))
 	for _, p := range []string{nodeapi.CapstanPath, nodeapi.NodePoolPath, nodeapi.NodeClassPath} {
 		mux.Handle(p, nodeAPIH)
 	}
@@ -263,7 +277,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// the node autoscaler. Stop waits for all of them before it stops the
 	// replicas.
 	for _, run := range []func(context.Context){ctrl.Run, dep.Run, aas.Run, cls.svc.Run, cls.autoscaler.Run, asyncQ.Run,
-		gw.Sampler().Run, cw.Run} {
+		gw.Sampler().Run, cw.Run, spc.Run} {
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()

@@ -1,0 +1,374 @@
+package manifestapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/workspace"
+)
+
+// WorkspaceBasePath is the path prefix of the spaces' kinds.
+const WorkspaceBasePath = "/apis/" + workspace.Group + "/" + workspace.Version
+
+// WorkspaceApplyPath is the multi-document apply of the spaces' kinds.
+const WorkspaceApplyPath = WorkspaceBasePath + "/apply"
+
+// WorkspaceResources are the spaces' kinds, with the names the CLI accepts.
+var WorkspaceResources = []Resource{
+	{Kind: workspace.KindWorkspace, Plural: "workspaces", Singular: "workspace", ShortNames: []string{"ws", "space", "spaces"}},
+	{Kind: workspace.KindWorkspaceTemplate, Plural: "workspacetemplates", Singular: "workspacetemplate", ShortNames: []string{"wst"}},
+}
+
+// ResolveWorkspaceKind finds a spaces kind by any name a user types.
+func ResolveWorkspaceKind(s string) (Resource, bool) {
+	n := strings.ToLower(strings.TrimSpace(s))
+	n = strings.TrimSuffix(strings.TrimSuffix(n, "."+workspace.Version+"."+workspace.Group), "."+workspace.Group)
+	for _, r := range WorkspaceResources {
+		if n == strings.ToLower(r.Kind) || n == r.Plural || n == r.Singular {
+			return r, true
+		}
+		for _, sn := range r.ShortNames {
+			if n == sn {
+				return r, true
+			}
+		}
+	}
+	return Resource{}, false
+}
+
+// WorkspaceCollectionPath and WorkspaceObjectPath are the URLs of the
+// spaces' kinds.
+func WorkspaceCollectionPath(r Resource, namespace string) string {
+	if namespace == "" {
+		return WorkspaceBasePath + "/" + r.Plural
+	}
+	return WorkspaceBasePath + "/namespaces/" + namespace + "/" + r.Plural
+}
+
+func WorkspaceObjectPath(r Resource, namespace, name string) string {
+	return WorkspaceCollectionPath(r, namespace) + "/" + url.PathEscape(name)
+}
+
+// WorkspaceStore keeps spaces and their templates: internal/spaces'
+// Service. Its error contract is Store's, with spaces.ErrTooMany and
+// spaces.ErrInUse in place of deployment's.
+type WorkspaceStore interface {
+	// Check runs what Apply would refuse, storing nothing.
+	// Templates in pending are applied in the same request and count.
+	Check(ctx context.Context, obj workspace.Object, pending []*workspace.WorkspaceTemplate) error
+	Apply(ctx context.Context, obj workspace.Object) (manifest.ApplyResult, error)
+	Get(ctx context.Context, kind, namespace, name string) (workspace.Object, error)
+	List(ctx context.Context, kind, namespace string) ([]workspace.Object, error)
+	Delete(ctx context.Context, kind, namespace, name string) error
+	Events(ctx context.Context, kind, namespace, name string) ([]manifest.Event, error)
+}
+
+// WorkspaceHandler serves the spaces' kinds under WorkspaceBasePath, in the
+// same shapes as Handler.
+type WorkspaceHandler struct {
+	store WorkspaceStore
+	log   *slog.Logger
+	body  *Handler // body limits and JSON writing
+}
+
+// NewWorkspaces returns the spaces' API over store.
+func NewWorkspaces(store WorkspaceStore, log *slog.Logger) *WorkspaceHandler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &WorkspaceHandler{store: store, log: log, body: &Handler{maxBody: manifest.MaxManifestBytes, maxDocs: manifest.MaxDocuments, log: log}}
+}
+
+func (h *WorkspaceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	v, code, err := h.route(r)
+	if err != nil {
+		st := statusFor(err)
+		code, v = st.Code, st
+		if code >= 500 {
+			h.log.ErrorContext(r.Context(), "workspace API request failed", "path", r.URL.Path, "error", st.Message)
+		}
+	}
+	writeJSON(w, code, v)
+}
+
+func workspaceResource(plural string) (Resource, error) {
+	for _, r := range WorkspaceResources {
+		if r.Plural == plural {
+			return r, nil
+		}
+	}
+	return Resource{}, fail(errNotFound, "the server does not serve resource %q in %s/%s (served: workspaces, workspacetemplates)", plural, workspace.Group, workspace.Version)
+}
+
+func (h *WorkspaceHandler) route(r *http.Request) (any, int, error) {
+	ctx := r.Context()
+	rest, ok := strings.CutPrefix(r.URL.Path, WorkspaceBasePath)
+	if !ok || (rest != "" && rest[0] != '/') {
+		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
+	}
+	rest = strings.Trim(rest, "/")
+	var seg []string
+	if rest != "" {
+		seg = strings.Split(rest, "/")
+	}
+	switch {
+	case len(seg) == 0:
+		if err := allow(r, http.MethodGet); err != nil {
+			return nil, 0, err
+		}
+		l := &APIResourceList{Kind: "APIResourceList", APIVersion: "v1", GroupVersion: workspace.APIVersion}
+		for _, res := range WorkspaceResources {
+			l.Resources = append(l.Resources, APIResource{Name: res.Plural, SingularName: res.Singular, Namespaced: true,
+				Kind: res.Kind, Verbs: []string{"delete", "get", "list", "update"}, ShortNames: res.ShortNames})
+		}
+		return l, http.StatusOK, nil
+	case len(seg) == 1 && seg[0] == "apply":
+		if err := allow(r, http.MethodPost); err != nil {
+			return nil, 0, err
+		}
+		return h.applyMany(r)
+	case len(seg) == 1:
+		res, err := workspaceResource(seg[0])
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := allow(r, http.MethodGet); err != nil {
+			return nil, 0, err
+		}
+		return h.list(ctx, res, "")
+	case len(seg) >= 3 && len(seg) <= 5 && seg[0] == "namespaces":
+	default:
+		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
+	}
+	ns := seg[1]
+	if err := checkLabel("namespace", ns); err != nil {
+		return nil, 0, err
+	}
+	res, err := workspaceResource(seg[2])
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(seg) == 3 {
+		if err := allow(r, http.MethodGet); err != nil {
+			return nil, 0, err
+		}
+		return h.list(ctx, res, ns)
+	}
+	name := seg[3]
+	if err := checkLabel("name", name); err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	if len(seg) == 5 {
+		if seg[4] != "events" {
+			return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
+		}
+		if err := allow(r, http.MethodGet); err != nil {
+			return nil, 0, err
+		}
+		evs, err := h.store.Events(ctx, res.Kind, ns, name)
+		if err != nil {
+			return nil, 0, withObject(res.Kind, name, wsStoreErr(res, ns, name, err))
+		}
+		if evs == nil {
+			evs = []manifest.Event{}
+		}
+		return &EventList{APIVersion: workspace.APIVersion, Kind: "EventList", Items: evs}, http.StatusOK, nil
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		obj, err := h.store.Get(ctx, res.Kind, ns, name)
+		if err != nil {
+			return nil, 0, withObject(res.Kind, name, wsStoreErr(res, ns, name, err))
+		}
+		return obj, http.StatusOK, nil
+	case http.MethodPut:
+		return h.put(r, res, ns, name)
+	case http.MethodDelete:
+		if err := h.store.Delete(ctx, res.Kind, ns, name); err != nil {
+			return nil, 0, withObject(res.Kind, name, wsStoreErr(res, ns, name, err))
+		}
+		h.log.InfoContext(ctx, "workspace object deleted", "kind", res.Kind, "namespace", ns, "name", name)
+		return &Status{Kind: "Status", APIVersion: "v1", Status: StatusSuccess, Code: http.StatusOK,
+			Details: &StatusDetails{Name: name, Group: workspace.Group, Kind: res.Kind}}, http.StatusOK, nil
+	default:
+		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT or DELETE)", r.Method, r.URL.Path)
+	}
+}
+
+func wsStoreErr(res Resource, ns, name string, err error) error {
+	if errors.Is(err, manifest.ErrNotFound) {
+		return fail(errNotFound, "%s.%s %q not found in namespace %q", res.Singular, workspace.Group, name, ns)
+	}
+	return err
+}
+
+func (h *WorkspaceHandler) list(ctx context.Context, res Resource, ns string) (any, int, error) {
+	objs, err := h.store.List(ctx, res.Kind, ns)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list %s: %w", res.Plural, err)
+	}
+	if objs == nil {
+		objs = []workspace.Object{}
+	}
+	return &struct {
+		APIVersion string             `json:"apiVersion"`
+		Kind       string             `json:"kind"`
+		Metadata   struct{}           `json:"metadata"`
+		Items      []workspace.Object `json:"items"`
+	}{APIVersion: workspace.APIVersion, Kind: res.Kind + "List", Items: objs}, http.StatusOK, nil
+}
+
+// load decodes, defaults and validates every document of body; a document
+// without a namespace takes defaultNS. Server-set fields are dropped.
+func (h *WorkspaceHandler) load(body []byte, defaultNS string) ([]workspace.Object, []Document, error) {
+	docs := SplitDocuments(body)
+	if len(docs) == 0 {
+		return nil, nil, fail(errBadRequest, "the body holds no manifest")
+	}
+	if len(docs) > h.body.maxDocs {
+		return nil, nil, fail(errTooLarge, "the body holds %d documents; the limit is %d", len(docs), h.body.maxDocs)
+	}
+	var objs []workspace.Object
+	var errs []error
+	for i, d := range docs {
+		o, err := workspace.Decode(d.Text)
+		if err != nil {
+			errs = append(errs, &manifest.DocumentError{Index: i, Line: d.Line, Err: err})
+			continue
+		}
+		m := o.GetMeta()
+		if m.Namespace == "" {
+			m.Namespace = defaultNS
+		}
+		m.UID, m.ResourceVersion, m.Generation, m.CreationTimestamp = "", "", 0, nil
+		if ws, ok := o.(*workspace.Workspace); ok {
+			ws.Status = workspace.WorkspaceStatus{}
+		}
+		o.Default()
+		if err := o.Validate(); err != nil {
+			errs = append(errs, &manifest.DocumentError{Index: i, Line: d.Line, Kind: o.GetKind(), Name: m.Name, Err: err})
+			continue
+		}
+		objs = append(objs, o)
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	seen := map[string]int{}
+	for i, o := range objs {
+		k := o.GetKind() + "/" + o.GetMeta().Namespace + "/" + o.GetMeta().Name
+		if j, dup := seen[k]; dup {
+			errs = append(errs, &manifest.DocumentError{Index: i, Line: docs[i].Line, Kind: o.GetKind(), Name: o.GetMeta().Name,
+				Err: manifest.ErrorList{{Path: "metadata.name", Message: fmt.Sprintf("%s %q appears twice in the body (also document %d)", o.GetKind(), o.GetMeta().Name, j)}}})
+		}
+		seen[k] = i
+	}
+	return objs, docs, errors.Join(errs...)
+}
+
+func (h *WorkspaceHandler) put(r *http.Request, res Resource, ns, name string) (any, int, error) {
+	body, err := h.body.readBody(r)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	objs, _, err := h.load(body, ns)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	if len(objs) != 1 {
+		return nil, 0, withObject(res.Kind, name, fail(errBadRequest, "PUT takes exactly one manifest, got %d; POST %s takes several", len(objs), WorkspaceApplyPath))
+	}
+	o, m := objs[0], objs[0].GetMeta()
+	switch {
+	case o.GetKind() != res.Kind:
+		err = fail(errBadRequest, "the body is a %s but the URL is for %s", o.GetKind(), res.Plural)
+	case m.Name != name:
+		err = fail(errBadRequest, "the name of the object (%s) does not match the name on the URL (%s)", m.Name, name)
+	case m.Namespace != ns:
+		err = fail(errBadRequest, "the namespace of the object (%s) does not match the namespace on the URL (%s)", m.Namespace, ns)
+	}
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	ar, err := h.store.Apply(r.Context(), o)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	code := http.StatusOK
+	if ar.Action == manifest.ActionCreated {
+		code = http.StatusCreated
+	}
+	return ar, code, nil
+}
+
+func (h *WorkspaceHandler) applyMany(r *http.Request) (any, int, error) {
+	ns := r.URL.Query().Get("namespace")
+	if ns == "" {
+		ns = manifest.DefaultNamespace
+	} else if err := checkLabel("namespace", ns); err != nil {
+		return nil, 0, err
+	}
+	body, err := h.body.readBody(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	objs, docs, err := h.load(body, ns)
+	if err != nil {
+		return nil, 0, err
+	}
+	// Templates first, so a file may hold a template and the workspaces
+	// that name it.
+	order := make([]int, 0, len(objs))
+	for pass := 0; pass < 2; pass++ {
+		for i, o := range objs {
+			if (o.GetKind() == workspace.KindWorkspaceTemplate) == (pass == 0) {
+				order = append(order, i)
+			}
+		}
+	}
+	// Everything is checked before anything is stored, the body's own
+	// templates counting as stored.
+	var pending []*workspace.WorkspaceTemplate
+	for _, o := range objs {
+		if t, ok := o.(*workspace.WorkspaceTemplate); ok {
+			pending = append(pending, t)
+		}
+	}
+	var errs []error
+	for i, o := range objs {
+		if err := h.store.Check(r.Context(), o, pending); err != nil {
+			if len(manifest.FieldErrors(err)) == 0 {
+				return nil, 0, withObject(o.GetKind(), o.GetMeta().Name, err)
+			}
+			errs = append(errs, &manifest.DocumentError{Index: i, Line: docs[i].Line, Kind: o.GetKind(), Name: o.GetMeta().Name, Err: err})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, 0, errors.Join(errs...)
+	}
+	out := &ApplyResultList{APIVersion: workspace.APIVersion, Kind: "ApplyResultList", Items: make([]manifest.ApplyResult, len(objs))}
+	var done []string
+	for _, i := range order {
+		o := objs[i]
+		ar, err := h.store.Apply(r.Context(), o)
+		if err != nil {
+			if len(manifest.FieldErrors(err)) > 0 {
+				err = &manifest.DocumentError{Index: i, Line: docs[i].Line, Kind: o.GetKind(), Name: o.GetMeta().Name, Err: err}
+			}
+			if len(done) > 0 {
+				err = fmt.Errorf("%w (already applied: %s)", err, strings.Join(done, ", "))
+			}
+			return nil, 0, withObject(o.GetKind(), o.GetMeta().Name, err)
+		}
+		h.log.InfoContext(r.Context(), "workspace object applied", "kind", ar.Kind, "namespace", ar.Namespace, "name", ar.Name, "action", ar.Action)
+		out.Items[i] = ar
+		done = append(done, fmt.Sprintf("%s/%s/%s %s", ar.Kind, ar.Namespace, ar.Name, ar.Action))
+	}
+	return out, http.StatusOK, nil
+}
