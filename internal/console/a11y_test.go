@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,10 @@ func TestAccessibility(t *testing.T) {
 	s := startServer(t, "")
 	seedScale(t, s, 1, 1)
 	s.apply(t, demoYAML, "")
+	if res, err := http.Post(s.URL+"/apis/workspace.jupyter.org/v1alpha1/apply", "application/yaml",
+		strings.NewReader("apiVersion: workspace.jupyter.org/v1alpha1\nkind: Workspace\nmetadata: {name: nb}\nspec: {displayName: nb}\n")); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("apply a workspace: %v %v", err, res)
+	}
 	ctx := newBrowser(t, 1280, 800)
 	pages := []struct{ path, ready string }{
 		{"/console/endpoints", `[data-testid=endpoints] tbody tr`},
@@ -69,6 +74,7 @@ func TestAccessibility(t *testing.T) {
 		{"/console/deployments", `[data-testid=deployments] tbody tr`},
 		{"/console/deployments/jsm/default/demo", `[data-testid=events]`},
 		{"/console/apply", `textarea`},
+		{"/console/spaces", `[data-testid=spaces] tbody tr`},
 	}
 	for _, p := range pages {
 		run(t, ctx, "open "+p.path, chromedp.Navigate(s.URL+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))

@@ -97,6 +97,18 @@ func (s *Service) stopAll() {
 	sweep(s.o.Dir, "")
 }
 
+// free releases what a stopped or deleted space holds, or forgets it as
+// pending; a release that freed room wakes what waits for it now rather
+// than at its next resync. (A space that keeps failing to start does not
+// loop on it: it is tried again restartDelay later.)
+func (s *Service) free(id string) {
+	_, held := s.o.Pool.NodeOf(id)
+	s.o.Pool.Release(id)
+	if held {
+		s.o.Pool.NotifyFreed()
+	}
+}
+
 func (s *Service) dir(k string) string {
 	ns, name := splitKey(k)
 	return filepath.Join(s.o.Dir, ns, name)
@@ -120,8 +132,7 @@ func (s *Service) reconcile(ctx context.Context, k string) error {
 		if p != nil {
 			s.stop(k, p)
 		}
-		s.o.Pool.Release(id)
-		s.o.Pool.NotifyFreed()
+		s.free(id)
 		s.mu.Lock()
 		delete(s.failedAt, k)
 		s.mu.Unlock()
@@ -165,9 +176,7 @@ func (s *Service) reconcile(ctx context.Context, k string) error {
 		}
 	}
 	if !running {
-		s.o.Pool.Release(id)
-		// Stopped on purpose: what waits for the room may have it now.
-		s.o.Pool.NotifyFreed()
+		s.free(id)
 		return s.writeStatus(k, func(st *workspace.WorkspaceStatus) {
 			*st = workspace.WorkspaceStatus{Phase: workspace.PhaseStopped, Conditions: st.Conditions, LastActivity: st.LastActivity}
 			setCondition(st, workspace.ConditionStopped, "True", "DesiredStatusStopped", "stopped; its files are kept", now)
@@ -430,7 +439,7 @@ func (s *Service) kill(p *proc) {
 // stop ends p, frees its placement and forgets it.
 func (s *Service) stop(k string, p *proc) {
 	s.kill(p)
-	s.o.Pool.Release(p.id)
+	s.free(p.id)
 	s.mu.Lock()
 	if s.procs[k] == p {
 		delete(s.procs, k)

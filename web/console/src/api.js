@@ -106,8 +106,9 @@ export const sagemaker = (op, body) => awsCall('sagemaker', 'SageMaker.' + op, '
 export const cloudwatch = (op, body) =>
   awsCall('monitoring', 'GraniteServiceVersion20100801.' + op, 'application/x-amz-json-1.0', body);
 
-// bearer calls the manifests API (/apis/inference.sagemaker.aws.amazon.com/v1…)
-// or capstan's node API (/apis/capstan.dev/v1…) with the admin token.
+// bearer calls the manifests API (/apis/inference.sagemaker.aws.amazon.com/v1…),
+// the spaces API (/apis/workspace.jupyter.org/v1alpha1…) or capstan's node API
+// (/apis/capstan.dev/v1…) with the admin token.
 export async function bearer(method, path, body, contentType = 'application/json') {
   const headers = {};
   const s = session();
@@ -127,3 +128,4 @@ export async function bearer(method, path, body, contentType = 'application/json
 
 export const MANIFESTS = '/apis/inference.sagemaker.aws.amazon.com/v1';
 export const NODES = '/apis/capstan.dev/v1';
+export const WORKSPACES = '/apis/workspace.jupyter.org/v1alpha1';

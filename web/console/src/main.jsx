@@ -13,6 +13,7 @@ import Endpoints from './pages/Endpoints.jsx';
 import PlanDetail from './pages/PlanDetail.jsx';
 import PlanNew from './pages/PlanNew.jsx';
 import Plans from './pages/Plans.jsx';
+import Spaces from './pages/Spaces.jsx';
 import './style.css';
 
 // Routes in order: the first match wins ("/plans/new" before "/plans/:name").
@@ -26,6 +27,7 @@ const routes = [
   ['/clusters/:name', ClusterDetail],
   ['/deployments', Deployments],
   ['/deployments/:kind/:namespace/:name', DeploymentDetail],
+  ['/spaces', Spaces],
   ['/apply', Apply],
 ];
 
@@ -34,6 +36,7 @@ const nav = [
   ['/plans', 'Training plans'],
   ['/clusters', 'Clusters'],
   ['/deployments', 'Deployments'],
+  ['/spaces', 'Spaces'],
   ['/apply', 'Apply manifest'],
 ];
 

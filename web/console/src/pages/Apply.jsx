@@ -3,7 +3,7 @@
 // listed with links; a refusal lists every cause with the field it names,
 // right under the text.
 import { useState } from 'preact/hooks';
-import { MANIFESTS, bearer } from '../api.js';
+import { MANIFESTS, WORKSPACES, bearer } from '../api.js';
 import { Field, useSubmit } from '../components.jsx';
 import { Link } from '../router.jsx';
 import { APPLY_DRAFT, deploymentHref, shortKind } from './ClustersShared.jsx';
@@ -19,15 +19,18 @@ spec:
   autoScalingSpec: {minReplicaCount: 1, maxReplicaCount: 4, cooldownPeriod: 60}
 `;
 
-// The node API's apply: NodePool and HyperpodNodeClass documents go there,
-// as `capstan apply` sends them, before the body's other documents.
+// The node API's apply takes NodePool and HyperpodNodeClass documents, the
+// spaces API's Workspace and WorkspaceTemplate ones; `capstan apply` sends
+// them there (spaces first, then nodes) before the body's other documents.
 const NODE_APPLY = '/apis/karpenter.sh/v1/apply';
 const NODE_API_VERSION = /(?:^\s*apiVersion\s*:|"apiVersion"\s*:)\s*["']?karpenter\.(?:sh|sagemaker\.amazonaws\.com)\//m;
+const SPACE_APPLY = WORKSPACES + '/apply';
+const SPACE_API_VERSION = /(?:^\s*apiVersion\s*:|"apiVersion"\s*:)\s*["']?workspace\.jupyter\.org\//m;
 
-// splitNodeDocuments cuts the text at "---" lines (as the server does) into
-// the node API's documents and the rest; null when there are none of the
-// first, so the body goes to the manifests API as typed.
-export function splitNodeDocuments(text) {
+// splitDocuments cuts the text at "---" lines (as the server does) into the
+// spaces API's documents, the node API's and the rest; null when there are
+// none of the first two, so the body goes to the manifests API as typed.
+export function splitDocuments(text) {
   const docs = [];
   let cur = [];
   for (const ln of text.split('\n')) {
@@ -40,10 +43,12 @@ export function splitNodeDocuments(text) {
   }
   docs.push(cur.join('\n'));
   const meaningful = (d) => d.split('\n').some((l) => l.trim() && !l.trim().startsWith('#') && l.trim() !== '...');
-  const nodes = docs.filter((d) => meaningful(d) && NODE_API_VERSION.test(d));
-  if (!nodes.length) return null;
-  const rest = docs.filter((d) => meaningful(d) && !NODE_API_VERSION.test(d));
-  return { nodes: nodes.join('\n---\n'), rest: rest.join('\n---\n') };
+  const kept = docs.filter(meaningful);
+  const spaces = kept.filter((d) => SPACE_API_VERSION.test(d));
+  const nodes = kept.filter((d) => NODE_API_VERSION.test(d));
+  if (!spaces.length && !nodes.length) return null;
+  const rest = kept.filter((d) => !SPACE_API_VERSION.test(d) && !NODE_API_VERSION.test(d));
+  return { spaces: spaces.join('\n---\n'), nodes: nodes.join('\n---\n'), rest: rest.join('\n---\n') };
 }
 
 function takeDraft() {
@@ -73,16 +78,23 @@ export default function Apply() {
     setResult(null);
     try {
       const q = namespace.trim() ? '?namespace=' + encodeURIComponent(namespace.trim()) : '';
-      const split = splitNodeDocuments(text);
+      const split = splitDocuments(text);
       let items = [];
       if (split) {
-        // Line and document numbers in errors count within the half sent.
-        try {
-          const res = await bearer('POST', NODE_APPLY, split.nodes, 'application/yaml');
-          items = (res.items || []).map((r) => ({ ...r, node: true }));
-        } catch (err) {
-          err.split = true;
-          throw err;
+        // Line and document numbers in errors count within the part sent.
+        for (const [part, url, mark] of [
+          [split.spaces, SPACE_APPLY + q, 'space'],
+          [split.nodes, NODE_APPLY, 'node'],
+        ]) {
+          if (!part.trim()) continue;
+          try {
+            const res = await bearer('POST', url, part, 'application/yaml');
+            items = items.concat((res.items || []).map((r) => ({ ...r, [mark]: true })));
+          } catch (err) {
+            err.split = true;
+            if (items.length) err.applied = items;
+            throw err;
+          }
         }
         if (!split.rest.trim()) {
           setResult(items);
@@ -111,9 +123,10 @@ export default function Apply() {
     <section>
       <h1>Apply a manifest</h1>
       <p class="hint">
-        InferenceEndpointConfig and JumpStartModel manifests, and Karpenter NodePool and HyperpodNodeClass ones, YAML or
-        JSON, several separated by <code>---</code> — as <code>capstan apply -f</code> takes them. If any document is
-        invalid, nothing of its kind is stored (node documents are applied first, as the CLI does).
+        InferenceEndpointConfig and JumpStartModel manifests, Workspace and WorkspaceTemplate ones (spaces), and Karpenter
+        NodePool and HyperpodNodeClass ones, YAML or JSON, several separated by <code>---</code> — as{' '}
+        <code>capstan apply -f</code> takes them. If any document is invalid, nothing of its kind is stored (spaces, then
+        node documents, are applied first, as the CLI does).
       </p>
       <form
         noValidate
@@ -196,6 +209,10 @@ export default function Apply() {
                 {r.kind}{' '}
                 {r.node ? (
                   r.name
+                ) : r.space ? (
+                  <Link href="/spaces">
+                    {r.namespace}/{r.name}
+                  </Link>
                 ) : shortKind(r.kind) ? (
                   <Link href={deploymentHref(r.kind, r.namespace, r.name)}>
                     {r.namespace}/{r.name}
