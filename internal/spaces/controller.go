@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
@@ -90,10 +91,17 @@ func (s *Service) stopAll() {
 	}
 	s.procs = map[string]*proc{}
 	s.mu.Unlock()
+	// In parallel: each may take StopGrace, and the server's stop is bounded.
+	var wg sync.WaitGroup
 	for _, p := range procs {
-		s.kill(p)
-		s.o.Pool.Release(p.id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.kill(p)
+			s.o.Pool.Release(p.id)
+		}()
 	}
+	wg.Wait()
 	sweep(s.o.Dir, "")
 }
 
