@@ -1,0 +1,168 @@
+package operator_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/operator"
+)
+
+// env is one real control plane (etcd + kube-apiserver from
+// test/k8s/binaries.sh) with the CRDs and the webhook installed and the
+// operator running in-process.
+type env struct {
+	cfg        *rest.Config
+	client     client.Client
+	kubeconfig string
+}
+
+// binDir is where test/k8s/binaries.sh put the control-plane binaries:
+// $CAPSTAN_K8S_BIN (test/run.sh exports it), else the script is run, which
+// prints the cached directory (and builds what is missing: about ten
+// minutes the first time on 2 cores). No binaries is a failure, never a
+// skip.
+func binDir(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("CAPSTAN_K8S_BIN"); d != "" {
+		return d
+	}
+	script, err := filepath.Abs("../../test/k8s/binaries.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", script, "etcd", "kube-apiserver")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("test/k8s/binaries.sh (the control-plane binaries this test needs): %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	bin := binDir(t)
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Fatalf("control-plane binary missing (run test/k8s/binaries.sh): %v", err)
+		}
+	}
+	te := &envtest.Environment{
+		BinaryAssetsDirectory: bin,
+		CRDDirectoryPaths:     []string{"../../deploy/operator/crds"},
+		ErrorIfCRDPathMissing: true,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{"../../deploy/operator/webhook"}},
+	}
+	cfg, err := te.Start()
+	if err != nil {
+		t.Fatalf("start etcd and kube-apiserver: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := te.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	user, err := te.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, cfg, te.WebhookInstallOptions)
+	scheme, err := operator.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{cfg: cfg, client: c, kubeconfig: kubeconfig}
+}
+
+// startOperator runs the operator's manager until the test ends; it
+// returns once the manager has been started.
+func startOperator(t *testing.T, cfg *rest.Config, w envtest.WebhookInstallOptions) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mgr, err := operator.NewManager(cfg, operator.Options{
+		MetricsAddr: "0", ProbeAddr: "0",
+		WebhookHost: w.LocalServingHost, WebhookPort: w.LocalServingPort, CertDir: w.LocalServingCertDir,
+		Build: operator.BuildOptions{ModelImage: "capstan:test"},
+	}, log, clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("operator: %v", err)
+		}
+	})
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// kubectl runs kubectl against the environment; it returns stdout, stderr
+// and the error.
+func (e *env) kubectl(args ...string) (string, string, error) {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+func (e *env) mustKubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, stderr, err := e.kubectl(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	return out
+}
+
+// eventually polls cond every 50ms for up to 30s; the operator reacts to
+// watch events, so this is wall-clock waiting on real processes, not time
+// logic under test.
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: still not true after 30s: %v", what, err)
+}
+
+func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
