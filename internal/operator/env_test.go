@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,11 @@ type env struct {
 	cfg        *rest.Config
 	client     client.Client
 	kubeconfig string
+	kubectlBin string
+	bin        string
+	webhook    envtest.WebhookInstallOptions
+	// stopOperator stops the in-process operator (idempotent).
+	stopOperator func()
 }
 
 // binDir is where test/k8s/binaries.sh put the control-plane binaries:
@@ -43,7 +49,7 @@ func binDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", script, "etcd", "kube-apiserver")
+	cmd := exec.Command("bash", script, "etcd", "kube-apiserver", "kubectl")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -87,7 +93,7 @@ func startEnv(t *testing.T) *env {
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t, cfg, te.WebhookInstallOptions)
+	stop := startOperator(t, cfg, te.WebhookInstallOptions)
 	scheme, err := operator.Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -96,18 +102,25 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{cfg: cfg, client: c, kubeconfig: kubeconfig}
+	// kubectl of the control plane's release when binaries.sh built it,
+	// else the one on PATH.
+	kubectlBin := filepath.Join(bin, "kubectl")
+	if _, err := os.Stat(kubectlBin); err != nil {
+		kubectlBin = "kubectl"
+	}
+	return &env{cfg: cfg, client: c, kubeconfig: kubeconfig, kubectlBin: kubectlBin, bin: bin, webhook: te.WebhookInstallOptions, stopOperator: stop}
 }
 
-// startOperator runs the operator's manager until the test ends; it
-// returns once the manager has been started.
-func startOperator(t *testing.T, cfg *rest.Config, w envtest.WebhookInstallOptions) {
+// startOperator runs the operator's manager until the test ends or stop is
+// called.
+func startOperator(t *testing.T, cfg *rest.Config, w envtest.WebhookInstallOptions) (stop func()) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mgr, err := operator.NewManager(cfg, operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0",
 		WebhookHost: w.LocalServingHost, WebhookPort: w.LocalServingPort, CertDir: w.LocalServingCertDir,
-		Build: operator.BuildOptions{ModelImage: "capstan:test"},
+		Build:              operator.BuildOptions{ModelImage: "capstan:test"},
+		SkipNameValidation: true,
 	}, log, clock.Real{})
 	if err != nil {
 		t.Fatal(err)
@@ -115,12 +128,17 @@ func startOperator(t *testing.T, cfg *rest.Config, w envtest.WebhookInstallOptio
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("operator: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("operator: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 type testWriter struct{ t *testing.T }
@@ -133,7 +151,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // kubectl runs kubectl against the environment; it returns stdout, stderr
 // and the error.
 func (e *env) kubectl(args ...string) (string, string, error) {
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
+	cmd := exec.Command(e.kubectlBin, append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

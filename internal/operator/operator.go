@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -47,6 +48,10 @@ type Options struct {
 	// Namespace limits the operator to one namespace ("" = all).
 	Namespace string
 	Build     BuildOptions
+	// SkipNameValidation lets a second manager start in the same process
+	// (a test restarting the operator): controller names are otherwise
+	// unique per process, for their metrics.
+	SkipNameValidation bool
 }
 
 // LeaderElectionID names the Lease the replicas compete for.
@@ -82,6 +87,10 @@ func NewManager(cfg *rest.Config, o Options, log *slog.Logger, clk clock.Clock) 
 		// Stepping down on a lost lease ends the process at once, so a
 		// new leader never overlaps with this one.
 		LeaderElectionReleaseOnCancel: true,
+	}
+	if o.SkipNameValidation {
+		skip := true
+		mo.Controller = config.Controller{SkipNameValidation: &skip}
 	}
 	if o.Namespace != "" {
 		mo.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control-plane binaries the operator's tests run against
-# (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) from the
+# (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, and a
+# kubectl of the same release) from the
 # Go module proxy, and prints the directory that holds them.
 #
 # No download site is reachable from our machines, so envtest's own installer
@@ -11,7 +12,7 @@
 # minutes on 2 cores (kube-apiserver is most of it); later runs print the
 # directory at once. None of this touches the repository's go.mod.
 #
-# Usage: test/k8s/binaries.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok ...]
+# Usage: test/k8s/binaries.sh [etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kwok ...]
 # (no arguments: all of them). Progress goes to stderr; stdout is only the bin dir.
 set -euo pipefail
 
@@ -27,7 +28,7 @@ bin="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin"
 mkdir -p "$bin"
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 
 log() { echo "binaries.sh: $*" >&2; }
 
@@ -99,11 +100,20 @@ build_kube() {
 }
 
 build_kwok() {
-  missing kwok || return 0
-  local dir
+  missing kwok || [ ! -s "$bin/kwok-stages.yaml" ] || return 0
+  local dir src f
   dir=$(scratch)
   (cd "$dir" && GOFLAGS=-mod=mod go get "sigs.k8s.io/kwok@$KWOK_VERSION" >&2)
-  install "$dir" kwok sigs.k8s.io/kwok/cmd/kwok
+  missing kwok && install "$dir" kwok sigs.k8s.io/kwok/cmd/kwok
+  # kwok needs stages (how fake nodes and pods change state); its "fast"
+  # set, from the same module version, marks nodes Ready and pods Running.
+  src=$(cd "$dir" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"
+    cat "$src/kustomize/stage/$f"
+  done >"$bin/.kwok-stages.yaml.tmp"
+  mv "$bin/.kwok-stages.yaml.tmp" "$bin/kwok-stages.yaml"
   rm -rf "$dir"
 }
 
@@ -111,7 +121,7 @@ kube=()
 for name in "${want[@]}"; do
   case $name in
   etcd) build_etcd ;;
-  kube-apiserver | kube-controller-manager | kube-scheduler) kube+=("$name") ;;
+  kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) kube+=("$name") ;;
   kwok) ;;
   *) log "unknown binary $name"; exit 2 ;;
   esac
