@@ -162,39 +162,56 @@ func TestOperator(t *testing.T) {
 		}
 	})
 
-	t.Run("the wrong MIG profile is refused with the field path", func(t *testing.T) {
-		src, err := os.ReadFile(iecMIGExample)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tc := range []struct {
+		name, file, from, to, path string
+		kind                       client.Object
+	}{
 		// 3g.20gb is an A100-40GB profile; ml.p5en.48xlarge has H200s.
-		bad := strings.ReplaceAll(string(src), "mig-4g.71gb", "mig-3g.20gb")
-		bad = strings.ReplaceAll(bad, "name: qwen-mig", "name: qwen-wrong-mig")
-		_, want := manifest.Load([]byte(bad))
-		fes := manifest.FieldErrors(want)
-		if len(fes) == 0 {
-			t.Fatal("capstan apply's validation accepts the wrong profile; the test premise is broken")
-		}
-		f := t.TempDir() + "/bad.yaml"
-		if err := os.WriteFile(f, []byte(bad), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, stderr, err := e.kubectl("apply", "-f", f)
-		if err == nil {
-			t.Fatal("kubectl apply accepted the wrong MIG profile")
-		}
-		for _, fe := range fes {
-			if !strings.Contains(stderr, fe.Error()) {
-				t.Errorf("kubectl's error lacks capstan apply's %q:\n%s", fe.Error(), stderr)
+		{"InferenceEndpointConfig", iecMIGExample, "mig-4g.71gb", "mig-3g.20gb", "spec.worker.resources.requests[nvidia.com/mig-3g.20gb]", &apiv1.InferenceEndpointConfig{}},
+		// 4g.71gb is an H200 profile; ml.p4d.24xlarge has A100-40GBs.
+		{"JumpStartModel", jsmExample, "mig-7g.40gb", "mig-4g.71gb", "spec.server.acceleratorPartitionType", &apiv1.JumpStartModel{}},
+	} {
+		t.Run("the wrong MIG profile is refused with the field path/"+tc.name, func(t *testing.T) {
+			src, err := os.ReadFile(tc.file)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if !strings.Contains(stderr, "spec.worker.resources.requests[nvidia.com/mig-3g.20gb]") {
-			t.Errorf("no field path in:\n%s", stderr)
-		}
-		if err := e.client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "qwen-wrong-mig"}, &apiv1.InferenceEndpointConfig{}); err == nil {
-			t.Error("the refused object was stored")
-		}
-	})
+			bad := strings.ReplaceAll(string(src), tc.from, tc.to)
+			bad = strings.Replace(bad, "  name: ", "  name: wrong-", 1)
+			_, want := manifest.Load([]byte(bad))
+			fes := manifest.FieldErrors(want)
+			if len(fes) == 0 {
+				t.Fatal("capstan apply's validation accepts the wrong profile; the test premise is broken")
+			}
+			f := t.TempDir() + "/bad.yaml"
+			if err := os.WriteFile(f, []byte(bad), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, err := e.kubectl("apply", "-f", f)
+			if err == nil {
+				t.Fatal("kubectl apply accepted the wrong MIG profile")
+			}
+			t.Logf("kubectl apply: %s", stderr)
+			for _, fe := range fes {
+				if !strings.Contains(stderr, fe.Error()) {
+					t.Errorf("kubectl's error lacks capstan apply's %q:\n%s", fe.Error(), stderr)
+				}
+			}
+			if !strings.Contains(stderr, tc.path+": ") {
+				t.Errorf("no field path %s in:\n%s", tc.path, stderr)
+			}
+			var name string
+			for l := range strings.Lines(bad) {
+				if n, ok := strings.CutPrefix(strings.TrimSpace(l), "name: wrong-"); ok {
+					name = "wrong-" + n
+					break
+				}
+			}
+			if err := e.client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, tc.kind); err == nil || client.IgnoreNotFound(err) != nil {
+				t.Errorf("the refused object %s: get = %v, want not found", name, err)
+			}
+		})
+	}
 
 	t.Run("the operator leaves objects it does not own alone", func(t *testing.T) {
 		foreign := &corev1.Service{
