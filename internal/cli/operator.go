@@ -16,6 +16,8 @@ import (
 func newOperatorCommand(_ *globalOptions) *cobra.Command {
 	o := operator.Options{}
 	var kubeconfig, logLevel string
+	var qps float32
+	var burst int
 	cmd := &cobra.Command{
 		Use:   "operator",
 		Short: "Run the Kubernetes operator: InferenceEndpointConfig/JumpStartModel → Deployments, Services, HPAs",
@@ -39,6 +41,9 @@ or 'kubectl apply -k deploy/operator'. See docs/operator.md.`,
 			if err != nil {
 				return fmt.Errorf("kubeconfig: %w", err)
 			}
+			// client-go's defaults (5/10) would make the first sync of a
+			// few hundred manifests take minutes.
+			cfg.QPS, cfg.Burst = qps, burst
 			mgr, err := operator.NewManager(cfg, o, log, clock.Real{})
 			if err != nil {
 				return err
@@ -52,7 +57,10 @@ or 'kubectl apply -k deploy/operator'. See docs/operator.md.`,
 	f.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz address (0 disables)")
 	f.BoolVar(&o.LeaderElection, "leader-elect", false, "elect one active replica through a Lease")
 	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's)")
+	f.Float32Var(&qps, "kube-api-qps", 100, "requests per second to the API server (client-side limit)")
+	f.IntVar(&burst, "kube-api-burst", 200, "burst of requests to the API server")
 	f.IntVar(&o.WebhookPort, "webhook-port", 9443, "validating webhook TLS port (0 disables)")
+	f.StringVar(&o.WebhookHost, "webhook-host", "", "address the webhook listens on (default: all)")
 	f.StringVar(&o.CertDir, "webhook-cert-dir", os.TempDir()+"/capstan-operator-webhook", "directory with tls.crt and tls.key")
 	f.BoolVar(&o.SelfSignedWebhook, "webhook-self-signed", false, "make a CA and certificate at start and put the CA into the webhook configuration")
 	f.StringVar(&o.WebhookConfigName, "webhook-configuration", "capstan-operator-validating", "ValidatingWebhookConfiguration to put the CA into")

@@ -135,9 +135,14 @@ func TestEndToEnd(t *testing.T) {
 
 // run starts a control-plane binary for the rest of the test, its output in
 // the test log on failure.
-func (e *env) run(t *testing.T, name string, args ...string) {
+func (e *env) run(t testing.TB, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(e.bin, name), args...)
+	path := name
+	if !filepath.IsAbs(name) {
+		path = filepath.Join(e.bin, name)
+	}
+	name = filepath.Base(name)
+	cmd := exec.Command(path, args...)
 	log, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +162,7 @@ func (e *env) run(t *testing.T, name string, args ...string) {
 			t.Logf("%s log (tail):\n%s", name, b)
 		}
 	})
+	return cmd
 }
 
 // waitRunning waits for n running pods of a manifest, all on node.

@@ -40,7 +40,7 @@ type env struct {
 // prints the cached directory (and builds what is missing: about ten
 // minutes the first time on 2 cores). No binaries is a failure, never a
 // skip.
-func binDir(t *testing.T) string {
+func binDir(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv("CAPSTAN_K8S_BIN"); d != "" {
 		return d
@@ -58,7 +58,11 @@ func binDir(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-func startEnv(t *testing.T) *env {
+func startEnv(t testing.TB) *env { return startEnvWith(t, true) }
+
+// startEnvWith starts the control plane, with the operator in-process or
+// not (a benchmark runs the real binary to measure its CPU).
+func startEnvWith(t testing.TB, inProcess bool) *env {
 	t.Helper()
 	bin := binDir(t)
 	for _, b := range []string{"etcd", "kube-apiserver"} {
@@ -72,6 +76,8 @@ func startEnv(t *testing.T) *env {
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{"../../deploy/operator/webhook"}},
 	}
+	// Room for the benchmark's 500 Services (envtest's default is a /24).
+	te.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	cfg, err := te.Start()
 	if err != nil {
 		t.Fatalf("start etcd and kube-apiserver: %v", err)
@@ -93,7 +99,10 @@ func startEnv(t *testing.T) *env {
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stop := startOperator(t, cfg, te.WebhookInstallOptions)
+	stop := func() {}
+	if inProcess {
+		stop = startOperator(t, cfg, te.WebhookInstallOptions)
+	}
 	scheme, err := operator.Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +122,7 @@ func startEnv(t *testing.T) *env {
 
 // startOperator runs the operator's manager until the test ends or stop is
 // called.
-func startOperator(t *testing.T, cfg *rest.Config, w envtest.WebhookInstallOptions) (stop func()) {
+func startOperator(t testing.TB, cfg *rest.Config, w envtest.WebhookInstallOptions) (stop func()) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mgr, err := operator.NewManager(cfg, operator.Options{
@@ -141,7 +150,7 @@ func startOperator(t *testing.T, cfg *rest.Config, w envtest.WebhookInstallOptio
 	return stop
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -158,7 +167,7 @@ func (e *env) kubectl(args ...string) (string, string, error) {
 	return out.String(), errb.String(), err
 }
 
-func (e *env) mustKubectl(t *testing.T, args ...string) string {
+func (e *env) mustKubectl(t testing.TB, args ...string) string {
 	t.Helper()
 	out, stderr, err := e.kubectl(args...)
 	if err != nil {
@@ -170,9 +179,14 @@ func (e *env) mustKubectl(t *testing.T, args ...string) string {
 // eventually polls cond every 50ms for up to 30s; the operator reacts to
 // watch events, so this is wall-clock waiting on real processes, not time
 // logic under test.
-func eventually(t *testing.T, what string, cond func() error) {
+func eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	eventuallyWithin(t, 30*time.Second, what, cond)
+}
+
+func eventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = cond(); err == nil {
@@ -180,7 +194,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s: still not true after 30s: %v", what, err)
+	t.Fatalf("%s: still not true after %s: %v", what, limit, err)
 }
 
 func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
