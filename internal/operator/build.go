@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
@@ -43,14 +44,20 @@ type BuildOptions struct {
 	// ModelImage runs JumpStartModel pods (which name no image): the capstan
 	// image, whose `capstan engine sim` serves the model's API.
 	ModelImage string
+	// KEDA: the cluster serves KEDA's ScaledObject, which autoScalingSpec
+	// then becomes instead of an HPA.
+	KEDA bool
 }
 
 // Desired is what one manifest becomes in the cluster.
 type Desired struct {
 	Deployment *appsv1.Deployment
 	Service    *corev1.Service
-	// HPA is nil when the manifest has no autoScalingSpec.
+	// HPA is nil when the manifest has no autoScalingSpec or KEDA serves
+	// ScaledObjects.
 	HPA *autoscalingv2.HorizontalPodAutoscaler
+	// ScaledObject is set for an autoScalingSpec when KEDA is installed.
+	ScaledObject *unstructured.Unstructured
 }
 
 // kindLabel is the short kind used in labels ("iec", "jsm").
@@ -157,7 +164,9 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		Spec:       corev1.ServiceSpec{Selector: sel, Ports: svcPorts, Type: corev1.ServiceTypeClusterIP},
 	}
 	out := &Desired{Deployment: d, Service: svc}
-	if scaling != nil {
+	if scaling != nil && opts.KEDA {
+		out.ScaledObject = buildScaledObject(kind, m, scaling)
+	} else if scaling != nil {
 		hpa, err := buildHPA(kind, m, scaling)
 		if err != nil {
 			return nil, err

@@ -62,7 +62,7 @@ func startEnv(t testing.TB) *env { return startEnvWith(t, true) }
 
 // startEnvWith starts the control plane, with the operator in-process or
 // not (a benchmark runs the real binary to measure its CPU).
-func startEnvWith(t testing.TB, inProcess bool) *env {
+func startEnvWith(t testing.TB, inProcess bool, extraCRDs ...string) *env {
 	t.Helper()
 	bin := binDir(t)
 	for _, b := range []string{"etcd", "kube-apiserver"} {
@@ -72,7 +72,7 @@ func startEnvWith(t testing.TB, inProcess bool) *env {
 	}
 	te := &envtest.Environment{
 		BinaryAssetsDirectory: bin,
-		CRDDirectoryPaths:     []string{"../../deploy/operator/crds"},
+		CRDDirectoryPaths:     append([]string{"../../deploy/operator/crds"}, extraCRDs...),
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{"../../deploy/operator/webhook"}},
 	}

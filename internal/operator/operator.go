@@ -102,6 +102,11 @@ func NewManager(cfg *rest.Config, o Options, log *slog.Logger, clk clock.Clock) 
 	if err != nil {
 		return nil, fmt.Errorf("operator: manager: %w", err)
 	}
+	if HasKEDA(mgr.GetRESTMapper()) {
+		// Read once: a KEDA installed later is seen after a restart.
+		o.Build.KEDA = true
+		log.Info("KEDA's ScaledObject is served: autoScalingSpec becomes ScaledObjects")
+	}
 	for _, newObj := range []func() apiv1.Object{
 		func() apiv1.Object { return &apiv1.InferenceEndpointConfig{} },
 		func() apiv1.Object { return &apiv1.JumpStartModel{} },

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,7 +34,7 @@ const (
 )
 
 // Reconciler turns one kind of manifest object into its Deployment,
-// Service and HPA, and mirrors the Deployment into the object's status.
+// Service and HPA (or KEDA ScaledObject), and mirrors the Deployment into the object's status.
 type Reconciler struct {
 	Client client.Client
 	Scheme *runtime.Scheme
@@ -50,13 +51,15 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 // children it owns.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	obj := r.New()
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(obj).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
-		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
-		Named(obj.ToManifest().GetKind()).
-		Complete(r)
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{})
+	if r.Build.KEDA {
+		b = b.Owns(NewScaledObject())
+	}
+	return b.Named(obj.ToManifest().GetKind()).Complete(r)
 }
 
 // The operator's RBAC (deploy/operator/rbac/role.yaml is generated from these).
@@ -65,6 +68,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch
@@ -107,14 +111,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}); err != nil {
 		return r.childFailed(ctx, obj, o, err)
 	}
-	if desired.HPA != nil {
+	switch {
+	case desired.ScaledObject != nil:
+		if err := r.ensure(ctx, obj, desired.ScaledObject, NewScaledObject(), func(cur, want *unstructured.Unstructured) bool {
+			return equality.Semantic.DeepDerivative(want.Object["spec"], cur.Object["spec"]) && equality.Semantic.DeepDerivative(want.GetLabels(), cur.GetLabels())
+		}); err != nil {
+			return r.childFailed(ctx, obj, o, err)
+		}
+	case desired.HPA != nil:
 		if err := r.ensure(ctx, obj, desired.HPA, &autoscalingv2.HorizontalPodAutoscaler{}, func(cur, want *autoscalingv2.HorizontalPodAutoscaler) bool {
 			return equality.Semantic.DeepDerivative(want.Spec, cur.Spec) && equality.Semantic.DeepDerivative(want.Labels, cur.Labels)
 		}); err != nil {
 			return r.childFailed(ctx, obj, o, err)
 		}
-	} else if err := r.removeOwned(ctx, obj, &autoscalingv2.HorizontalPodAutoscaler{}); err != nil {
-		return reconcile.Result{}, err
+	}
+	// An autoscaler the spec no longer asks for (autoScalingSpec removed,
+	// or KEDA installed since) goes.
+	if desired.HPA == nil {
+		if err := r.removeOwned(ctx, obj, &autoscalingv2.HorizontalPodAutoscaler{}); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if desired.ScaledObject == nil && r.Build.KEDA {
+		if err := r.removeOwned(ctx, obj, NewScaledObject()); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	return reconcile.Result{}, r.writeStatus(ctx, obj, o)
 }
@@ -186,6 +207,8 @@ func (r *Reconciler) ensure(ctx context.Context, owner apiv1.Object, want, cur c
 		return ensure(ctx, r, owner, w, cur.(*corev1.Service), same.(func(cur, want *corev1.Service) bool))
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		return ensure(ctx, r, owner, w, cur.(*autoscalingv2.HorizontalPodAutoscaler), same.(func(cur, want *autoscalingv2.HorizontalPodAutoscaler) bool))
+	case *unstructured.Unstructured:
+		return ensure(ctx, r, owner, w, cur.(*unstructured.Unstructured), same.(func(cur, want *unstructured.Unstructured) bool))
 	}
 	return fmt.Errorf("operator: cannot ensure %T", want)
 }
