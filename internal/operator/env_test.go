@@ -58,11 +58,22 @@ func binDir(t testing.TB) string {
 	return strings.TrimSpace(string(out))
 }
 
-func startEnv(t testing.TB) *env { return startEnvWith(t, true) }
+func startEnv(t testing.TB) *env { return startEnvWith(t, envOptions{inProcess: true}) }
+
+// envOptions vary the environment.
+type envOptions struct {
+	// inProcess runs the operator in the test process.
+	inProcess bool
+	// extraCRDs are directories of more CRDs to install.
+	extraCRDs []string
+	// bare installs neither the CRDs nor the webhook (and runs no
+	// operator): for tests that install them the way users do.
+	bare bool
+}
 
 // startEnvWith starts the control plane, with the operator in-process or
 // not (a benchmark runs the real binary to measure its CPU).
-func startEnvWith(t testing.TB, inProcess bool, extraCRDs ...string) *env {
+func startEnvWith(t testing.TB, o envOptions) *env {
 	t.Helper()
 	bin := binDir(t)
 	for _, b := range []string{"etcd", "kube-apiserver"} {
@@ -72,9 +83,11 @@ func startEnvWith(t testing.TB, inProcess bool, extraCRDs ...string) *env {
 	}
 	te := &envtest.Environment{
 		BinaryAssetsDirectory: bin,
-		CRDDirectoryPaths:     append([]string{"../../deploy/operator/crds"}, extraCRDs...),
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{"../../deploy/operator/webhook"}},
+	}
+	if !o.bare {
+		te.CRDDirectoryPaths = append([]string{"../../deploy/operator/crds"}, o.extraCRDs...)
+		te.ErrorIfCRDPathMissing = true
+		te.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{"../../deploy/operator/webhook"}}
 	}
 	// Room for the benchmark's 500 Services (envtest's default is a /24).
 	te.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
@@ -100,7 +113,7 @@ func startEnvWith(t testing.TB, inProcess bool, extraCRDs ...string) *env {
 		t.Fatal(err)
 	}
 	stop := func() {}
-	if inProcess {
+	if o.inProcess && !o.bare {
 		stop = startOperator(t, cfg, te.WebhookInstallOptions)
 	}
 	scheme, err := operator.Scheme()

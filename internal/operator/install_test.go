@@ -47,3 +47,25 @@ func TestInstall(t *testing.T) {
 		t.Errorf("kubectl kustomize builds %d objects, install prints %d", n, len(want))
 	}
 }
+
+// TestInstallApplies applies the kustomize base with kubectl to a bare API
+// server, as a user installs the operator: every object is accepted and
+// the CRDs become established (the operator's pods do not run here: no
+// scheduler or kubelet).
+func TestInstallApplies(t *testing.T) {
+	e := startEnvWith(t, envOptions{bare: true})
+	out := e.mustKubectl(t, "apply", "-k", "../../deploy/operator")
+	for _, want := range []string{"namespace/capstan-system created", "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com created",
+		"jumpstartmodels.inference.sagemaker.aws.amazon.com created", "clusterrole.rbac.authorization.k8s.io/capstan-operator created",
+		"serviceaccount/capstan-operator created", "validatingwebhookconfiguration.admissionregistration.k8s.io/capstan-operator-validating created",
+		"deployment.apps/capstan-operator created", "service/capstan-operator-webhook created"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl apply -k deploy/operator: no %q in:\n%s", want, out)
+		}
+	}
+	e.mustKubectl(t, "wait", "--for=condition=Established", "--timeout=30s",
+		"crd/inferenceendpointconfigs.inference.sagemaker.aws.amazon.com", "crd/jumpstartmodels.inference.sagemaker.aws.amazon.com")
+	if got := e.mustKubectl(t, "api-resources", "--api-group=inference.sagemaker.aws.amazon.com", "--no-headers"); !strings.Contains(got, "iec") || !strings.Contains(got, "jsm") {
+		t.Errorf("short names iec and jsm not served:\n%s", got)
+	}
+}

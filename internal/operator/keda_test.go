@@ -17,7 +17,7 @@ import (
 // a ScaledObject on the manifest's scale subresource (scale to zero
 // included) instead of an HPA, with the reference's defaults and triggers.
 func TestKEDA(t *testing.T) {
-	e := startEnvWith(t, true, "testdata/keda-crd")
+	e := startEnvWith(t, envOptions{inProcess: true, extraCRDs: []string{"testdata/keda-crd"}})
 	ctx := context.Background()
 	e.mustKubectl(t, "apply", "-f", iecDemoExample, "-f", "../manifest/testdata/reference-jsm-mig-scale-to-zero.yaml")
 

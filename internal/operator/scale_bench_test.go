@@ -42,7 +42,7 @@ func BenchmarkSteadyState500(b *testing.B) {
 			b.Fatalf("CAPSTAN_OPERATOR_BENCH_N=%q", v)
 		}
 	}
-	e := startEnvWith(b, false)
+	e := startEnvWith(b, envOptions{})
 	bin := capstanBinary(b)
 	e.run(b, "kube-controller-manager", "--kubeconfig", e.kubeconfig, "--leader-elect=false", "--secure-port=0",
 		"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,serviceaccount-controller,node-lifecycle-controller",
