@@ -49,7 +49,7 @@ func binDir(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", script, "etcd", "kube-apiserver", "kubectl")
+	cmd := exec.Command("bash", script)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
