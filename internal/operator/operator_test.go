@@ -129,6 +129,36 @@ func TestOperator(t *testing.T) {
 		})
 	})
 
+	t.Run("a spec change rolls the Deployment; immutable fields are refused", func(t *testing.T) {
+		e.mustKubectl(t, "patch", "iec/qwen-mig", "--type=merge", "-p", `{"spec":{"worker":{"image":"lmcache/vllm-openai:v0.3.9"}}}`)
+		eventually(t, "the new image in the Deployment", func() error {
+			d := &appsv1.Deployment{}
+			if err := e.client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "qwen-mig"}, d); err != nil {
+				return err
+			}
+			if img := d.Spec.Template.Spec.Containers[0].Image; img != "lmcache/vllm-openai:v0.3.9" {
+				return errorf("image %s", img)
+			}
+			return nil
+		})
+		// capstan apply's ValidateUpdate, through the webhook.
+		_, stderr, err := e.kubectl("patch", "iec/qwen-mig", "--type=merge", "-p", `{"spec":{"worker":{"environmentVariables":[{"name":"X","value":"1"}]}}}`)
+		if err == nil || !strings.Contains(stderr, "spec.worker.environmentVariables: cannot be updated") {
+			t.Errorf("changing the worker's environment: err %v\n%s", err, stderr)
+		}
+	})
+
+	t.Run("removing autoScalingSpec removes the HPA", func(t *testing.T) {
+		e.mustKubectl(t, "patch", "iec/demo", "--type=merge", "-p", `{"spec":{"autoScalingSpec":null}}`)
+		eventually(t, "HPA demo gone", func() error {
+			err := e.client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "demo"}, &autoscalingv2.HorizontalPodAutoscaler{})
+			if err == nil {
+				return errorf("still there")
+			}
+			return client.IgnoreNotFound(err)
+		})
+	})
+
 	t.Run("status mirrors the Deployment", func(t *testing.T) {
 		iec := &apiv1.InferenceEndpointConfig{}
 		key := client.ObjectKey{Namespace: "default", Name: "qwen-mig"}
