@@ -9,6 +9,8 @@ package operator
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -94,6 +96,12 @@ func NewManager(cfg *rest.Config, o Options, log *slog.Logger, clk clock.Clock) 
 	}
 	if o.Namespace != "" {
 		mo.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}
+	}
+	if o.WebhookPort != 0 && !o.SelfSignedWebhook {
+		// Fail here, not minutes later in the webhook server's start.
+		if _, err := os.Stat(filepath.Join(o.CertDir, "tls.crt")); err != nil {
+			return nil, fmt.Errorf("operator: the webhook needs tls.crt and tls.key in %s (--webhook-cert-dir), or --webhook-self-signed, or --webhook-port 0: %w", o.CertDir, err)
+		}
 	}
 	if o.WebhookPort != 0 {
 		mo.WebhookServer = webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir})
