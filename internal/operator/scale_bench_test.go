@@ -183,7 +183,7 @@ func loadAPI(b *testing.B, file string) client.Object {
 }
 
 // capstanBinary is $CAPSTAN_BIN or a fresh build of ./cmd/capstan.
-func capstanBinary(b *testing.B) string {
+func capstanBinary(b testing.TB) string {
 	b.Helper()
 	if p := os.Getenv("CAPSTAN_BIN"); p != "" {
 		return p
