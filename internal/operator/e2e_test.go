@@ -37,7 +37,8 @@ func TestEndToEnd(t *testing.T) {
 	e.run(t, "kube-scheduler", "--kubeconfig", e.kubeconfig, "--leader-elect=false", "--secure-port=0")
 	e.run(t, "kwok", "--kubeconfig", e.kubeconfig, "--config", filepath.Join(e.bin, "kwok-stages.yaml"), "--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--server-address=127.0.0.1:0",
-		"--cidr=10.240.0.1/16", "--node-ip=10.240.0.1")
+		// Fake pods get loopback addresses; nothing dials them.
+		"--cidr=127.240.0.1/16", "--node-ip=127.0.0.1")
 	ctx := context.Background()
 	nodes := []struct {
 		name, instanceType string

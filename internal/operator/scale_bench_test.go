@@ -50,7 +50,8 @@ func BenchmarkSteadyState500(b *testing.B) {
 	e.run(b, "kube-scheduler", "--kubeconfig", e.kubeconfig, "--leader-elect=false", "--secure-port=0", "--kube-api-qps=200", "--kube-api-burst=400")
 	e.run(b, "kwok", "--kubeconfig", e.kubeconfig, "--config", filepath.Join(e.bin, "kwok-stages.yaml"), "--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--server-address=127.0.0.1:0",
-		"--cidr=10.240.0.1/16", "--node-ip=10.240.0.1")
+		// Fake pods get loopback addresses; nothing dials them.
+		"--cidr=127.240.0.1/16", "--node-ip=127.0.0.1")
 	ctx := context.Background()
 	// Eight slices per node, as an 8-GPU instance cut into one slice per GPU.
 	perNode := 8
