@@ -54,6 +54,13 @@ go build -o bin/capstan ./cmd/capstan
 # Tests that run the real binary (test/chaos) take this one instead of building their own.
 export CAPSTAN_BIN="$PWD/bin/capstan"
 
+# The operator's tests (internal/operator) run a real control plane: etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok,
+# built from the Go module proxy into ~/.cache/capstan/k8s (about 10-15
+# minutes the first time on 2 cores, then cached; CAPSTAN_K8S_CACHE moves it).
+CAPSTAN_K8S_BIN="$(test/k8s/binaries.sh)"
+export CAPSTAN_K8S_BIN
+
 # -p 1 keeps process-heavy packages from competing for the 2 CI cores.
 go test -p 1 -count=1 -timeout 30m $(go list ./... | grep -v '/test/chaos$')
 

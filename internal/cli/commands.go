@@ -18,6 +18,7 @@ func registerCommands(root *cobra.Command, g *globalOptions) {
 		newNodeCommand(g),
 		newObservabilityCommand(g),
 		newTopCommand(g),
+		newOperatorCommand(g),
 		newVersionCommand(),
 	)
 }

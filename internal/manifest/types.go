@@ -56,21 +56,36 @@ type InferenceEndpointConfig struct {
 
 // InferenceEndpointConfigSpec is the IEC spec.
 type InferenceEndpointConfigSpec struct {
-	ModelName     string   `json:"modelName"`
-	EndpointName  string   `json:"endpointName,omitempty"`
-	ModelVersion  string   `json:"modelVersion,omitempty"`
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$`
+	ModelName    string `json:"modelName"`
+	EndpointName string `json:"endpointName,omitempty"`
+	ModelVersion string `json:"modelVersion,omitempty"`
+	// +kubebuilder:validation:Pattern=`^ml\.`
 	InstanceType  string   `json:"instanceType,omitempty"`
 	InstanceTypes []string `json:"instanceTypes,omitempty"`
 	// NodeAffinity is a core/v1 NodeAffinity, kept opaque: capstan does not
 	// schedule on node labels yet.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	NodeAffinity json.RawMessage `json:"nodeAffinity,omitempty"`
-	Replicas     *int32          `json:"replicas,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=1
+	Replicas *int32 `json:"replicas,omitempty"`
 	// InitialReplicaCount is deprecated upstream and has no effect; it is
 	// accepted (with its odd capitalisation) so old manifests still decode.
-	InitialReplicaCount    *int32                  `json:"InitialReplicaCount,omitempty"`
-	InvocationEndpoint     string                  `json:"invocationEndpoint,omitempty"`
-	MaxDeployTimeInSeconds *int32                  `json:"maxDeployTimeInSeconds,omitempty"`
-	ModelSourceConfig      *ModelSourceConfig      `json:"modelSourceConfig,omitempty"`
+	InitialReplicaCount *int32 `json:"InitialReplicaCount,omitempty"`
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:default=invocations
+	InvocationEndpoint string `json:"invocationEndpoint,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +kubebuilder:default=3600
+	MaxDeployTimeInSeconds *int32 `json:"maxDeployTimeInSeconds,omitempty"`
+	// +kubebuilder:validation:Required
+	ModelSourceConfig *ModelSourceConfig `json:"modelSourceConfig,omitempty"`
+	// +kubebuilder:validation:Required
 	Worker                 *Worker                 `json:"worker,omitempty"`
 	AutoScalingSpec        *AutoScalingSpec        `json:"autoScalingSpec,omitempty"`
 	KVCacheSpec            *KVCacheSpec            `json:"kvCacheSpec,omitempty"`
@@ -82,8 +97,17 @@ type InferenceEndpointConfigSpec struct {
 	Kubernetes             *KubernetesSpec         `json:"kubernetes,omitempty"`
 	// DataCapture, PDSpec and ModelCacheConfig are accepted but kept opaque
 	// until capstan implements them.
-	DataCapture      json.RawMessage `json:"dataCapture,omitempty"`
-	PDSpec           json.RawMessage `json:"pdSpec,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	DataCapture json.RawMessage `json:"dataCapture,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PDSpec json.RawMessage `json:"pdSpec,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	ModelCacheConfig json.RawMessage `json:"modelCacheConfig,omitempty"`
 	Tags             []Tag           `json:"tags,omitempty"`
 }
@@ -98,6 +122,7 @@ const (
 
 // ModelSourceConfig says where the weights come from.
 type ModelSourceConfig struct {
+	// +kubebuilder:validation:Enum=s3;fsx;huggingface;kubernetesVolume
 	ModelSourceType  string            `json:"modelSourceType"`
 	ModelLocation    string            `json:"modelLocation,omitempty"`
 	PrefetchEnabled  bool              `json:"prefetchEnabled,omitempty"`
@@ -135,16 +160,19 @@ type SecretRef struct {
 
 // Worker is the model-server container.
 type Worker struct {
-	Image                string                `json:"image"`
-	Resources            *ResourceRequirements `json:"resources,omitempty"`
-	ModelInvocationPort  *ModelInvocationPort  `json:"modelInvocationPort,omitempty"`
-	ModelVolumeMount     *ModelVolumeMount     `json:"modelVolumeMount,omitempty"`
-	EnvironmentVariables []EnvVar              `json:"environmentVariables,omitempty"`
-	Args                 []string              `json:"args,omitempty"`
-	Command              []string              `json:"command,omitempty"`
-	WorkingDir           string                `json:"workingDir,omitempty"`
-	Probes               *Probes               `json:"probes,omitempty"`
-	RequestLimits        *RequestLimits        `json:"requestLimits,omitempty"`
+	Image string `json:"image"`
+	// +kubebuilder:validation:Required
+	Resources *ResourceRequirements `json:"resources,omitempty"`
+	// +kubebuilder:validation:Required
+	ModelInvocationPort *ModelInvocationPort `json:"modelInvocationPort,omitempty"`
+	// +kubebuilder:validation:Required
+	ModelVolumeMount     *ModelVolumeMount `json:"modelVolumeMount,omitempty"`
+	EnvironmentVariables []EnvVar          `json:"environmentVariables,omitempty"`
+	Args                 []string          `json:"args,omitempty"`
+	Command              []string          `json:"command,omitempty"`
+	WorkingDir           string            `json:"workingDir,omitempty"`
+	Probes               *Probes           `json:"probes,omitempty"`
+	RequestLimits        *RequestLimits    `json:"requestLimits,omitempty"`
 }
 
 // ResourceRequirements mirrors core/v1 ResourceRequirements.
@@ -163,6 +191,11 @@ const (
 
 // Quantity is a Kubernetes resource quantity ("6", "5600m", "30Gi", 1).
 // YAML authors write both numbers and strings, so both decode.
+//
+// In the CRD schema it is an int-or-string, as core/v1 quantities are.
+//
+// +kubebuilder:validation:XIntOrString
+// +kubebuilder:validation:Type=""
 type Quantity string
 
 // UnmarshalJSON accepts a JSON string or number.
@@ -182,28 +215,45 @@ func (q *Quantity) UnmarshalJSON(b []byte) error {
 
 // ModelInvocationPort is the server's port.
 type ModelInvocationPort struct {
-	ContainerPort int32  `json:"containerPort"`
-	Name          string `json:"name,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	ContainerPort int32 `json:"containerPort"`
+	// +kubebuilder:validation:Enum=http;grpc
+	// +kubebuilder:default=http
+	Name string `json:"name,omitempty"`
 }
 
 // ModelVolumeMount is where weights appear in the container.
 type ModelVolumeMount struct {
-	Name      string `json:"name"`
+	Name string `json:"name"`
+	// +kubebuilder:default="/opt/ml/model"
 	MountPath string `json:"mountPath,omitempty"`
 }
 
 // EnvVar mirrors core/v1 EnvVar; valueFrom is kept opaque.
 type EnvVar struct {
-	Name      string          `json:"name"`
-	Value     string          `json:"value,omitempty"`
+	Name  string `json:"name"`
+	Value string `json:"value,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	ValueFrom json.RawMessage `json:"valueFrom,omitempty"`
 }
 
 // Probes holds core/v1 Probes, kept opaque.
 type Probes struct {
-	LivenessProbe  json.RawMessage `json:"livenessProbe,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	LivenessProbe json.RawMessage `json:"livenessProbe,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	ReadinessProbe json.RawMessage `json:"readinessProbe,omitempty"`
-	StartupProbe   json.RawMessage `json:"startupProbe,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	StartupProbe json.RawMessage `json:"startupProbe,omitempty"`
 }
 
 // RequestLimits caps per-replica concurrency.
@@ -248,8 +298,9 @@ type CloudWatchTrigger struct {
 	MetricCollectionStartTime *int32      `json:"metricCollectionStartTime,omitempty"`
 	MetricCollectionPeriod    *int32      `json:"metricCollectionPeriod,omitempty"`
 	MetricStat                string      `json:"metricStat,omitempty"`
-	MetricType                string      `json:"metricType,omitempty"`
-	UseCachedMetrics          *bool       `json:"useCachedMetrics,omitempty"`
+	// +kubebuilder:validation:Enum=Average;Value
+	MetricType       string `json:"metricType,omitempty"`
+	UseCachedMetrics *bool  `json:"useCachedMetrics,omitempty"`
 }
 
 // Dimension is a CloudWatch dimension.
@@ -267,8 +318,9 @@ type PrometheusTrigger struct {
 	ActivationTargetValue *float64 `json:"activationTargetValue,omitempty"`
 	Namespace             string   `json:"namespace,omitempty"`
 	CustomHeaders         string   `json:"customHeaders,omitempty"`
-	MetricType            string   `json:"metricType,omitempty"`
-	UseCachedMetrics      *bool    `json:"useCachedMetrics,omitempty"`
+	// +kubebuilder:validation:Enum=Average;Value
+	MetricType       string `json:"metricType,omitempty"`
+	UseCachedMetrics *bool  `json:"useCachedMetrics,omitempty"`
 }
 
 // L2 cache backends (matched case-insensitively).
@@ -313,7 +365,8 @@ const (
 
 // IntelligentRoutingSpec deploys a per-endpoint cache-aware router.
 type IntelligentRoutingSpec struct {
-	Enabled         *bool            `json:"enabled,omitempty"`
+	Enabled *bool `json:"enabled,omitempty"`
+	// +kubebuilder:validation:Enum=prefixaware;kvaware;session;roundrobin
 	RoutingStrategy string           `json:"routingStrategy,omitempty"`
 	AutoScalingSpec *AutoScalingSpec `json:"autoScalingSpec,omitempty"`
 }
@@ -326,7 +379,9 @@ const (
 
 // LoadBalancer holds target-group settings.
 type LoadBalancer struct {
-	HealthCheckPath    string `json:"healthCheckPath,omitempty"`
+	// +kubebuilder:validation:Pattern=`^/`
+	HealthCheckPath string `json:"healthCheckPath,omitempty"`
+	// +kubebuilder:validation:Enum=least_outstanding_requests;round_robin
 	RoutingAlgorithm   string `json:"routingAlgorithm,omitempty"`
 	IdleTimeoutSeconds *int32 `json:"idleTimeoutSeconds,omitempty"`
 }
@@ -364,10 +419,14 @@ type ModelMetrics struct {
 // KubernetesSpec customises the pod; volumes and init containers are core/v1
 // shapes kept opaque except for a volume's name.
 type KubernetesSpec struct {
-	InitContainers     []json.RawMessage `json:"initContainers,omitempty"`
-	Volumes            []map[string]any  `json:"volumes,omitempty"`
-	ServiceAccountName string            `json:"serviceAccountName,omitempty"`
-	SchedulerName      string            `json:"schedulerName,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	InitContainers []json.RawMessage `json:"initContainers,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Volumes            []map[string]any `json:"volumes,omitempty"`
+	ServiceAccountName string           `json:"serviceAccountName,omitempty"`
+	SchedulerName      string           `json:"schedulerName,omitempty"`
 }
 
 // Tag is a SageMaker endpoint tag.
@@ -388,11 +447,19 @@ type JumpStartModel struct {
 
 // JumpStartModelSpec is the JSM spec.
 type JumpStartModelSpec struct {
-	Model                  *JumpStartModelRef      `json:"model,omitempty"`
-	Server                 *Server                 `json:"server,omitempty"`
-	SageMakerEndpoint      *SageMakerEndpoint      `json:"sageMakerEndpoint,omitempty"`
-	Replicas               *int32                  `json:"replicas,omitempty"`
-	EnvironmentVariables   []NameValue             `json:"environmentVariables,omitempty"`
+	// +kubebuilder:validation:Required
+	Model *JumpStartModelRef `json:"model,omitempty"`
+	// +kubebuilder:validation:Required
+	Server            *Server            `json:"server,omitempty"`
+	SageMakerEndpoint *SageMakerEndpoint `json:"sageMakerEndpoint,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=1
+	Replicas             *int32      `json:"replicas,omitempty"`
+	EnvironmentVariables []NameValue `json:"environmentVariables,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +kubebuilder:default=3600
 	MaxDeployTimeInSeconds *int32                  `json:"maxDeployTimeInSeconds,omitempty"`
 	AutoScalingSpec        *AutoScalingSpec        `json:"autoScalingSpec,omitempty"`
 	KVCacheSpec            *KVCacheSpec            `json:"kvCacheSpec,omitempty"`
@@ -401,13 +468,21 @@ type JumpStartModelSpec struct {
 	Metrics                *Metrics                `json:"metrics,omitempty"`
 	TLSConfig              *TLSConfig              `json:"tlsConfig,omitempty"`
 	DNSConfig              *DNSConfig              `json:"dnsConfig,omitempty"`
-	DataCapture            json.RawMessage         `json:"dataCapture,omitempty"`
-	ModelCacheConfig       json.RawMessage         `json:"modelCacheConfig,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	DataCapture json.RawMessage `json:"dataCapture,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	ModelCacheConfig json.RawMessage `json:"modelCacheConfig,omitempty"`
 }
 
 // JumpStartModelRef names a hub model.
 type JumpStartModelRef struct {
-	ModelID                string      `json:"modelId"`
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$`
+	ModelID string `json:"modelId"`
+	// +kubebuilder:default=SageMakerPublicHub
 	ModelHubName           string      `json:"modelHubName,omitempty"`
 	ModelVersion           string      `json:"modelVersion,omitempty"`
 	AcceptEula             bool        `json:"acceptEula,omitempty"`
@@ -417,7 +492,9 @@ type JumpStartModelRef struct {
 
 // Server is the JSM serving shape.
 type Server struct {
-	InstanceType             string             `json:"instanceType"`
+	// +kubebuilder:validation:Pattern=`^ml\.`
+	InstanceType string `json:"instanceType"`
+	// +kubebuilder:validation:Pattern=`^mig-.*$`
 	AcceleratorPartitionType string             `json:"acceleratorPartitionType,omitempty"`
 	Validations              *ServerValidations `json:"validations,omitempty"`
 	ExecutionRole            string             `json:"executionRole,omitempty"`
@@ -508,13 +585,17 @@ type Condition struct {
 	Type               string          `json:"type"`
 	Status             ConditionStatus `json:"status"`
 	ObservedGeneration int64           `json:"observedGeneration,omitempty"`
-	LastTransitionTime time.Time       `json:"lastTransitionTime"`
-	Reason             string          `json:"reason"`
-	Message            string          `json:"message,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+	Reason             string    `json:"reason"`
+	Message            string    `json:"message,omitempty"`
 }
 
 // Status is shared by both kinds and written only by controllers.
 type Status struct {
+	// +kubebuilder:validation:Enum=DeploymentPending;DeploymentInProgress;DeploymentFailed;DeploymentComplete;DeletionPending;DeletionInProgress;DeletionFailed;DeletionComplete
 	State              State             `json:"state,omitempty"`
 	Replicas           int32             `json:"replicas,omitempty"`
 	ReadyReplicas      int32             `json:"readyReplicas,omitempty"`
@@ -528,7 +609,10 @@ type Status struct {
 
 // DeploymentStatus summarises the underlying deployment.
 type DeploymentStatus struct {
-	Name                         string     `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
 	LastUpdated                  *time.Time `json:"lastUpdated,omitempty"`
 	DeploymentObjectOverallState string     `json:"deploymentObjectOverallState,omitempty"`
 	Reason                       string     `json:"reason,omitempty"`

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# bench/operator.sh — the operator figures of docs/performance.md: 500
+# resources (250 JumpStartModels on A100 MIG slices, 250 MIG
+# InferenceEndpointConfigs on H200 slices, the published examples under
+# numbered names) created at once on a real control plane (etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes with 8
+# MIG slices each), until every one is DeploymentComplete with its pod
+# running on a node of its instance type. The operator is the real
+# `capstan operator` binary in its own process, webhook included; its CPU
+# is read from /proc. The bar (issue 21): ≤ 60 s to steady state, ≤ 0.5 CPU
+# on average. N=50 for a quick run. Prints one RESULT line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CAPSTAN_K8S_BIN="$(test/k8s/binaries.sh)"
+export CAPSTAN_K8S_BIN
+if [ -z "${CAPSTAN_BIN:-}" ]; then
+  go build -o bin/capstan ./cmd/capstan
+  CAPSTAN_BIN="$PWD/bin/capstan"
+fi
+export CAPSTAN_BIN CAPSTAN_OPERATOR_BENCH_N="${N:-500}"
+go test -count=1 -run '^$' -bench SteadyState500 -benchtime 1x -timeout 15m ./internal/operator/ | grep -E '^RESULT|^Benchmark|^ok|FAIL'
