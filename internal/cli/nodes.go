@@ -355,18 +355,24 @@ instance id (i-…), as capstan get nodes shows.`,
 // splitNodeDocuments separates the NodePool and HyperpodNodeClass documents
 // of a file (for the node API) from the rest (for the manifests API).
 func splitNodeDocuments(data []byte) (nodeDocs, rest []byte) {
-	var nb, rb bytes.Buffer
+	return splitDocumentsBy(data, nodeapi.IsNodeDocument)
+}
+
+// splitDocumentsBy separates the documents of a file that match from the
+// rest, each half joined again with "---" lines.
+func splitDocumentsBy(data []byte, match func([]byte) bool) (matched, rest []byte) {
+	var mb, rb bytes.Buffer
 	for _, d := range manifestapi.SplitDocuments(data) {
 		b := &rb
-		if nodeapi.IsNodeDocument(d.Text) {
-			b = &nb
+		if match(d.Text) {
+			b = &mb
 		}
 		if b.Len() > 0 {
 			b.WriteString("\n---\n")
 		}
 		b.Write(d.Text)
 	}
-	return nb.Bytes(), rb.Bytes()
+	return mb.Bytes(), rb.Bytes()
 }
 
 // applyNodeDocuments sends node documents and prints what became of them.

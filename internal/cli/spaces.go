@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,18 +23,7 @@ import (
 // splitWorkspaceDocuments separates a file's workspace.jupyter.org
 // documents from the rest.
 func splitWorkspaceDocuments(data []byte) (wsDocs, rest []byte) {
-	var wb, rb bytes.Buffer
-	for _, d := range manifestapi.SplitDocuments(data) {
-		b := &rb
-		if workspace.IsDocument(d.Text) {
-			b = &wb
-		}
-		if b.Len() > 0 {
-			b.WriteString("\n---\n")
-		}
-		b.Write(d.Text)
-	}
-	return wb.Bytes(), rb.Bytes()
+	return splitDocumentsBy(data, workspace.IsDocument)
 }
 
 func workspaceQualified(kind string) string { return strings.ToLower(kind) + "." + workspace.Group }

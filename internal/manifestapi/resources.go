@@ -36,15 +36,18 @@ func (r Resource) GroupResource() string { return r.Singular + "." + Group }
 // ResolveKind finds the resource for a name as a user types it: the kind
 // (any case), plural, singular or a short name, optionally qualified with
 // ".inference.sagemaker.aws.amazon.com" (or the group/version).
-func ResolveKind(s string) (Resource, bool) {
+func ResolveKind(s string) (Resource, bool) { return resolveIn(Resources, Group, Version, s) }
+
+// resolveIn finds s among one API group's resources.
+func resolveIn(resources []Resource, group, version, s string) (Resource, bool) {
 	n := strings.ToLower(strings.TrimSpace(s))
-	for _, suffix := range []string{"." + Version + "." + Group, "." + Group} {
+	for _, suffix := range []string{"." + version + "." + group, "." + group} {
 		if t, ok := strings.CutSuffix(n, suffix); ok {
 			n = t
 			break
 		}
 	}
-	for _, r := range Resources {
+	for _, r := range resources {
 		if n == strings.ToLower(r.Kind) || n == r.Plural || n == r.Singular {
 			return r, true
 		}

@@ -27,19 +27,7 @@ var WorkspaceResources = []Resource{
 
 // ResolveWorkspaceKind finds a spaces kind by any name a user types.
 func ResolveWorkspaceKind(s string) (Resource, bool) {
-	n := strings.ToLower(strings.TrimSpace(s))
-	n = strings.TrimSuffix(strings.TrimSuffix(n, "."+workspace.Version+"."+workspace.Group), "."+workspace.Group)
-	for _, r := range WorkspaceResources {
-		if n == strings.ToLower(r.Kind) || n == r.Plural || n == r.Singular {
-			return r, true
-		}
-		for _, sn := range r.ShortNames {
-			if n == sn {
-				return r, true
-			}
-		}
-	}
-	return Resource{}, false
+	return resolveIn(WorkspaceResources, workspace.Group, workspace.Version, s)
 }
 
 // WorkspaceCollectionPath and WorkspaceObjectPath are the URLs of the
