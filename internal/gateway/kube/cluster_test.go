@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -306,7 +305,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 	t.Fatalf("%s: still not true after 30s: %v", what, err)
 }
 
-// backendsOf waits until every in-process gateway routes endpoint over
+// waitBackends waits until every in-process gateway routes endpoint over
 // exactly want (backend ids, sorted).
 func waitBackends(t *testing.T, gws []*gw, endpoint string, want ...string) {
 	t.Helper()
@@ -449,22 +448,31 @@ func TestGatewayInCluster(t *testing.T) {
 				t.Fatalf("gateway %s: kv events endpoint %+v", g.name, r.Variants[0].Backends[2])
 			}
 		}
+		// Both gateways' subscriptions to engine 2 must be live before the
+		// warm-up: a ZeroMQ subscriber misses what was published before it
+		// joined (slow joiner), and these pods offer no replay socket.
+		kv2 := func(g *gw) int { return g.srv.Gateway().KVBlocks("default/kv-2") }
+		for i := 0; kv2(a) == 0 || kv2(b) == 0; i++ {
+			if i > 150 {
+				t.Fatalf("no KV events of kv-2 reached the gateways: a holds %d blocks, b %d", kv2(a), kv2(b))
+			}
+			post(t, engines[2].url()+"/v1/completions", fmt.Sprintf(`{"prompt":"ping %d %s","max_tokens":1}`, i, strings.Repeat("z ", 40)))
+			time.Sleep(100 * time.Millisecond)
+		}
+		before := map[*gw]int{a: kv2(a), b: kv2(b)}
 		// Prime engine 2 directly, not through a gateway: only its KV
-		// events can tell the gateways where the prefix lives.
+		// events can tell the gateways where the prefix lives (about 60
+		// blocks of 16 tokens).
 		if st, _, body := post(t, engines[2].url()+"/v1/chat/completions", sharedPrompt("", "warm-up")); st != 200 {
 			t.Fatalf("warm-up: %d %s", st, body)
 		}
 		for _, g := range gws {
-			// A subscription may join after the warm-up's events went out
-			// (ZeroMQ slow joiner): later batches reveal the gap and the
-			// router replays from 0.
-			for i := 0; g.srv.Gateway().KVBlocks("default/kv-2") < 100; i++ {
-				if i > 150 {
-					t.Fatalf("gateway %s index holds %d blocks of kv-2", g.name, g.srv.Gateway().KVBlocks("default/kv-2"))
+			eventually(t, "gateway "+g.name+" indexes the warm-up's blocks", func() error {
+				if n := kv2(g); n < before[g]+50 {
+					return fmt.Errorf("%d blocks of kv-2, %d before the warm-up", n, before[g])
 				}
-				post(t, engines[2].url()+"/v1/completions", fmt.Sprintf(`{"prompt":"ping %d %s","max_tokens":1}`, i, strings.Repeat("z ", 40)))
-				time.Sleep(100 * time.Millisecond)
-			}
+				return nil
+			})
 			if g.srv.Gateway().KVBlocks("default/kv-0") != 0 {
 				t.Fatalf("gateway %s: kv-0 holds blocks before any request reached it", g.name)
 			}
@@ -530,4 +538,3 @@ func cachedTokens(t *testing.T, body string) int {
 	return n
 }
 
-var _ sync.Mutex
