@@ -537,4 +537,3 @@ func cachedTokens(t *testing.T, body string) int {
 	n, _ := strconv.Atoi(strings.TrimRight(strings.Fields(strings.NewReplacer(",", " ", "}", " ").Replace(body[i+len(`"cached_tokens":`):]))[0], " "))
 	return n
 }
-
