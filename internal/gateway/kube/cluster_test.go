@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -52,8 +53,9 @@ func binDir(t testing.TB) string {
 
 // startAPIServer starts etcd and kube-apiserver with the operator's CRDs
 // (no operator: the test writes the Services' EndpointSlices itself, as
-// the endpointslice controller would, with the engines' addresses) and returns its config and a kubeconfig file.
-func startAPIServer(t *testing.T) (*rest.Config, string) {
+// the endpointslice controller would, with the engines' addresses) and
+// returns its config and the environment.
+func startAPIServer(t *testing.T) (*rest.Config, *envtest.Environment) {
 	t.Helper()
 	bin := binDir(t)
 	for _, b := range []string{"etcd", "kube-apiserver"} {
@@ -72,7 +74,43 @@ func startAPIServer(t *testing.T) (*rest.Config, string) {
 			t.Errorf("stop control plane: %v", err)
 		}
 	})
-	user, err := te.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	return cfg, te
+}
+
+// gatewayKubeconfig is a kubeconfig of a user holding only the
+// capstan-gateway ClusterRole of deploy/operator/gateway.yaml (what the
+// gateway's ServiceAccount holds in a cluster), so the binary run with it
+// proves the install's RBAC is enough.
+func gatewayKubeconfig(t *testing.T, te *envtest.Environment, c client.Client) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "deploy/operator/gateway.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role *rbacv1.ClusterRole
+	for doc := range strings.SplitSeq(string(b), "\n---\n") {
+		var r rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind == "ClusterRole" {
+			role = &r
+		}
+	}
+	if role == nil {
+		t.Fatal("deploy/operator/gateway.yaml has no ClusterRole")
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	const name = "capstan-gateway-test"
+	if err := c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}}}); err != nil {
+		t.Fatal(err)
+	}
+	user, err := te.AddUser(envtest.User{Name: name}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +122,7 @@ func startAPIServer(t *testing.T) (*rest.Config, string) {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return cfg, path
+	return path
 }
 
 // engine is one `capstan engine sim` process publishing KV events.
@@ -328,10 +366,10 @@ func waitBackends(t *testing.T, gws []*gw, endpoint string, want ...string) {
 }
 
 // TestGatewayInCluster runs two in-process gateways and the real `capstan
-// gateway --kubeconfig` against a real kube-apiserver and three real
+// gateway --kubeconfig` (with only the install's RBAC) against a real kube-apiserver and three real
 // engines, and changes the cluster under them step by step.
 func TestGatewayInCluster(t *testing.T) {
-	cfg, kubeconfig := startAPIServer(t)
+	cfg, te := startAPIServer(t)
 	scheme, err := operator.Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -349,8 +387,10 @@ func TestGatewayInCluster(t *testing.T) {
 	gws := []*gw{a, b}
 	waitBackends(t, gws, "chat", "default/chat-0", "default/chat-1")
 
+	// The binary watches every namespace, as the installed one does, with
+	// only the install's RBAC.
 	bin := testutil.CapstanBinary(t)
-	p := testutil.Start(t, context.Background(), bin, "gateway", "--kubeconfig", kubeconfig, "--namespace", "default",
+	p := testutil.Start(t, context.Background(), bin, "gateway", "--kubeconfig", gatewayKubeconfig(t, te, c),
 		"--listen", "127.0.0.1:0", "--scrape-interval", "200ms")
 	l := p.WaitLine(t, "listening on http://", 30*time.Second)
 	binGW := &gw{name: "binary", url: strings.TrimSpace(l[strings.Index(l, "http://"):])}
