@@ -550,6 +550,15 @@ func TestGatewayInCluster(t *testing.T) {
 				return nil
 			})
 		}
+		resp, err := http.Post(a.url+"/endpoints/chat/invocations", "application/json", strings.NewReader(`{"prompt":"hello"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(sm), "Endpoint chat of account") {
+			t.Fatalf("SageMaker invocations of the deleted endpoint: %d %s", resp.StatusCode, sm)
+		}
 		// The other route stays.
 		if st, _, body := post(t, binGW.url+"/v1/chat/completions", sharedPrompt("kv", "after")); st != 200 {
 			t.Fatalf("kv after deleting chat: %d %s", st, body)
