@@ -41,6 +41,30 @@ func decodeIEC(t testing.TB, s string) *apiv1.InferenceEndpointConfig {
 	return o
 }
 
+func decodeJSM(t testing.TB, name, extra string) *apiv1.JumpStartModel {
+	t.Helper()
+	o := &apiv1.JumpStartModel{}
+	y := `apiVersion: inference.sagemaker.aws.amazon.com/v1
+kind: JumpStartModel
+metadata: {name: ` + name + `, namespace: default}
+spec:
+  model: {modelId: deepseek-llm-r1-distill-qwen-1-5b}
+  server: {instanceType: ml.g5.12xlarge}
+` + extra
+	if err := yaml.UnmarshalStrict([]byte(y), o); err != nil {
+		t.Fatalf("decode: %v\n%s", err, y)
+	}
+	return o
+}
+
+// withKind relabels a slice as the Service of an object of another kind.
+func withKind(s discoveryv1.EndpointSlice, kind string) discoveryv1.EndpointSlice {
+	for k, v := range operator.SelectorLabels(kind, s.Labels[operator.LabelName]) {
+		s.Labels[k] = v
+	}
+	return s
+}
+
 // slice is an EndpointSlice of the object's Service as the endpointslice
 // controller writes it (the Service's labels copied).
 func slice(obj, name string, ports map[string]int32, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
@@ -99,6 +123,13 @@ func TestRoutes(t *testing.T) {
 			want: map[string]gateway.VariantRoute{"same": {Name: VariantName, Weight: 1, RoutingStrategy: "LEAST_OUTSTANDING_REQUESTS", Backends: []gateway.Backend{
 				{ID: "default/e-p", Addr: "10.0.0.6:1"}}}},
 			conflicts: 1},
+		{name: "a JumpStartModel takes its SageMaker endpoint name and only its own kind's slices",
+			objs: []apiv1.Object{decodeJSM(t, "j", "  sageMakerEndpoint: {name: jay}\n  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n")},
+			slices: []discoveryv1.EndpointSlice{
+				withKind(slice("j", "j-1", map[string]int32{"http": 8080, operator.KVEventsPortName: 5557}, ep("10.0.1.1", "j-p", nil)), "JumpStartModel"),
+				slice("j", "j-iec", map[string]int32{"http": 8080}, ep("10.0.1.2", "j-iec-p", nil))},
+			want: map[string]gateway.VariantRoute{"jay": {Name: VariantName, Weight: 1, RoutingStrategy: "kvaware", Backends: []gateway.Backend{
+				{ID: "default/j-p", Addr: "10.0.1.1:8080", KVEventsEndpoint: "tcp://10.0.1.1:5557"}}}}},
 		{name: "an invalid object gets no route",
 			objs: []apiv1.Object{decodeIEC(t, strings.Replace(iecYAML("g", "  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n"), "v1/completions", "v1/chat/completions", 1))},
 			want: map[string]gateway.VariantRoute{}},
