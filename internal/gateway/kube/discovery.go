@@ -43,6 +43,7 @@ type Discovery struct {
 
 	mu      sync.Mutex
 	applied map[string]string // route name → JSON of the route last set
+	warned  map[string]bool   // conflicts already logged
 	synced  chan struct{}
 }
 
@@ -71,7 +72,7 @@ func New(cfg *rest.Config, r Router, o Options) (*Discovery, error) {
 		return nil, fmt.Errorf("gateway discovery: cache: %w", err)
 	}
 	return &Discovery{cache: c, router: r, log: o.Logger, kick: make(chan struct{}, 1),
-		applied: map[string]string{}, synced: make(chan struct{})}, nil
+		applied: map[string]string{}, warned: map[string]bool{}, synced: make(chan struct{})}, nil
 }
 
 // Synced is closed once the routes reflect the first complete listing.
@@ -151,11 +152,15 @@ func (d *Discovery) sync(ctx context.Context) error {
 		objs = append(objs, &jsms.Items[i])
 	}
 	routes, conflicts := Routes(objs, eps.Items)
-	for _, c := range conflicts {
-		d.log.Warn("gateway discovery: route name conflict; the first object keeps it", "conflict", c)
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := map[string]bool{}
+	for _, c := range conflicts {
+		if now[c] = true; !d.warned[c] {
+			d.log.Warn("gateway discovery: route name conflict; the first object keeps it", "conflict", c)
+		}
+	}
+	d.warned = now
 	for name, r := range routes {
 		b, err := json.Marshal(r)
 		if err != nil {
