@@ -11,5 +11,5 @@ import "embed"
 
 // Files are the kustomize base's files, by their path in it.
 //
-//go:embed kustomization.yaml namespace.yaml manager.yaml crds/*.yaml rbac/*.yaml webhook/*.yaml
+//go:embed kustomization.yaml namespace.yaml manager.yaml gateway.yaml crds/*.yaml rbac/*.yaml webhook/*.yaml
 var Files embed.FS

@@ -23,7 +23,8 @@ type InstallOptions struct {
 }
 
 // WriteInstall prints the install manifests (the kustomize base's
-// resources in its order: namespace, CRDs, RBAC, webhook, operator) as one
+// resources in its order: namespace, CRDs, RBAC, webhook, operator,
+// gateway) as one
 // multi-document YAML stream for kubectl apply -f -.
 func WriteInstall(w io.Writer, o InstallOptions) error {
 	k, err := fs.ReadFile(deploy.Files, "kustomization.yaml")
@@ -41,7 +42,7 @@ func WriteInstall(w io.Writer, o InstallOptions) error {
 		if err != nil {
 			return fmt.Errorf("operator: install manifest %s: %w", r, err)
 		}
-		if r == "manager.yaml" {
+		if r == "manager.yaml" || r == "gateway.yaml" {
 			b = setImages(b, o)
 		}
 		b = bytes.TrimPrefix(bytes.TrimSpace(b), []byte("---\n"))

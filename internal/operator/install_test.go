@@ -32,9 +32,13 @@ func TestInstall(t *testing.T) {
 		return out
 	}
 	got := kinds(b.String())
-	want := []string{"Namespace", "CustomResourceDefinition", "CustomResourceDefinition", "ClusterRole", "ServiceAccount", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "Deployment", "Service"}
+	want := []string{"Namespace", "CustomResourceDefinition", "CustomResourceDefinition", "ClusterRole", "ServiceAccount", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "Deployment", "Service",
+		"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("install prints %v, want %v", got, want)
+	}
+	if strings.Contains(b.String(), "image: "+operator.DefaultImage) {
+		t.Error("--image is not applied to every image (the gateway's too)")
 	}
 	if !strings.Contains(b.String(), "image: registry.example/capstan:v1") || !strings.Contains(b.String(), "--model-image=registry.example/capstan:v1") {
 		t.Error("--image is not applied to the operator and model images")
@@ -58,7 +62,9 @@ func TestInstallApplies(t *testing.T) {
 	for _, want := range []string{"namespace/capstan-system created", "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com created",
 		"jumpstartmodels.inference.sagemaker.aws.amazon.com created", "clusterrole.rbac.authorization.k8s.io/capstan-operator created",
 		"serviceaccount/capstan-operator created", "validatingwebhookconfiguration.admissionregistration.k8s.io/capstan-operator-validating created",
-		"deployment.apps/capstan-operator created", "service/capstan-operator-webhook created"} {
+		"deployment.apps/capstan-operator created", "service/capstan-operator-webhook created",
+		"serviceaccount/capstan-gateway created", "clusterrole.rbac.authorization.k8s.io/capstan-gateway created",
+		"deployment.apps/capstan-gateway created", "service/capstan-gateway created"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl apply -k deploy/operator: no %q in:\n%s", want, out)
 		}
