@@ -105,6 +105,7 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		if err := workerContainer(&c, &pod, s); err != nil {
 			return nil, err
 		}
+		configureEngine(&c, &pod, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.ModelName, instanceType: iecInstanceType(s)})
 		port = c.Ports[0]
 		if err := placeIEC(&pod, s); err != nil {
 			return nil, err
@@ -120,6 +121,7 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		if err := jumpStartContainer(&c, &pod, s, port, opts); err != nil {
 			return nil, err
 		}
+		configureEngine(&c, &pod, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.Model.ModelID, instanceType: s.Server.InstanceType})
 	default:
 		return nil, fmt.Errorf("operator: unknown manifest kind %T", obj)
 	}
