@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -66,7 +65,6 @@ func (g NodePoolGroup) capacityType() hyperpod.CapacityType {
 type (
 	k8sMeta struct {
 		Name        string            `json:"name"`
-		Labels      map[string]string `json:"labels,omitempty"`
 		Annotations map[string]string `json:"annotations,omitempty"`
 	}
 	nodeClassDoc struct {
@@ -193,12 +191,12 @@ func groupObjects(clusterName string, g NodePoolGroup, cat *catalog.Catalog) (*n
 		}
 	}
 	name := NodePoolName(clusterName, g.Name)
-	labels := map[string]string{LabelManagedBy: ManagedBy}
-
-	class := &nodeClassDoc{APIVersion: nodes.NodeClassAPIVersion, Kind: nodes.NodeClassKind, Metadata: k8sMeta{Name: name, Labels: maps.Clone(labels)}}
+	// No labels of our own on the objects: capstan's node API would warn
+	// that they have no effect.
+	class := &nodeClassDoc{APIVersion: nodes.NodeClassAPIVersion, Kind: nodes.NodeClassKind, Metadata: k8sMeta{Name: name}}
 	class.Spec.InstanceGroups = []string{g.Name}
 
-	pool := &nodePoolDoc{APIVersion: nodes.NodePoolAPIVersion, Kind: nodes.NodePoolKind, Metadata: k8sMeta{Name: name, Labels: maps.Clone(labels)}}
+	pool := &nodePoolDoc{APIVersion: nodes.NodePoolAPIVersion, Kind: nodes.NodePoolKind, Metadata: k8sMeta{Name: name}}
 	if clusterName != "" {
 		pool.Metadata.Annotations = map[string]string{nodes.ClusterAnnotation: clusterName}
 	}
