@@ -210,9 +210,11 @@ func servedName(c *corev1.Container, fallback string) string {
 	return fallback
 }
 
-// hasFlag reports whether args set flag, as `--flag value` or `--flag=value`.
+// hasFlag reports whether args set flag, as `--flag value`, `--flag=value`
+// or vLLM's negation `--no-flag` (which the mapping must not contradict).
 func hasFlag(args []string, flag string) bool {
-	return slices.ContainsFunc(args, func(a string) bool { return a == flag || strings.HasPrefix(a, flag+"=") })
+	neg := "--no-" + strings.TrimPrefix(flag, "--")
+	return slices.ContainsFunc(args, func(a string) bool { return a == flag || a == neg || strings.HasPrefix(a, flag+"=") })
 }
 
 // flagValue is flag's value in args ("" when unset).

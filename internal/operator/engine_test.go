@@ -117,6 +117,13 @@ func TestEngineMapping(t *testing.T) {
 			env: map[string]string{"LMCACHE_CHUNK_SIZE": "64", "LMCACHE_LOCAL_CPU": "True", "LMCACHE_MAX_LOCAL_CPU_SIZE": "1"},
 		},
 		{
+			name:   "vLLM, --no-enable-prefix-caching in the manifest is not contradicted",
+			yaml:   strings.Replace(vllmIEC, `"8000"]`, `"8000", --no-enable-prefix-caching]`, 1) + "  intelligentRoutingSpec: {enabled: true}\n",
+			added:  []string{`--kv-events-config={"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","topic":"kv@$(POD_IP)@llama"}`},
+			env:    map[string]string{"POD_IP": "fieldRef:status.podIP"},
+			kvPort: true,
+		},
+		{
 			name:  "sim, L1 from the memory request, redis L2",
 			yaml:  simIEC + "  kvCacheSpec: {enableL2Cache: true, l2CacheSpec: {l2CacheBackend: redis, l2CacheLocalUrl: \"redis://r:6379\"}}\n",
 			added: []string{"--cpu-cache-bytes=17179869184", "--shared-cache=redis://r:6379"},
