@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/operator"
 )
@@ -68,7 +69,39 @@ or 'kubectl apply -k deploy/operator'. See docs/operator.md.`,
 	f.StringVar(&o.Namespace, "namespace", "", "watch one namespace only (default: all)")
 	f.StringVar(&o.Build.ModelImage, "model-image", operator.DefaultImage, "image for JumpStartModel pods (runs 'capstan engine sim')")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
-	cmd.AddCommand(newOperatorInstallCommand())
+	cmd.AddCommand(newOperatorInstallCommand(), newOperatorNodePoolsCommand())
+	return cmd
+}
+
+func newOperatorNodePoolsCommand() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "nodepools --cluster-config FILE",
+		Short: "Print a Karpenter NodePool and HyperpodNodeClass per instance group, for kubectl apply -f -",
+		Long: `Print, for each instance group of a cluster config (a HyperPod cluster as CreateCluster takes it:
+name and groups, each group with name, instanceType, count, spot, plan/planArn, migLayout and an
+optional maxCount), a karpenter.sagemaker.amazonaws.com/v1 HyperpodNodeClass naming the group and
+a karpenter.sh/v1 NodePool on it: requirements on the instance type, capacity type
+(on-demand/spot/reserved) and group, limits on nodes, nvidia.com/gpu and MIG slices, and the
+nvidia.com/mig.config label of a MIG layout. 'capstan apply' and Karpenter take the output.
+See docs/operator.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return fmt.Errorf("--cluster-config is required")
+			}
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("--cluster-config: %w", err)
+			}
+			c, err := operator.ParseNodePoolCluster(b)
+			if err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+			return operator.WriteNodePools(cmd.OutOrStdout(), c, catalog.Default())
+		},
+	}
+	cmd.Flags().StringVar(&file, "cluster-config", "", "cluster config file, YAML or JSON")
 	return cmd
 }
 

@@ -37,12 +37,6 @@ const (
 	// JumpStartPort is where a JumpStartModel's server listens (HTTP and
 	// metrics, as the reference's default metrics port).
 	JumpStartPort = 8080
-	// KVEventsPortName and KVEventsPort: where a pod of a kvaware manifest
-	// publishes its KV cache events (vLLM's default ZMQ endpoint,
-	// tcp://*:5557); the gateway in the cluster finds the port by name in
-	// the Service's EndpointSlices and subscribes to every ready pod.
-	KVEventsPortName = "kv-events"
-	KVEventsPort     = 5557
 )
 
 // BuildOptions are the operator-wide inputs to what it builds.
@@ -99,19 +93,19 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		health   = manifest.DefaultHealthCheckPath
 		metrics  *manifest.Metrics
 		scaling  *manifest.AutoScalingSpec
-		routing  *manifest.IntelligentRoutingSpec
 	)
 	switch o := obj.(type) {
 	case *manifest.InferenceEndpointConfig:
 		s := &o.Spec
 		replicas, deadline = *s.Replicas, *s.MaxDeployTimeInSeconds
-		metrics, scaling, routing = s.Metrics, s.AutoScalingSpec, s.IntelligentRoutingSpec
+		metrics, scaling = s.Metrics, s.AutoScalingSpec
 		if s.LoadBalancer != nil && s.LoadBalancer.HealthCheckPath != "" {
 			health = s.LoadBalancer.HealthCheckPath
 		}
 		if err := workerContainer(&c, &pod, s); err != nil {
 			return nil, err
 		}
+		configureEngine(&c, &pod, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.ModelName, instanceType: iecInstanceType(s)})
 		port = c.Ports[0]
 		if err := placeIEC(&pod, s); err != nil {
 			return nil, err
@@ -119,7 +113,7 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 	case *manifest.JumpStartModel:
 		s := &o.Spec
 		replicas, deadline = *s.Replicas, *s.MaxDeployTimeInSeconds
-		metrics, scaling, routing = s.Metrics, s.AutoScalingSpec, s.IntelligentRoutingSpec
+		metrics, scaling = s.Metrics, s.AutoScalingSpec
 		if s.LoadBalancer != nil && s.LoadBalancer.HealthCheckPath != "" {
 			health = s.LoadBalancer.HealthCheckPath
 		}
@@ -127,6 +121,7 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		if err := jumpStartContainer(&c, &pod, s, port, opts); err != nil {
 			return nil, err
 		}
+		configureEngine(&c, &pod, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.Model.ModelID, instanceType: s.Server.InstanceType})
 	default:
 		return nil, fmt.Errorf("operator: unknown manifest kind %T", obj)
 	}
@@ -143,14 +138,10 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: mp, Protocol: corev1.ProtocolTCP})
 		svcPorts = append(svcPorts, corev1.ServicePort{Name: "metrics", Port: mp, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP})
 	}
-	if routing != nil && routing.Enabled != nil && *routing.Enabled && routing.RoutingStrategy == manifest.RoutingKVAware {
-		// kvaware routing follows the pods' KV events: a JumpStartModel's
-		// engine is told to publish them; an InferenceEndpointConfig's
-		// server is expected to publish on vLLM's default port.
-		if obj.GetKind() == manifest.KindJumpStartModel {
-			c.Args = append(c.Args, "--kv-events=tcp://*:"+strconv.Itoa(KVEventsPort))
-		}
-		c.Ports = append(c.Ports, corev1.ContainerPort{Name: KVEventsPortName, ContainerPort: KVEventsPort, Protocol: corev1.ProtocolTCP})
+	if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == KVEventsPortName }) {
+		// The engine publishes KV events (configureEngine told it to): the
+		// gateway in the cluster finds the port by name in the Service's
+		// EndpointSlices and subscribes to every ready pod.
 		svcPorts = append(svcPorts, corev1.ServicePort{Name: KVEventsPortName, Port: KVEventsPort, TargetPort: intstr.FromString(KVEventsPortName), Protocol: corev1.ProtocolTCP})
 	}
 	if wantsGPU(c.Resources) {

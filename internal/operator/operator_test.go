@@ -115,6 +115,33 @@ func TestOperator(t *testing.T) {
 		assertOwned(t, hpa.OwnerReferences, "InferenceEndpointConfig", "demo")
 	})
 
+	t.Run("kvCacheSpec and intelligentRoutingSpec become vLLM flags and LMCache env", func(t *testing.T) {
+		e.mustKubectl(t, "apply", "-f", iecDemoExample)
+		d := &appsv1.Deployment{}
+		eventually(t, "Deployment demo", func() error {
+			return e.client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "demo"}, d)
+		})
+		c := d.Spec.Template.Spec.Containers[0]
+		args := strings.Join(c.Args, " ")
+		for _, want := range []string{`--kv-transfer-config={"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`, "--enable-prefix-caching"} {
+			if !strings.Contains(args, want) {
+				t.Errorf("args %q lack %s", args, want)
+			}
+		}
+		// The example routes prefixaware: the router hashes prompts, so no
+		// engine publishes KV events.
+		if strings.Contains(args, "--kv-events-config") {
+			t.Errorf("args %q publish KV events for a prefixaware router", args)
+		}
+		env := map[string]string{}
+		for _, ev := range c.Env {
+			env[ev.Name] = ev.Value
+		}
+		if env["LMCACHE_REMOTE_URL"] != "redis://127.0.0.1:6379" || env["LMCACHE_LOCAL_CPU"] != "True" {
+			t.Errorf("env = %v, want LMCache's remote URL and CPU tier", env)
+		}
+	})
+
 	t.Run("a replica change scales the Deployment", func(t *testing.T) {
 		e.mustKubectl(t, "scale", "inferenceendpointconfig/qwen-mig", "--replicas=3")
 		eventually(t, "Deployment qwen-mig at 3 replicas", func() error {
