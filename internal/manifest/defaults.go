@@ -165,3 +165,35 @@ func (a *AutoScalingSpec) Default(name string) {
 		prom(&a.PrometheusTriggerList[i], "-"+strconv.Itoa(i))
 	}
 }
+
+// CloudWatchTriggers are the CloudWatch triggers in force: the list when it
+// has any, else the single trigger (the reference's rule). Safe on nil.
+func (a *AutoScalingSpec) CloudWatchTriggers() []CloudWatchTrigger {
+	switch {
+	case a == nil:
+		return nil
+	case len(a.CloudWatchTriggerList) > 0 || a.CloudWatchTrigger == nil:
+		return a.CloudWatchTriggerList
+	}
+	return []CloudWatchTrigger{*a.CloudWatchTrigger}
+}
+
+// PrometheusTriggers are the Prometheus triggers in force, by the same rule.
+func (a *AutoScalingSpec) PrometheusTriggers() []PrometheusTrigger {
+	switch {
+	case a == nil:
+		return nil
+	case len(a.PrometheusTriggerList) > 0 || a.PrometheusTrigger == nil:
+		return a.PrometheusTriggerList
+	}
+	return []PrometheusTrigger{*a.PrometheusTrigger}
+}
+
+// TriggerName is a trigger's name, or the one Default gives a list entry
+// left unnamed (kind "cloudwatch" or "prometheus", i its index).
+func TriggerName(given, deployment, kind string, i int) string {
+	if given != "" {
+		return given
+	}
+	return deployment + "-scaled-object-" + kind + "-trigger-" + strconv.Itoa(i)
+}

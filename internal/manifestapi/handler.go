@@ -126,66 +126,37 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		}
 		return groupList(), http.StatusOK, nil
 	}
-	rest, ok := strings.CutPrefix(p, BasePath)
-	if !ok || (rest != "" && rest[0] != '/') {
-		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", p)
-	}
-	rest = strings.Trim(rest, "/")
-	var seg []string
-	if rest != "" {
-		seg = strings.Split(rest, "/")
+	t, err := parseTarget(p, BasePath, resource)
+	if err != nil {
+		return nil, 0, err
 	}
 	switch {
-	case len(seg) == 0:
-		if err := allow(r, http.MethodGet); err != nil {
-			return nil, 0, err
-		}
-		return resourceList(), http.StatusOK, nil
-	case len(seg) == 1 && seg[0] == "apply":
+	case t.apply:
 		if err := allow(r, http.MethodPost); err != nil {
 			return nil, 0, err
 		}
 		return h.applyMany(r)
-	case len(seg) == 1:
-		res, err := resource(seg[0])
-		if err != nil {
-			return nil, 0, err
-		}
+	case t.res == nil:
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
-		return h.list(ctx, res, "")
-	case len(seg) >= 3 && len(seg) <= 5 && seg[0] == "namespaces":
-	default:
-		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", p)
-	}
-	ns := seg[1]
-	if err := checkLabel("namespace", ns); err != nil {
-		return nil, 0, err
-	}
-	res, err := resource(seg[2])
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(seg) == 3 {
+		return resourceList(), http.StatusOK, nil
+	case t.name == "":
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
-		return h.list(ctx, res, ns)
+		return h.list(ctx, *t.res, t.ns)
 	}
-	name := seg[3]
-	if err := checkLabel("name", name); err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	if len(seg) == 5 {
+	res, ns, name := *t.res, t.ns, t.name
+	if t.sub != "" {
 		kvs, kvOK := h.store.(KVCacheStore)
-		if seg[4] != "events" && (seg[4] != "kvcache" || !kvOK) {
+		if t.sub != "events" && (t.sub != "kvcache" || !kvOK) {
 			return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", p)
 		}
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
-		if seg[4] == "kvcache" {
+		if t.sub == "kvcache" {
 			return kvCache(ctx, kvs, res, ns, name)
 		}
 		return h.events(ctx, res, ns, name)

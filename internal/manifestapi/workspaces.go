@@ -96,17 +96,17 @@ func workspaceResource(plural string) (Resource, error) {
 
 func (h *WorkspaceHandler) route(r *http.Request) (any, int, error) {
 	ctx := r.Context()
-	rest, ok := strings.CutPrefix(r.URL.Path, WorkspaceBasePath)
-	if !ok || (rest != "" && rest[0] != '/') {
-		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
-	}
-	rest = strings.Trim(rest, "/")
-	var seg []string
-	if rest != "" {
-		seg = strings.Split(rest, "/")
+	t, err := parseTarget(r.URL.Path, WorkspaceBasePath, workspaceResource)
+	if err != nil {
+		return nil, 0, err
 	}
 	switch {
-	case len(seg) == 0:
+	case t.apply:
+		if err := allow(r, http.MethodPost); err != nil {
+			return nil, 0, err
+		}
+		return h.applyMany(r)
+	case t.res == nil:
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
@@ -116,44 +116,15 @@ func (h *WorkspaceHandler) route(r *http.Request) (any, int, error) {
 				Kind: res.Kind, Verbs: []string{"delete", "get", "list", "update"}, ShortNames: res.ShortNames})
 		}
 		return l, http.StatusOK, nil
-	case len(seg) == 1 && seg[0] == "apply":
-		if err := allow(r, http.MethodPost); err != nil {
-			return nil, 0, err
-		}
-		return h.applyMany(r)
-	case len(seg) == 1:
-		res, err := workspaceResource(seg[0])
-		if err != nil {
-			return nil, 0, err
-		}
+	case t.name == "":
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
-		return h.list(ctx, res, "")
-	case len(seg) >= 3 && len(seg) <= 5 && seg[0] == "namespaces":
-	default:
-		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
+		return h.list(ctx, *t.res, t.ns)
 	}
-	ns := seg[1]
-	if err := checkLabel("namespace", ns); err != nil {
-		return nil, 0, err
-	}
-	res, err := workspaceResource(seg[2])
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(seg) == 3 {
-		if err := allow(r, http.MethodGet); err != nil {
-			return nil, 0, err
-		}
-		return h.list(ctx, res, ns)
-	}
-	name := seg[3]
-	if err := checkLabel("name", name); err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	if len(seg) == 5 {
-		if seg[4] != "events" {
+	res, ns, name := *t.res, t.ns, t.name
+	if t.sub != "" {
+		if t.sub != "events" {
 			return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
 		}
 		if err := allow(r, http.MethodGet); err != nil {

@@ -419,27 +419,11 @@ func hpaMetrics(name string, a *manifest.AutoScalingSpec) ([]autoscalingv2.Metri
 		target           *float64
 	}
 	var ts []trig
-	cw := a.CloudWatchTriggerList
-	if len(cw) == 0 && a.CloudWatchTrigger != nil {
-		cw = []manifest.CloudWatchTrigger{*a.CloudWatchTrigger}
+	for i, t := range a.CloudWatchTriggers() {
+		ts = append(ts, trig{manifest.TriggerName(t.Name, name, "cloudwatch", i), t.MetricType, t.TargetValue})
 	}
-	for i, t := range cw {
-		n := t.Name
-		if n == "" {
-			n = fmt.Sprintf("%s-scaled-object-cloudwatch-trigger-%d", name, i)
-		}
-		ts = append(ts, trig{n, t.MetricType, t.TargetValue})
-	}
-	pm := a.PrometheusTriggerList
-	if len(pm) == 0 && a.PrometheusTrigger != nil {
-		pm = []manifest.PrometheusTrigger{*a.PrometheusTrigger}
-	}
-	for i, t := range pm {
-		n := t.Name
-		if n == "" {
-			n = fmt.Sprintf("%s-scaled-object-prometheus-trigger-%d", name, i)
-		}
-		ts = append(ts, trig{n, t.MetricType, t.TargetValue})
+	for i, t := range a.PrometheusTriggers() {
+		ts = append(ts, trig{manifest.TriggerName(t.Name, name, "prometheus", i), t.MetricType, t.TargetValue})
 	}
 	var out []autoscalingv2.MetricSpec
 	for _, t := range ts {

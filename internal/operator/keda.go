@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -90,15 +89,8 @@ func boolOr(b *bool, def bool) bool {
 // scalers (the list wins over the single trigger, as in the reference).
 func kedaTriggers(name string, a *manifest.AutoScalingSpec) []any {
 	var out []any
-	cw := a.CloudWatchTriggerList
-	if len(cw) == 0 && a.CloudWatchTrigger != nil {
-		cw = []manifest.CloudWatchTrigger{*a.CloudWatchTrigger}
-	}
-	for i, t := range cw {
-		n := t.Name
-		if n == "" {
-			n = fmt.Sprintf("%s-scaled-object-cloudwatch-trigger-%d", name, i)
-		}
+	for i, t := range a.CloudWatchTriggers() {
+		n := manifest.TriggerName(t.Name, name, "cloudwatch", i)
 		md := map[string]any{
 			"namespace":                   t.Namespace,
 			"metricName":                  t.MetricName,
@@ -121,15 +113,8 @@ func kedaTriggers(name string, a *manifest.AutoScalingSpec) []any {
 			"useCachedMetrics": boolOr(t.UseCachedMetrics, true), "metadata": md,
 		})
 	}
-	pm := a.PrometheusTriggerList
-	if len(pm) == 0 && a.PrometheusTrigger != nil {
-		pm = []manifest.PrometheusTrigger{*a.PrometheusTrigger}
-	}
-	for i, t := range pm {
-		n := t.Name
-		if n == "" {
-			n = fmt.Sprintf("%s-scaled-object-prometheus-trigger-%d", name, i)
-		}
+	for i, t := range a.PrometheusTriggers() {
+		n := manifest.TriggerName(t.Name, name, "prometheus", i)
 		md := map[string]any{
 			"serverAddress":       t.ServerAddress,
 			"query":               t.Query,
