@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/gateway/kube"
 	"github.com/capstan-dev/capstan/internal/gateway/openai"
 )
@@ -23,6 +24,8 @@ import (
 func newGatewayCommand(_ *globalOptions) *cobra.Command {
 	var o openai.StandaloneOptions
 	var logLevel, kubeconfig, namespace string
+	var holdTimeout time.Duration
+	var maxHeld int
 	cmd := &cobra.Command{
 		Use:    "gateway",
 		Short:  "Run the inference gateway alone in front of fixed backends (benchmarks)",
@@ -37,7 +40,10 @@ of their Services (--kubeconfig, else $KUBECONFIG, in-cluster, ~/.kube/config;
 --namespace limits the watch) and serves one route per deployment over its
 ready pods, with the manifest's routing strategy, on the OpenAI API and the
 SageMaker runtime API (/endpoints/NAME/invocations), plus /metrics, /healthz
-and /readyz (ready once the routes are synced).
+and /readyz (ready once the routes are synced). A request to a deployment with
+no ready pod is held (up to --max-held per deployment, for --hold-timeout)
+while the gateway sets the object's replicas from 0 to its minimum (at least
+1) through its scale subresource; it goes on once a pod is ready.
 Prints "listening on http://HOST:PORT" on stdout once bound.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,10 +53,13 @@ Prints "listening on http://HOST:PORT" on stdout once bound.`,
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			if len(o.Backends) > 0 {
-				if kubeconfig != "" || namespace != "" {
-					return errors.New("--backend and --kubeconfig/--namespace are exclusive: fixed backends or the cluster's")
+				if kubeconfig != "" || namespace != "" || cmd.Flags().Changed("hold-timeout") || cmd.Flags().Changed("max-held") {
+					return errors.New("--backend and --kubeconfig/--namespace/--hold-timeout/--max-held are exclusive: fixed backends or the cluster's")
 				}
 				return openai.ServeStandalone(cmd.Context(), o, cmd.OutOrStdout(), log)
+			}
+			if holdTimeout <= 0 || maxHeld <= 0 {
+				return errors.New("--hold-timeout and --max-held must be positive")
 			}
 			cfg, err := ctrl.GetConfig()
 			if kubeconfig != "" {
@@ -59,7 +68,8 @@ Prints "listening on http://HOST:PORT" on stdout once bound.`,
 			if err != nil {
 				return fmt.Errorf("kubeconfig (no --backend: the gateway discovers the cluster's deployments): %w", err)
 			}
-			srv, err := kube.NewServer(cfg, kube.ServerOptions{Namespace: namespace, ScrapeInterval: o.ScrapeInterval, Logger: log})
+			srv, err := kube.NewServer(cfg, kube.ServerOptions{Namespace: namespace, ScrapeInterval: o.ScrapeInterval,
+				HoldTimeout: holdTimeout, MaxHeld: maxHeld, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -84,6 +94,8 @@ Prints "listening on http://HOST:PORT" on stdout once bound.`,
 	f.IntVar(&o.MaxQueue, "max-queue", 0, "requests waiting beyond --max-concurrency before 429")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "without --backend: kubeconfig of the cluster (default: $KUBECONFIG, in-cluster, then ~/.kube/config)")
 	f.StringVar(&namespace, "namespace", "", "without --backend: watch only this namespace (default: all)")
+	f.DurationVar(&holdTimeout, "hold-timeout", gateway.DefaultHoldTimeout, "without --backend: how long a request to a deployment with no ready pod waits for one")
+	f.IntVar(&maxHeld, "max-held", gateway.DefaultMaxHeld, "without --backend: requests held per deployment with no ready pod (beyond: 503)")
 	f.StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
 	return cmd
 }

@@ -2,10 +2,13 @@ package operator_test
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/capstan-dev/capstan/internal/operator"
@@ -36,6 +39,23 @@ func TestInstall(t *testing.T) {
 		"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("install prints %v, want %v", got, want)
+	}
+	// The gateway reads, and writes only the CRDs' scale subresource (it
+	// scales deployments from zero).
+	var writes []string
+	for doc := range strings.SplitSeq(b.String(), "\n---\n") {
+		var r rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &r); err != nil || r.Kind != "ClusterRole" || r.Name != "capstan-gateway" {
+			continue
+		}
+		for _, rule := range r.Rules {
+			if !slices.Equal(rule.Verbs, []string{"get", "list", "watch"}) {
+				writes = append(writes, fmt.Sprintf("%v on %v", rule.Verbs, rule.Resources))
+			}
+		}
+	}
+	if want := "[get update patch] on [inferenceendpointconfigs/scale jumpstartmodels/scale]"; strings.Join(writes, "; ") != want {
+		t.Errorf("the gateway's ClusterRole grants %q beyond reads, want %q", writes, want)
 	}
 	if strings.Contains(b.String(), "image: "+operator.DefaultImage) {
 		t.Error("--image is not applied to every image (the gateway's too)")

@@ -260,12 +260,16 @@ spec:
     resources: {requests: {cpu: "6", memory: 30Gi, nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}
 `
 
-func createIEC(t *testing.T, c client.Client, name, endpoint, strategy string) *apiv1.InferenceEndpointConfig {
+// createIEC creates the template's InferenceEndpointConfig, changed by set.
+func createIEC(t *testing.T, c client.Client, name, endpoint, strategy string, set ...func(*apiv1.InferenceEndpointConfig)) *apiv1.InferenceEndpointConfig {
 	t.Helper()
 	o := &apiv1.InferenceEndpointConfig{}
 	y := strings.NewReplacer("NAME", name, "ENDPOINT", endpoint, "STRATEGY", strategy).Replace(iecTemplate)
 	if err := yaml.UnmarshalStrict([]byte(y), o); err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range set {
+		f(o)
 	}
 	if err := c.Create(context.Background(), o); err != nil {
 		t.Fatalf("create %s: %v", name, err)
@@ -304,6 +308,29 @@ func startInProcess(t *testing.T, cfg *rest.Config, name string) *gw {
 		t.Fatalf("gateway %s never synced", name)
 	}
 	return &gw{name: name, url: hs.URL, srv: s}
+}
+
+// startBinary runs `capstan gateway --kubeconfig kubeconfig` with extra
+// flags, watching every namespace as the installed one does, and waits
+// until it is ready.
+func startBinary(t *testing.T, kubeconfig string, extra ...string) *gw {
+	t.Helper()
+	args := append([]string{"gateway", "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0", "--scrape-interval", "200ms"}, extra...)
+	p := testutil.Start(t, context.Background(), testutil.CapstanBinary(t), args...)
+	l := p.WaitLine(t, "listening on http://", 30*time.Second)
+	g := &gw{name: "binary", url: strings.TrimSpace(l[strings.Index(l, "http://"):])}
+	eventually(t, "capstan gateway ready", func() error {
+		resp, err := http.Get(g.url + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
+	return g
 }
 
 type testWriter struct{ t testing.TB }
@@ -389,22 +416,7 @@ func TestGatewayInCluster(t *testing.T) {
 
 	// The binary watches every namespace, as the installed one does, with
 	// only the install's RBAC.
-	bin := testutil.CapstanBinary(t)
-	p := testutil.Start(t, context.Background(), bin, "gateway", "--kubeconfig", gatewayKubeconfig(t, te, c),
-		"--listen", "127.0.0.1:0", "--scrape-interval", "200ms")
-	l := p.WaitLine(t, "listening on http://", 30*time.Second)
-	binGW := &gw{name: "binary", url: strings.TrimSpace(l[strings.Index(l, "http://"):])}
-	eventually(t, "capstan gateway ready", func() error {
-		resp, err := http.Get(binGW.url + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
-	})
+	binGW := startBinary(t, gatewayKubeconfig(t, te, c))
 
 	t.Run("two gateways route alike with no shared state", func(t *testing.T) {
 		var seqs [2][]string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,6 +32,11 @@ type Options struct {
 	// Namespace limits the watch to one namespace ("" watches all).
 	Namespace string
 	Logger    *slog.Logger
+	// HoldTimeout and MaxHeld bound the requests held for a route with no
+	// ready replica while it is activated (defaults
+	// gateway.DefaultHoldTimeout and gateway.DefaultMaxHeld).
+	HoldTimeout time.Duration
+	MaxHeld     int
 }
 
 // Discovery watches the operator's objects and their EndpointSlices and
@@ -40,10 +46,13 @@ type Discovery struct {
 	router Router
 	log    *slog.Logger
 	kick   chan struct{}
+	act    *activator
+	opts   Options
 
 	mu      sync.Mutex
-	applied map[string]string // route name → JSON of the route last set
-	warned  map[string]bool   // conflicts already logged
+	applied map[string]string      // route name → JSON of the route last set
+	warned  map[string]bool        // conflicts already logged
+	targets map[string]scaleTarget // route name → what activating it scales
 	synced  chan struct{}
 }
 
@@ -71,8 +80,24 @@ func New(cfg *rest.Config, r Router, o Options) (*Discovery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway discovery: cache: %w", err)
 	}
-	return &Discovery{cache: c, router: r, log: o.Logger, kick: make(chan struct{}, 1),
-		applied: map[string]string{}, warned: map[string]bool{}, synced: make(chan struct{})}, nil
+	// Activation reads and writes the scale subresource directly: the
+	// cache holds no subresources, and a stale read could lower a count.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("gateway discovery: client: %w", err)
+	}
+	d := &Discovery{cache: c, router: r, log: o.Logger, kick: make(chan struct{}, 1), opts: o,
+		applied: map[string]string{}, warned: map[string]bool{}, targets: map[string]scaleTarget{}, synced: make(chan struct{})}
+	d.act = &activator{c: direct, targets: d.target, log: o.Logger, inFlight: map[string]bool{}}
+	return d, nil
+}
+
+// target is the scale target of the object holding route.
+func (d *Discovery) target(route string) (scaleTarget, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.targets[route]
+	return t, ok
 }
 
 // Synced is closed once the routes reflect the first complete listing.
@@ -152,8 +177,13 @@ func (d *Discovery) sync(ctx context.Context) error {
 		objs = append(objs, &jsms.Items[i])
 	}
 	routes, conflicts := Routes(objs, eps.Items)
+	owners, _ := Owners(objs)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.targets = make(map[string]scaleTarget, len(owners))
+	for name, o := range owners {
+		d.targets[name] = targetOf(o)
+	}
 	now := map[string]bool{}
 	for _, c := range conflicts {
 		if now[c] = true; !d.warned[c] {
@@ -162,6 +192,9 @@ func (d *Discovery) sync(ctx context.Context) error {
 	}
 	d.warned = now
 	for name, r := range routes {
+		// A request to a route with no ready replica is held while the
+		// deployment is activated (scaled from zero, or its pods start).
+		r.Activator, r.HoldTimeout, r.MaxHeld = d.act, d.opts.HoldTimeout, d.opts.MaxHeld
 		b, err := json.Marshal(r)
 		if err != nil {
 			return err

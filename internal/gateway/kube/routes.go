@@ -25,11 +25,26 @@ const VariantName = "AllTraffic"
 // when two objects claim one route name the first in namespace/name order
 // keeps it and the other is reported in conflicts.
 func Routes(objs []apiv1.Object, eps []discoveryv1.EndpointSlice) (routes map[string]gateway.Route, conflicts []string) {
+	owners, conflicts := Owners(objs)
+	routes = map[string]gateway.Route{}
+	for name, o := range owners {
+		m := o.ToManifest()
+		m.Default()
+		routes[name] = route(m, name, slicesOf(eps, o.GetNamespace(), operator.SelectorLabels(kindOf(o), o.GetName())))
+	}
+	return routes, conflicts
+}
+
+// Owners maps each route name to the object that holds it, under Routes'
+// rules (objects being deleted or failing validation hold none; of two
+// claiming one name the first in namespace/name order keeps it, and the
+// other is reported in conflicts).
+func Owners(objs []apiv1.Object) (owners map[string]apiv1.Object, conflicts []string) {
 	objs = slices.Clone(objs)
 	slices.SortFunc(objs, func(a, b apiv1.Object) int {
 		return strings.Compare(a.GetNamespace()+"/"+a.GetName()+"/"+kindOf(a), b.GetNamespace()+"/"+b.GetName()+"/"+kindOf(b))
 	})
-	routes = map[string]gateway.Route{}
+	owners = map[string]apiv1.Object{}
 	for _, o := range objs {
 		if !o.GetDeletionTimestamp().IsZero() {
 			continue
@@ -40,13 +55,13 @@ func Routes(objs []apiv1.Object, eps []discoveryv1.EndpointSlice) (routes map[st
 			continue
 		}
 		name := RouteName(m)
-		if _, taken := routes[name]; taken {
+		if _, taken := owners[name]; taken {
 			conflicts = append(conflicts, fmt.Sprintf("%s %s/%s: route %q is taken", m.GetKind(), o.GetNamespace(), o.GetName(), name))
 			continue
 		}
-		routes[name] = route(m, name, slicesOf(eps, o.GetNamespace(), operator.SelectorLabels(m.GetKind(), o.GetName())))
+		owners[name] = o
 	}
-	return routes, conflicts
+	return owners, conflicts
 }
 
 func kindOf(o apiv1.Object) string { return o.ToManifest().GetKind() }

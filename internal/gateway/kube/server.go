@@ -25,7 +25,13 @@ type ServerOptions struct {
 	// ScrapeInterval is how often the gateway reads the pods' /metrics and
 	// /health (default 1s).
 	ScrapeInterval time.Duration
-	Logger         *slog.Logger
+	// HoldTimeout is how long a request to a deployment with no ready
+	// replica waits for one while the gateway activates it (default
+	// gateway.DefaultHoldTimeout); MaxHeld bounds the waiting requests per
+	// deployment (default gateway.DefaultMaxHeld).
+	HoldTimeout time.Duration
+	MaxHeld     int
+	Logger      *slog.Logger
 }
 
 // Server is the gateway in the cluster: the OpenAI API (/v1/...), the
@@ -45,7 +51,7 @@ func NewServer(cfg *rest.Config, o ServerOptions) (*Server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gw := gateway.New(gateway.Options{Logger: o.Logger, Registerer: reg, ScrapeInterval: o.ScrapeInterval})
-	d, err := New(cfg, gw, Options{Namespace: o.Namespace, Logger: o.Logger})
+	d, err := New(cfg, gw, Options{Namespace: o.Namespace, Logger: o.Logger, HoldTimeout: o.HoldTimeout, MaxHeld: o.MaxHeld})
 	if err != nil {
 		return nil, err
 	}
