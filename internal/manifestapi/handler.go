@@ -329,6 +329,24 @@ func (h *Handler) checkUpdates(ctx context.Context, docs []Document, objs []mani
 	return errors.Join(errs...)
 }
 
+// putMatchesURL refuses a PUT body that is not exactly one object of the
+// URL's kind, name and namespace (first reads the one object).
+func putMatchesURL(n int, applyPath string, res Resource, ns, name string, first func() (string, *manifest.ObjectMeta)) error {
+	if n != 1 {
+		return fail(errBadRequest, "PUT takes exactly one manifest, got %d; POST %s takes several", n, applyPath)
+	}
+	kind, m := first()
+	switch {
+	case kind != res.Kind:
+		return fail(errBadRequest, "the body is a %s but the URL is for %s", kind, res.Plural)
+	case m.Name != name:
+		return fail(errBadRequest, "the name of the object (%s) does not match the name on the URL (%s)", m.Name, name)
+	case m.Namespace != ns:
+		return fail(errBadRequest, "the namespace of the object (%s) does not match the namespace on the URL (%s)", m.Namespace, ns)
+	}
+	return nil
+}
+
 func (h *Handler) put(r *http.Request, res Resource, ns, name string) (any, int, error) {
 	ctx := r.Context()
 	body, err := h.readBody(r)
@@ -339,21 +357,12 @@ func (h *Handler) put(r *http.Request, res Resource, ns, name string) (any, int,
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	if len(objs) != 1 {
-		return nil, 0, withObject(res.Kind, name, fail(errBadRequest, "PUT takes exactly one manifest, got %d; POST %s takes several", len(objs), ApplyPath))
-	}
-	o, m := objs[0], objs[0].GetMeta()
-	switch {
-	case o.GetKind() != res.Kind:
-		err = fail(errBadRequest, "the body is a %s but the URL is for %s", o.GetKind(), res.Plural)
-	case m.Name != name:
-		err = fail(errBadRequest, "the name of the object (%s) does not match the name on the URL (%s)", m.Name, name)
-	case m.Namespace != ns:
-		err = fail(errBadRequest, "the namespace of the object (%s) does not match the namespace on the URL (%s)", m.Namespace, ns)
-	}
-	if err != nil {
+	if err := putMatchesURL(len(objs), ApplyPath, res, ns, name, func() (string, *manifest.ObjectMeta) {
+		return objs[0].GetKind(), objs[0].GetMeta()
+	}); err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
+	o := objs[0]
 	docs := SplitDocuments(body)
 	if err := h.checkUpdates(ctx, docs, objs); err != nil {
 		return nil, 0, withObject(res.Kind, name, err)

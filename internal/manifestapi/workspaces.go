@@ -240,22 +240,12 @@ func (h *WorkspaceHandler) put(r *http.Request, res Resource, ns, name string) (
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	if len(objs) != 1 {
-		return nil, 0, withObject(res.Kind, name, fail(errBadRequest, "PUT takes exactly one manifest, got %d; POST %s takes several", len(objs), WorkspaceApplyPath))
-	}
-	o, m := objs[0], objs[0].GetMeta()
-	switch {
-	case o.GetKind() != res.Kind:
-		err = fail(errBadRequest, "the body is a %s but the URL is for %s", o.GetKind(), res.Plural)
-	case m.Name != name:
-		err = fail(errBadRequest, "the name of the object (%s) does not match the name on the URL (%s)", m.Name, name)
-	case m.Namespace != ns:
-		err = fail(errBadRequest, "the namespace of the object (%s) does not match the namespace on the URL (%s)", m.Namespace, ns)
-	}
-	if err != nil {
+	if err := putMatchesURL(len(objs), WorkspaceApplyPath, res, ns, name, func() (string, *manifest.ObjectMeta) {
+		return objs[0].GetKind(), objs[0].GetMeta()
+	}); err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	ar, err := h.store.Apply(r.Context(), o)
+	ar, err := h.store.Apply(r.Context(), objs[0])
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
