@@ -25,14 +25,23 @@ func NewBrowser(t testing.TB, width, height int) context.Context {
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(width, height),
 	}
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelB := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() { cancelB(); cancelA() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+	// Headless Chromium now and then crashes while it starts on a loaded
+	// machine ("chrome failed to start"); a second start works.
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		// A fresh profile each time: a crashed start leaves its lock behind.
+		actx, cancelA := chromedp.NewExecAllocator(context.Background(), append(opts, chromedp.UserDataDir(t.TempDir()))...)
+		ctx, cancelB := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+		if err = chromedp.Do(ctx); err == nil {
+			t.Cleanup(func() { cancelB(); cancelA() })
+			return ctx
+		}
+		cancelB()
+		cancelA()
+		t.Logf("start chromium (attempt %d): %v", attempt, err)
 	}
-	return ctx
+	t.Fatalf("start chromium: %v", err)
+	return nil
 }
