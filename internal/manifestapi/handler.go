@@ -140,7 +140,7 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
-		return resourceList(), http.StatusOK, nil
+		return resourceList(manifest.APIVersion, Resources), http.StatusOK, nil
 	case t.name == "":
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err

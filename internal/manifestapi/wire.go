@@ -57,9 +57,10 @@ type APIResourceList struct {
 	Resources    []APIResource `json:"resources"`
 }
 
-func resourceList() *APIResourceList {
-	l := &APIResourceList{Kind: "APIResourceList", APIVersion: "v1", GroupVersion: manifest.APIVersion}
-	for _, r := range Resources {
+// resourceList is the discovery document of one API group's resources.
+func resourceList(groupVersion string, resources []Resource) *APIResourceList {
+	l := &APIResourceList{Kind: "APIResourceList", APIVersion: "v1", GroupVersion: groupVersion}
+	for _, r := range resources {
 		l.Resources = append(l.Resources, APIResource{Name: r.Plural, SingularName: r.Singular, Namespaced: true,
 			Kind: r.Kind, Verbs: []string{"delete", "get", "list", "update"}, ShortNames: r.ShortNames})
 	}

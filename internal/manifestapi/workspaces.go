@@ -110,12 +110,7 @@ func (h *WorkspaceHandler) route(r *http.Request) (any, int, error) {
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
-		l := &APIResourceList{Kind: "APIResourceList", APIVersion: "v1", GroupVersion: workspace.APIVersion}
-		for _, res := range WorkspaceResources {
-			l.Resources = append(l.Resources, APIResource{Name: res.Plural, SingularName: res.Singular, Namespaced: true,
-				Kind: res.Kind, Verbs: []string{"delete", "get", "list", "update"}, ShortNames: res.ShortNames})
-		}
-		return l, http.StatusOK, nil
+		return resourceList(workspace.APIVersion, WorkspaceResources), http.StatusOK, nil
 	case t.name == "":
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
