@@ -200,9 +200,10 @@ func (s *Service) reconcile(ctx context.Context, k string) error {
 		return nil
 	}
 	var r workspace.Resolved
+	co := s.offersOf(ctx, w)
 	if err := s.o.Store.View(func(tx *store.Tx) error {
 		var err error
-		r, _, err = s.check(ctx, tx, w)
+		r, err = s.check(tx, w, co)
 		return err
 	}); err != nil {
 		if len(manifest.FieldErrors(err)) == 0 {

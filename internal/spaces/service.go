@@ -268,30 +268,41 @@ func template(tx *store.Tx, w *workspace.Workspace, pending ...*workspace.Worksp
 	return nil, manifest.ErrorList{{Path: "spec.templateRef.name", Message: fmt.Sprintf("WorkspaceTemplate %q not found in namespace %s", ref.Name, strings.Join(nss, " or "))}}
 }
 
-// check resolves w against its template and its cluster: what Apply
-// refuses before anything is stored.
-func (s *Service) check(ctx context.Context, tx *store.Tx, w *workspace.Workspace) (workspace.Resolved, *workspace.WorkspaceTemplate, error) {
-	return s.checkWith(ctx, tx, w, nil)
+// clusterOffers is what a workspace's cluster offers, read before any store
+// transaction opens: the cluster service reads the store itself, and a read
+// transaction nested in another deadlocks bbolt when a commit between them
+// must grow the file.
+type clusterOffers struct {
+	name   string
+	offers []Offer
+	err    error
 }
 
-func (s *Service) checkWith(ctx context.Context, tx *store.Tx, w *workspace.Workspace, pending []*workspace.WorkspaceTemplate) (workspace.Resolved, *workspace.WorkspaceTemplate, error) {
+func (s *Service) offersOf(ctx context.Context, w *workspace.Workspace) clusterOffers {
+	name := ClusterOf(w)
+	offers, err := s.o.Clusters.Offers(ctx, name)
+	return clusterOffers{name: name, offers: offers, err: err}
+}
+
+// check resolves w against its template (templates in pending count as
+// stored) and its cluster's offers: what Apply refuses before anything is
+// stored.
+func (s *Service) check(tx *store.Tx, w *workspace.Workspace, co clusterOffers, pending ...*workspace.WorkspaceTemplate) (workspace.Resolved, error) {
 	t, err := template(tx, w, pending...)
 	if err != nil {
-		return workspace.Resolved{}, nil, err
+		return workspace.Resolved{}, err
 	}
 	r, err := workspace.Resolve(w, t)
 	if err != nil {
-		return r, t, err
+		return r, err
 	}
-	name := ClusterOf(w)
-	offers, err := s.o.Clusters.Offers(ctx, name)
-	if errors.Is(err, manifest.ErrNotFound) {
-		return r, t, manifest.ErrorList{{Path: "metadata.annotations[" + manifest.AnnotationCluster + "]", Message: fmt.Sprintf("cluster %q not found", name)}}
+	if errors.Is(co.err, manifest.ErrNotFound) {
+		return r, manifest.ErrorList{{Path: "metadata.annotations[" + manifest.AnnotationCluster + "]", Message: fmt.Sprintf("cluster %q not found", co.name)}}
 	}
-	if err != nil {
-		return r, t, err
+	if co.err != nil {
+		return r, co.err
 	}
-	return r, t, s.checkOffers(name, offers, r)
+	return r, s.checkOffers(co.name, co.offers, r)
 }
 
 // checkOffers refuses a request no node of the cluster could ever hold.
@@ -370,8 +381,9 @@ func (s *Service) Check(ctx context.Context, obj workspace.Object, pending []*wo
 	if !ok {
 		return nil
 	}
+	co := s.offersOf(ctx, w)
 	return s.o.Store.View(func(tx *store.Tx) error {
-		_, _, err := s.checkWith(ctx, tx, w, pending)
+		_, err := s.check(tx, w, co, pending...)
 		return err
 	})
 }
@@ -384,12 +396,16 @@ func (s *Service) Apply(ctx context.Context, obj workspace.Object) (manifest.App
 	res := manifest.ApplyResult{Kind: obj.GetKind(), Namespace: m.Namespace, Name: m.Name}
 	k := key(m.Namespace, m.Name)
 	now := s.o.Clock.Now().UTC().Truncate(time.Second)
+	var co clusterOffers
+	if w, ok := obj.(*workspace.Workspace); ok {
+		co = s.offersOf(ctx, w)
+	}
 	err := s.o.Store.Update(func(tx *store.Tx) error {
 		switch o := obj.(type) {
 		case *workspace.WorkspaceTemplate:
 			return s.applyTemplate(tx, o, k, now, &res)
 		case *workspace.Workspace:
-			return s.applySpace(ctx, tx, o, k, now, &res)
+			return s.applySpace(tx, o, co, k, now, &res)
 		default:
 			return fmt.Errorf("spaces: cannot apply %T", obj)
 		}
@@ -455,7 +471,7 @@ func bump(rv string) string {
 	return fmt.Sprint(n + 1)
 }
 
-func (s *Service) applySpace(ctx context.Context, tx *store.Tx, w *workspace.Workspace, k string, now time.Time, res *manifest.ApplyResult) error {
+func (s *Service) applySpace(tx *store.Tx, w *workspace.Workspace, co clusterOffers, k string, now time.Time, res *manifest.ApplyResult) error {
 	var rec record
 	found, err := tx.Get(bucketSpaces, k, &rec)
 	if err != nil {
@@ -474,7 +490,7 @@ func (s *Service) applySpace(ctx context.Context, tx *store.Tx, w *workspace.Wor
 			next.Spec.TemplateRef = &ref
 		}
 	}
-	r, _, err := s.check(ctx, tx, &next)
+	r, err := s.check(tx, &next, co)
 	if err != nil {
 		return err
 	}
