@@ -584,13 +584,23 @@ func sourceFailure(err error) *failure {
 // old-revision replicas that may retire because new ones serve in their
 // place or need their room. The record lists the survivors; the victims are
 // returned for the caller to take out of the route, drain and stop.
+//
+// A replica whose node is leaving (cordoned: consolidation, a spot notice, a
+// plan's end, a MIG re-layout) is replaced before it stops: it no longer
+// counts toward the desired replicas, so a replacement is recorded, and it
+// keeps serving until the replacement does. When a replacement finds no
+// room, the leaving replicas stop at once instead, as before (the room they
+// hold may be what the replacement waits for, as in a MIG re-layout).
 func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired int) (retire []string, changed bool) {
-	var cur, old []replicaRec
+	var cur, old, leaving []replicaRec
 	for _, r := range rec.Replicas {
-		if r.Revision == rec.Revision {
-			cur = append(cur, r)
-		} else {
+		switch {
+		case r.Revision != rec.Revision:
 			old = append(old, r)
+		case c.onLeavingNode(r.ID, st):
+			leaving = append(leaving, r)
+		default:
+			cur = append(cur, r)
 		}
 	}
 	prog := serving.Progress{Target: desired, New: len(cur), Old: len(old)}
@@ -602,6 +612,14 @@ func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired 
 		}
 	}
 	step := rollout.Next(prog)
+	defer func() {
+		keep := c.keepLeaving(k, rec, st, leaving, desired-prog.NewHealthy-step.Old)
+		for _, r := range leaving[keep:] {
+			retire = append(retire, r.ID)
+			changed = true
+		}
+		rec.Replicas = append(rec.Replicas, leaving[:keep]...)
+	}()
 	for len(cur) < step.New {
 		id := replicaID(p.kind, p.namespace, p.name, rec.Revision, rec.NextIndex)
 		rec.NextIndex++
@@ -634,6 +652,38 @@ func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired 
 	}
 	rec.Replicas = append(cur, old...)
 	return retire, changed
+}
+
+// onLeavingNode reports whether replica id is placed on a cordoned node.
+func (c *Controller) onLeavingNode(id string, st *objState) bool {
+	if _, placed := st.instance[id]; !placed {
+		return false
+	}
+	n, ok := c.o.Cluster.NodeOf(id)
+	return ok && n.Cordoned
+}
+
+// keepLeaving orders leaving (serving ones first) and says how many of them
+// keep serving: up to short, the replicas the others do not cover yet, and
+// none while a replica of the current revision was refused a node. Each is
+// announced once with an Evicted event.
+func (c *Controller) keepLeaving(k string, rec *record, st *objState, leaving []replicaRec, short int) int {
+	for _, r := range leaving {
+		if _, told := st.evictWhy[r.ID]; told {
+			continue
+		}
+		n, _ := c.o.Cluster.NodeOf(r.ID)
+		st.evictWhy[r.ID] = fmt.Sprintf("node %s is being removed", n.Name)
+		c.event(k, manifest.EventNormal, "Evicted", fmt.Sprintf("replica %s moves: node %s is being removed; it serves until its replacement does", r.ID, n.Name))
+		c.nodeEvent(n.Name, "Evicted", fmt.Sprintf("replica %s of %s moves off the node", r.ID, k))
+	}
+	for _, r := range rec.Replicas {
+		if _, refused := st.pending[r.ID]; refused && r.Revision == rec.Revision {
+			return 0
+		}
+	}
+	sort.SliceStable(leaving, func(i, j int) bool { return c.eng.Healthy(leaving[i].ID) && !c.eng.Healthy(leaving[j].ID) })
+	return min(len(leaving), max(0, short))
 }
 
 // pickVictims keeps n of rs by serving.Engine.Victims.
@@ -695,23 +745,18 @@ func (c *Controller) nodeEvent(node, reason, msg string) {
 }
 
 // evicted lists the placed replicas whose node left the pool (a scale-in,
-// a spot interruption, a failure, a plan's end) or is cordoned (it is about
-// to leave), with the reason in st.evictWhy.
+// a spot interruption, a failure, a plan's end), with the reason in
+// st.evictWhy. Replicas on cordoned nodes are plan's to replace.
 func (c *Controller) evicted(rec *record, st *objState) []string {
 	var out []string
 	for _, r := range rec.Replicas {
 		if _, placed := st.instance[r.ID]; !placed {
 			continue
 		}
-		n, ok := c.o.Cluster.NodeOf(r.ID)
-		switch {
-		case !ok:
-			st.evictWhy[r.ID] = "its node left the cluster"
-		case n.Cordoned:
-			st.evictWhy[r.ID] = fmt.Sprintf("node %s is being removed", n.Name)
-		default:
+		if _, ok := c.o.Cluster.NodeOf(r.ID); ok {
 			continue
 		}
+		st.evictWhy[r.ID] = "its node left the cluster"
 		out = append(out, r.ID)
 	}
 	return out

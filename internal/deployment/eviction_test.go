@@ -7,82 +7,158 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
-// TestReplicasMoveWhenTheirNodeLeaves: a replica whose node is cordoned (it
-// is about to leave) or removed from the pool is drained, stopped and placed
-// again on another node of its cluster; with no room anywhere it is pending
-// in the pool, which is what the node autoscaler provisions for.
+// TestReplicasMoveWhenTheirNodeLeaves: a replica whose node is removed from
+// the pool (a failure, an interruption) is stopped and placed again on
+// another node of its cluster; with no room anywhere it is pending in the
+// pool, which is what the node autoscaler provisions for.
 func TestReplicasMoveWhenTheirNodeLeaves(t *testing.T) {
-	for _, leave := range []string{"cordon", "remove"} {
-		t.Run(leave, func(t *testing.T) {
-			h := newHarness(t, withGroups(cluster.InstanceGroup{Name: "g5", InstanceType: "ml.g5.24xlarge", Count: 2}))
-			// Each replica asks for all 4 GPUs: one replica per node.
-			h.apply(iec("demo", 1, 4, ""))
-			h.reconcile(kIEC("demo"))
-			ids := h.running("")
-			if len(ids) != 1 {
-				t.Fatalf("running %v, want one replica", ids)
-			}
-			id := ids[0]
-			from, ok := h.cl.NodeOf(id)
-			if !ok {
-				t.Fatalf("replica %s not placed", id)
-			}
-			gone := func(name string) {
-				t.Helper()
-				if leave == "cordon" {
-					if _, err := h.cl.Cordon(name, true); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-				if ev := h.cl.RemoveNode(name); !slices.Equal(ev, []string{id}) {
-					t.Fatalf("RemoveNode evicted %v, want [%s]", ev, id)
-				}
-			}
-			gone(from.Name)
-			h.reconcile(kIEC("demo"))
-			to, ok := h.cl.NodeOf(id)
-			if !ok || to.Name == from.Name {
-				t.Fatalf("replica %s on %+v (placed %v) after node %s left; want the other node", id, to.Name, ok, from.Name)
-			}
-			if got := h.running(""); !slices.Equal(got, []string{id}) {
-				t.Fatalf("running %v after the move, want [%s]", got, id)
-			}
-			if !hasEvent(t, h, "Evicted") {
-				t.Fatal("no Evicted event")
-			}
+	h := newHarness(t, withGroups(cluster.InstanceGroup{Name: "g5", InstanceType: "ml.g5.24xlarge", Count: 2}))
+	// Each replica asks for all 4 GPUs: one replica per node.
+	h.apply(iec("demo", 1, 4, ""))
+	h.reconcile(kIEC("demo"))
+	ids := h.running("")
+	if len(ids) != 1 {
+		t.Fatalf("running %v, want one replica", ids)
+	}
+	id := ids[0]
+	from, ok := h.cl.NodeOf(id)
+	if !ok {
+		t.Fatalf("replica %s not placed", id)
+	}
+	gone := func(name string) {
+		t.Helper()
+		if ev := h.cl.RemoveNode(name); !slices.Equal(ev, []string{id}) {
+			t.Fatalf("RemoveNode evicted %v, want [%s]", ev, id)
+		}
+	}
+	gone(from.Name)
+	h.reconcile(kIEC("demo"))
+	to, ok := h.cl.NodeOf(id)
+	if !ok || to.Name == from.Name {
+		t.Fatalf("replica %s on %+v (placed %v) after node %s left; want the other node", id, to.Name, ok, from.Name)
+	}
+	if got := h.running(""); !slices.Equal(got, []string{id}) {
+		t.Fatalf("running %v after the move, want [%s]", got, id)
+	}
+	if !hasEvent(t, h, "Evicted") {
+		t.Fatal("no Evicted event")
+	}
 
-			// The other node leaves too: nowhere to go, so the replica is
-			// pending in the pool with its request.
-			gone(to.Name)
-			h.reconcile(kIEC("demo"))
-			if _, ok := h.cl.NodeOf(id); ok {
-				t.Fatalf("replica %s still placed with no node left", id)
-			}
-			ps := h.cl.Pending()
-			if len(ps) != 1 || ps[0].ReplicaID != id || ps[0].Cluster != cluster.DefaultName || ps[0].Request.GPUs != 4 ||
-				!slices.Equal(ps[0].InstanceTypes, []string{"ml.g5.24xlarge"}) {
-				t.Fatalf("pending %+v, want %s asking for 4 GPUs of ml.g5.24xlarge in %s", ps, id, cluster.DefaultName)
-			}
-			if got := h.running(""); len(got) != 0 {
-				t.Fatalf("running %v with no node", got)
-			}
+	// The other node leaves too: nowhere to go, so the replica is
+	// pending in the pool with its request.
+	gone(to.Name)
+	h.reconcile(kIEC("demo"))
+	if _, ok := h.cl.NodeOf(id); ok {
+		t.Fatalf("replica %s still placed with no node left", id)
+	}
+	wantPending(t, h, id)
+	if got := h.running(""); len(got) != 0 {
+		t.Fatalf("running %v with no node", got)
+	}
 
-			// A node joins: the replica lands on it and runs.
-			if err := h.cl.AddNode(cluster.NodeSpec{Name: "new", Cluster: cluster.DefaultName, InstanceGroup: "g5",
-				InstanceType: "ml.g5.24xlarge", Capacity: to.Capacity}); err != nil {
-				t.Fatal(err)
-			}
-			h.reconcile(kIEC("demo"))
-			if n, ok := h.cl.NodeOf(id); !ok || n.Name != "new" {
-				t.Fatalf("replica on %q (placed %v), want the new node", n.Name, ok)
-			}
-			if len(h.cl.Pending()) != 0 {
-				t.Fatalf("still pending: %+v", h.cl.Pending())
-			}
-		})
+	// A node joins: the replica lands on it and runs.
+	addNode(t, h, "new", to.Capacity)
+	h.reconcile(kIEC("demo"))
+	if n, ok := h.cl.NodeOf(id); !ok || n.Name != "new" {
+		t.Fatalf("replica on %q (placed %v), want the new node", n.Name, ok)
+	}
+	if len(h.cl.Pending()) != 0 {
+		t.Fatalf("still pending: %+v", h.cl.Pending())
+	}
+}
+
+// TestReplicaOnALeavingNodeIsReplacedFirst: a replica whose node is
+// cordoned (consolidation, a spot notice, a plan's end) keeps serving until
+// a replacement on another node serves; with no room for the replacement it
+// stops at once and the replacement is pending.
+func TestReplicaOnALeavingNodeIsReplacedFirst(t *testing.T) {
+	h := newHarness(t, manualRuntime(), withGroups(cluster.InstanceGroup{Name: "g5", InstanceType: "ml.g5.24xlarge", Count: 2}))
+	k := kIEC("demo")
+	h.apply(iec("demo", 1, 4, ""))
+	h.reconcile(k)
+	ids := h.running("")
+	if len(ids) != 1 {
+		t.Fatalf("running %v, want one replica", ids)
+	}
+	first := ids[0]
+	h.rt.SetState(first, runtime.StateHealthy, "")
+	h.reconcile(k)
+	from, _ := h.cl.NodeOf(first)
+	if _, err := h.cl.Cordon(from.Name, true); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(k)
+	running := h.running("")
+	if len(running) != 2 || running[0] != first && running[1] != first {
+		t.Fatalf("running %v after the cordon; want %s and its replacement", running, first)
+	}
+	second := running[0]
+	if second == first {
+		second = running[1]
+	}
+	if n, ok := h.cl.NodeOf(second); !ok || n.Name == from.Name {
+		t.Fatalf("replacement %s on %q (placed %v), want the other node", second, n.Name, ok)
+	}
+	if got := h.backends("demo"); !slices.Equal(got, []string{first}) {
+		t.Fatalf("route %v while the replacement starts, want the leaving replica [%s]", got, first)
+	}
+	if !hasEvent(t, h, "Evicted") {
+		t.Fatal("no Evicted event")
+	}
+
+	h.rt.SetState(second, runtime.StateHealthy, "")
+	h.reconcile(k)
+	if got := h.running(""); !slices.Equal(got, []string{second}) {
+		t.Fatalf("running %v once the replacement serves, want [%s]", got, second)
+	}
+	if got := h.backends("demo"); !slices.Equal(got, []string{second}) {
+		t.Fatalf("route %v, want [%s]", got, second)
+	}
+	if _, ok := h.cl.NodeOf(first); ok {
+		t.Fatalf("%s still holds its node", first)
+	}
+	if got := h.get(manifest.KindInferenceEndpointConfig, "demo").GetStatus().State; got != manifest.StateDeploymentComplete {
+		t.Fatalf("state %s after the move", got)
+	}
+
+	// Its node leaves too, and the first node is still cordoned: the
+	// replacement has nowhere to go, so the leaving replica stops now.
+	to, _ := h.cl.NodeOf(second)
+	if _, err := h.cl.Cordon(to.Name, true); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(k)
+	if got := h.running(""); len(got) != 0 {
+		t.Fatalf("running %v with no node to move to", got)
+	}
+	ps := h.cl.Pending()
+	if len(ps) != 1 || ps[0].ReplicaID == second {
+		t.Fatalf("pending %+v, want the replacement of %s", ps, second)
+	}
+	addNode(t, h, "new", to.Capacity)
+	h.reconcile(k)
+	if n, ok := h.cl.NodeOf(ps[0].ReplicaID); !ok || n.Name != "new" {
+		t.Fatalf("replacement on %q (placed %v), want the new node", n.Name, ok)
+	}
+}
+
+func wantPending(t *testing.T, h *harness, id string) {
+	t.Helper()
+	ps := h.cl.Pending()
+	if len(ps) != 1 || ps[0].ReplicaID != id || ps[0].Cluster != cluster.DefaultName || ps[0].Request.GPUs != 4 ||
+		!slices.Equal(ps[0].InstanceTypes, []string{"ml.g5.24xlarge"}) {
+		t.Fatalf("pending %+v, want %s asking for 4 GPUs of ml.g5.24xlarge in %s", ps, id, cluster.DefaultName)
+	}
+}
+
+func addNode(t *testing.T, h *harness, name string, capacity cluster.Resources) {
+	t.Helper()
+	if err := h.cl.AddNode(cluster.NodeSpec{Name: name, Cluster: cluster.DefaultName, InstanceGroup: "g5",
+		InstanceType: "ml.g5.24xlarge", Capacity: capacity}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/fleet"
 	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/store"
@@ -27,6 +28,17 @@ type pass struct {
 	events map[string][]Event
 	after  []func()
 	reps   map[string]int // pool node name → replicas on it; read lazily
+	// wake is the earliest moment after now at which a node changes by the
+	// clock alone (a launch completes), so Run looks then, not at the next
+	// resync tick; zero when none.
+	wake time.Time
+}
+
+// wakeAt asks for a reconcile at t.
+func (p *pass) wakeAt(t time.Time) {
+	if p.wake.IsZero() || t.Before(p.wake) {
+		p.wake = t
+	}
 }
 
 func (s *Service) newPass(tx *store.Tx, now time.Time) *pass {
@@ -283,7 +295,8 @@ func (s *Service) converge(p *pass, rec *record, nodes []Node) (bool, error) {
 				}
 				from = later(from, info.Start)
 			}
-			if now.Before(from.Add(s.o.LaunchTime(n.InstanceType))) {
+			if readyAt := from.Add(s.o.LaunchTime(n.InstanceType)); now.Before(readyAt) {
+				p.wakeAt(readyAt)
 				break
 			}
 			if reserved {
@@ -583,6 +596,7 @@ func (s *Service) Reconcile(_ context.Context) error {
 		return fmt.Errorf("hyperpod: list clusters: %w", err)
 	}
 	var errs []error
+	s.wake = time.Time{}
 	for _, name := range names {
 		var p *pass
 		err := s.o.Store.Update(func(tx *store.Tx) error {
@@ -609,6 +623,9 @@ func (s *Service) Reconcile(_ context.Context) error {
 			continue
 		}
 		p.apply()
+		if !p.wake.IsZero() && (s.wake.IsZero() || p.wake.Before(s.wake)) {
+			s.wake = p.wake
+		}
 	}
 	if err := s.observe(now); err != nil {
 		errs = append(errs, err)
@@ -678,17 +695,30 @@ func (s *Service) Prime(_ context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Run reconciles on every change to clusters, nodes or capacity holdings
-// and on each Resync tick of the clock, until ctx ends.
+// Run reconciles on every change to clusters, nodes or capacity holdings,
+// on each Resync tick of the clock, and when a launching node's time is up
+// (so a node is ready after its launch time, not at the next tick), until
+// ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	keys := s.o.Store.Watch(ctx)
 	tick := s.o.Clock.NewTicker(s.o.Resync)
 	defer tick.Stop()
+	var wake clock.Timer
+	defer func() {
+		if wake != nil {
+			wake.Stop()
+		}
+	}()
 	for {
+		var woken <-chan time.Time
+		if wake != nil {
+			woken = wake.C()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C():
+		case <-woken:
 		case k, ok := <-keys:
 			if !ok {
 				return
@@ -700,6 +730,16 @@ func (s *Service) Run(ctx context.Context) {
 		}
 		if err := s.Reconcile(ctx); err != nil {
 			s.log.Error("hyperpod: reconcile", "err", err)
+		}
+		if wake != nil {
+			wake.Stop()
+			wake = nil
+		}
+		s.mu.Lock()
+		at := s.wake
+		s.mu.Unlock()
+		if d := at.Sub(s.o.Clock.Now()); !at.IsZero() && d < s.o.Resync {
+			wake = s.o.Clock.NewTimer(max(d, 0))
 		}
 	}
 }

@@ -98,6 +98,7 @@ type Service struct {
 	mu        sync.Mutex
 	rand      *rand.Rand
 	accruedAt time.Time // node hours are accrued up to here
+	wake      time.Time // Reconcile's earliest pass.wake
 }
 
 // New checks o and returns a Service.

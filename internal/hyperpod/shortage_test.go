@@ -124,3 +124,37 @@ func TestRun(t *testing.T) {
 		<-time.After(time.Millisecond)
 	}
 }
+
+// TestRunWakesWhenALaunchIsDone: a node is ready once its launch time is
+// up, not at the next resync tick (10 s here).
+func TestRunWakesWhenALaunchIsDone(t *testing.T) {
+	e := newEnv(t, fleet.Capacity{g5: {"a": 4}}, func(o *Options) {
+		o.Resync = 10 * time.Second
+		o.LaunchTime = func(string) time.Duration { return 300 * time.Millisecond }
+	})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { e.svc.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	e.clk.BlockUntil(1) // Run's resync ticker
+	if _, err := e.svc.CreateCluster(ctx, spec("c1", group("w", g5, 1))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.clk.Waiters() < 2 { // the ticker and the launch's timer
+		if time.Now().After(deadline) {
+			t.Fatalf("no timer for the launching node; nodes %+v", e.nodes("c1"))
+		}
+		<-time.After(time.Millisecond)
+	}
+	if n := countStatus(e.nodes("c1"), NodeRunning); n != 0 {
+		t.Fatalf("%d nodes running before their launch time", n)
+	}
+	e.clk.Step(300 * time.Millisecond)
+	for countStatus(e.nodes("c1"), NodeRunning) != 1 || len(e.poolNodes("c1")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not running 300 ms after launch: %+v", e.nodes("c1"))
+		}
+		<-time.After(time.Millisecond)
+	}
+}

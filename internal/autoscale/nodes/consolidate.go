@@ -109,25 +109,76 @@ func utilisation(n *NodeState) float64 {
 
 // simulate places node i's replicas, largest first, on the first other
 // ready, non-deleting node of its cluster and of the replica's instance type
-// with room; nil if one fits nowhere. A replica on a MIG slice is not moved
-// (the simulation does not track slices), so its node stays.
+// with room; nil if one fits nowhere. As Karpenter does, the replicas still
+// on deleting nodes of the cluster are placed first: they are about to move,
+// and the room they will take is not room for node i's (without this, every
+// pass while a drain runs saw the same free GPU, and one scale-in disrupted
+// four full nodes whose replicas then waited for new ones). A replica on a
+// MIG slice is not moved (the simulation does not track slices), so its
+// node stays.
 func simulate(nodes []NodeState, i int) map[string]string {
 	from := &nodes[i]
-	type target struct {
-		name, instanceType string
-		free               cluster.Resources
-	}
 	var targets []target
+	var leaving []PlacedReplica
 	for j := range nodes {
 		n := &nodes[j]
-		if j == i || n.Cluster != from.Cluster || n.Launching || n.Deleting {
+		if j == i || n.Cluster != from.Cluster || n.Launching {
+			continue
+		}
+		if n.Deleting {
+			leaving = append(leaving, n.Replicas...)
 			continue
 		}
 		targets = append(targets, target{n.Name, n.InstanceType, sub(n.Capacity, n.Allocated)})
 	}
 	slices.SortFunc(targets, func(a, b target) int { return cmp.Compare(a.name, b.name) })
-	reps := slices.Clone(from.Replicas)
-	slices.SortStableFunc(reps, func(a, b PlacedReplica) int {
+	for _, r := range largestFirst(leaving) {
+		// One that fits nowhere waits for a new node; it takes no room here.
+		if r.Request.MIGProfile == "" {
+			placeOn(targets, r)
+		}
+	}
+	reps := largestFirst(from.Replicas)
+	moves := make(map[string]string, len(reps))
+	for _, r := range reps {
+		if r.Request.MIGProfile != "" {
+			return nil
+		}
+		to, ok := placeOn(targets, r)
+		if !ok {
+			return nil
+		}
+		moves[r.ID] = to
+	}
+	return moves
+}
+
+// target is a node a replica could move to, with the room it has left.
+type target struct {
+	name, instanceType string
+	free               cluster.Resources
+}
+
+// placeOn takes r's request from the first target of r's instance type with
+// room and names it.
+func placeOn(targets []target, r PlacedReplica) (string, bool) {
+	for k := range targets {
+		if r.InstanceType != "" && targets[k].instanceType != r.InstanceType {
+			continue
+		}
+		if fits(targets[k].free, r.Request) {
+			targets[k].free = sub(targets[k].free, r.Request)
+			return targets[k].name, true
+		}
+	}
+	return "", false
+}
+
+// largestFirst is a copy of reps sorted by GPUs, then CPU, then memory,
+// largest first (first-fit decreasing).
+func largestFirst(reps []PlacedReplica) []PlacedReplica {
+	out := slices.Clone(reps)
+	slices.SortStableFunc(out, func(a, b PlacedReplica) int {
 		if c := cmp.Compare(b.Request.GPUs, a.Request.GPUs); c != 0 {
 			return c
 		}
@@ -136,28 +187,7 @@ func simulate(nodes []NodeState, i int) map[string]string {
 		}
 		return cmp.Compare(b.Request.MemoryBytes, a.Request.MemoryBytes)
 	})
-	moves := make(map[string]string, len(reps))
-	for _, r := range reps {
-		if r.Request.MIGProfile != "" {
-			return nil
-		}
-		placed := false
-		for k := range targets {
-			if r.InstanceType != "" && targets[k].instanceType != r.InstanceType {
-				continue
-			}
-			if fits(targets[k].free, r.Request) {
-				targets[k].free = sub(targets[k].free, r.Request)
-				moves[r.ID] = targets[k].name
-				placed = true
-				break
-			}
-		}
-		if !placed {
-			return nil
-		}
-	}
-	return moves
+	return out
 }
 
 // allowed is how many more of a pool's nodes may be disrupted for reason:

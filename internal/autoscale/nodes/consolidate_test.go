@@ -96,6 +96,29 @@ func TestConsolidate(t *testing.T) {
 			pools: after30s,
 		},
 		{
+			// A 1-GPU node per replica, one just emptied by a scale-in and
+			// one deleting whose replica is draining: the free GPU is the
+			// draining replica's, so no full node may count on it.
+			name: "the replicas of deleting nodes take their room first",
+			nodes: []NodeState{
+				with(node("draining", 1, t0, 1), func(n *NodeState) { n.Deleting = true }),
+				with(node("emptied", 1, now), func(n *NodeState) { n.Capacity = gpus(1) }),
+				with(node("full", 1, t0, 1), func(n *NodeState) { n.Capacity = gpus(1) }),
+			},
+			pools: after30s,
+		},
+		{
+			name: "room left after the deleting nodes' replicas is used",
+			nodes: []NodeState{
+				with(node("draining", 1, t0, 1), func(n *NodeState) { n.Deleting = true }),
+				with(node("emptied", 1, now), func(n *NodeState) { n.Capacity = gpus(2) }),
+				with(node("full", 1, t0, 1), func(n *NodeState) { n.Capacity = gpus(1) }),
+			},
+			pools: after30s,
+			want: []Disruption{{Cluster: "c", Node: "full", NodePool: "p", Reason: ReasonUnderutilized,
+				Moves: map[string]string{"full-r0": "emptied"}}},
+		},
+		{
 			name:  "WhenEmpty leaves underutilized nodes",
 			nodes: []NodeState{node("a", 1, t0, 1), node("b", 1, t0, 1)},
 			pools: pool(func(d *DisruptionPolicy) { d.ConsolidationPolicy = WhenEmpty }),
