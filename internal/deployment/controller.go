@@ -594,10 +594,17 @@ func sourceFailure(err error) *failure {
 func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired int) (retire []string, changed bool) {
 	var cur, old, leaving []replicaRec
 	for _, r := range rec.Replicas {
-		switch {
-		case r.Revision != rec.Revision:
+		if r.Revision != rec.Revision {
 			old = append(old, r)
-		case c.onLeavingNode(r.ID, st):
+			continue
+		}
+		switch on, gone := c.leavingNode(r.ID, st); {
+		case gone:
+			// Its node left before the replacement served: nothing to
+			// keep; the replacement is recorded already.
+			retire = append(retire, r.ID)
+			changed = true
+		case on:
 			leaving = append(leaving, r)
 		default:
 			cur = append(cur, r)
@@ -654,13 +661,20 @@ func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired 
 	return retire, changed
 }
 
-// onLeavingNode reports whether replica id is placed on a cordoned node.
-func (c *Controller) onLeavingNode(id string, st *objState) bool {
+// leavingNode reports whether replica id is placed on a cordoned node, and
+// whether it was and that node has since left the pool (its drain timed
+// out). A replica whose node left without being cordoned first is neither:
+// evicted moves it.
+func (c *Controller) leavingNode(id string, st *objState) (on, gone bool) {
 	if _, placed := st.instance[id]; !placed {
-		return false
+		return false, false
 	}
 	n, ok := c.o.Cluster.NodeOf(id)
-	return ok && n.Cordoned
+	if !ok {
+		_, told := st.evictWhy[id] // set by keepLeaving while its node was cordoned
+		return false, told
+	}
+	return n.Cordoned, false
 }
 
 // keepLeaving orders leaving (serving ones first) and says how many of them

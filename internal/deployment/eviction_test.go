@@ -124,10 +124,31 @@ func TestReplicaOnALeavingNodeIsReplacedFirst(t *testing.T) {
 		t.Fatalf("state %s after the move", got)
 	}
 
-	// Its node leaves too, and the first node is still cordoned: the
-	// replacement has nowhere to go, so the leaving replica stops now.
+	// Its node is cordoned and then leaves (the drain timed out) before
+	// the replacement serves: the replica is stopped, the replacement
+	// stays, and no third replica is made.
+	addNode(t, h, "spare", from.Capacity)
 	to, _ := h.cl.NodeOf(second)
 	if _, err := h.cl.Cordon(to.Name, true); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(k)
+	third := h.running("")
+	if len(third) != 2 {
+		t.Fatalf("running %v after the second cordon; want %s and its replacement", third, second)
+	}
+	h.cl.RemoveNode(to.Name)
+	h.reconcile(k)
+	got := h.running("")
+	if len(got) != 1 || got[0] == second || !slices.Contains(third, got[0]) {
+		t.Fatalf("running %v after %s's node left; want only its replacement (of %v)", got, second, third)
+	}
+	second = got[0]
+
+	// The spare node is cordoned too, and every other node is leaving or
+	// gone: the replacement has nowhere to go, so the leaving replica
+	// stops now.
+	if _, err := h.cl.Cordon("spare", true); err != nil {
 		t.Fatal(err)
 	}
 	h.reconcile(k)
