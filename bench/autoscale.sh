@@ -417,8 +417,12 @@ nodes_part() {
 	done
 	sm describe-cluster --cluster-name bench-static >/dev/null 2>&1 && die "bench-static not deleted"
 
-	# The autoscaled cluster.
+	# The autoscaled cluster. launch_s counts its launches only (the seeded
+	# default cluster's nodes are ready at once and would pull it down).
 	create_cluster bench-auto 0 karpenter
+	local launch_sum0 launch_n0
+	launch_sum0=$(metric "" capstan_cluster_node_launch_seconds_sum "")
+	launch_n0=$(metric "" capstan_cluster_node_launch_seconds_count "")
 	cat >"$OUT/nodepool.yaml" <<EOF
 apiVersion: karpenter.sagemaker.amazonaws.com/v1
 kind: HyperpodNodeClass
@@ -475,8 +479,8 @@ EOF
 	kill "$sampler" 2>/dev/null || true
 	local tail_nh launch_sum launch_n
 	tail_nh=$(python3 -c "print($(node_hours bench-auto) - $nh1)")
-	launch_sum=$(metric "" capstan_cluster_node_launch_seconds_sum "")
-	launch_n=$(metric "" capstan_cluster_node_launch_seconds_count "")
+	launch_sum=$(python3 -c "print($(metric "" capstan_cluster_node_launch_seconds_sum "") - $launch_sum0)")
+	launch_n=$(python3 -c "print($(metric "" capstan_cluster_node_launch_seconds_count "") - $launch_n0)")
 	cap get nodes --cluster bench-auto >"$OUT/nd-auto.nodes-after.txt" 2>&1 || true
 	cap delete iec nd-auto >/dev/null || die "delete nd-auto"
 

@@ -17,8 +17,9 @@ import (
 // replicas all fit on other ready, non-deleting nodes of its cluster, most
 // expensive and then least utilised first. Launching and deleting nodes, and
 // nodes nominated for pending replicas (Plan.Nominated's values), are never
-// disrupted.
-func Consolidate(now time.Time, nodes []NodeState, pools []NodePool, nominated map[string]string) []Disruption {
+// disrupted, and the room a nominated node keeps for its pending replicas
+// is no room for moves.
+func Consolidate(now time.Time, nodes []NodeState, pools []NodePool, pending []PendingReplica, nominated map[string]string) []Disruption {
 	ps := newPoolSet(pools)
 	busy := map[string]bool{}
 	for _, n := range nominated {
@@ -90,7 +91,7 @@ func Consolidate(now time.Time, nodes []NodeState, pools []NodePool, nominated m
 			allowed(p.Disruption.Budgets, ReasonUnderutilized, st.total, st.disrupting) <= 0 {
 			continue
 		}
-		if moves := simulate(nodes, i); moves != nil {
+		if moves := simulate(nodes, i, pending, nominated); moves != nil {
 			return []Disruption{{Cluster: n.Cluster, Node: n.Name, NodePool: p.Name, Reason: ReasonUnderutilized, Moves: moves}}
 		}
 	}
@@ -109,14 +110,15 @@ func utilisation(n *NodeState) float64 {
 
 // simulate places node i's replicas, largest first, on the first other
 // ready, non-deleting node of its cluster and of the replica's instance type
-// with room; nil if one fits nowhere. As Karpenter does, the replicas still
-// on deleting nodes of the cluster are placed first: they are about to move,
-// and the room they will take is not room for node i's (without this, every
-// pass while a drain runs saw the same free GPU, and one scale-in disrupted
-// four full nodes whose replicas then waited for new ones). A replica on a
-// MIG slice is not moved (the simulation does not track slices), so its
-// node stays.
-func simulate(nodes []NodeState, i int) map[string]string {
+// with room; nil if one fits nowhere. As Karpenter does, the room others are
+// about to take is taken first: pending replicas' on the nodes nominated for
+// them (a node that just became ready is empty for a moment before its
+// replicas land), then the replicas still on deleting nodes (without this,
+// every pass while a drain ran saw the same free GPU, and one scale-in
+// disrupted four full nodes whose replicas then waited for new ones). A
+// replica on a MIG slice is not moved (the simulation does not track
+// slices), so its node stays.
+func simulate(nodes []NodeState, i int, pending []PendingReplica, nominated map[string]string) map[string]string {
 	from := &nodes[i]
 	var targets []target
 	var leaving []PlacedReplica
@@ -132,6 +134,13 @@ func simulate(nodes []NodeState, i int) map[string]string {
 		targets = append(targets, target{n.Name, n.InstanceType, sub(n.Capacity, n.Allocated)})
 	}
 	slices.SortFunc(targets, func(a, b target) int { return cmp.Compare(a.name, b.name) })
+	for _, r := range pending {
+		for k := range targets {
+			if targets[k].name == nominated[r.ID] {
+				targets[k].free = sub(targets[k].free, r.Request)
+			}
+		}
+	}
 	for _, r := range largestFirst(leaving) {
 		// One that fits nowhere waits for a new node; it takes no room here.
 		if r.Request.MIGProfile == "" {

@@ -44,6 +44,7 @@ func TestConsolidate(t *testing.T) {
 		name      string
 		nodes     []NodeState
 		pools     []NodePool
+		pending   []PendingReplica
 		nominated map[string]string
 		want      []Disruption
 	}{
@@ -119,6 +120,20 @@ func TestConsolidate(t *testing.T) {
 				Moves: map[string]string{"full-r0": "emptied"}}},
 		},
 		{
+			// Nodes launched for a spike are ready and empty for a moment
+			// before their replicas land: their room is the pending
+			// replicas', and the node that serves stays.
+			name: "room nominated for pending replicas is not room for moves",
+			nodes: []NodeState{
+				with(node("serving", 1, t0, 1), func(n *NodeState) { n.Capacity = gpus(1) }),
+				with(node("new1", 1, now), func(n *NodeState) { n.Capacity = gpus(1) }),
+				with(node("new2", 1, now), func(n *NodeState) { n.Capacity = gpus(1) }),
+			},
+			pools:     after30s,
+			pending:   []PendingReplica{pend("p1", gpus(1)), pend("p2", gpus(1))},
+			nominated: map[string]string{"p1": "new1", "p2": "new2"},
+		},
+		{
 			name:  "WhenEmpty leaves underutilized nodes",
 			nodes: []NodeState{node("a", 1, t0, 1), node("b", 1, t0, 1)},
 			pools: pool(func(d *DisruptionPolicy) { d.ConsolidationPolicy = WhenEmpty }),
@@ -178,7 +193,7 @@ func TestConsolidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Consolidate(now, tc.nodes, tc.pools, tc.nominated)
+			got := Consolidate(now, tc.nodes, tc.pools, tc.pending, tc.nominated)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}

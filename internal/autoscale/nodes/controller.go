@@ -166,7 +166,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 	}
 
-	for _, d := range Consolidate(now, nodes, pools, plan.Nominated) {
+	for _, d := range Consolidate(now, nodes, pools, pending, plan.Nominated) {
 		if err := c.o.Actuator.Disrupt(ctx, d); err != nil {
 			errs = append(errs, fmt.Errorf("disrupt node %s: %w", d.Node, err))
 			continue
