@@ -64,7 +64,11 @@
 # Extra triggers for experiments (the autoscaled deployment's triggers are a
 # cloudWatchTriggerList plus an optional prometheusTrigger; the HPA takes the
 # largest proposal): INFLIGHT_STAT (the in-flight trigger's metricStat,
-# Average); TTFT_TARGET (seconds; 0 = off) and TTFT_PERIOD (1) add a
+# Average); INFLIGHT_METRIC (InFlightPerReplica, metricType Value: in flight
+# per serving replica, times the replicas decided; or
+# AWS/SageMaker ConcurrentRequestsPerModel, metricType Average: the total in
+# flight over TARGET, which replicas still waiting for a node do not
+# inflate); TTFT_TARGET (seconds; 0 = off) and TTFT_PERIOD (1) add a
 # capstan/TimeToFirstToken trigger (metricType Value); RATE_TARGET (req/s per
 # replica; 0 = off) starts Debian's prometheus scraping the server every
 # second and adds a prometheusTrigger on
@@ -123,6 +127,12 @@ MAX_REPLICAS=${MAX_REPLICAS:-6}
 STATIC_REPLICAS=${STATIC_REPLICAS:-4}
 TARGET=${TARGET:-12}
 INFLIGHT_STAT=${INFLIGHT_STAT:-Average}
+INFLIGHT_METRIC=${INFLIGHT_METRIC:-InFlightPerReplica}
+case "$INFLIGHT_METRIC" in
+InFlightPerReplica) inflight_ns=capstan inflight_type=Value ;;
+ConcurrentRequestsPerModel) inflight_ns=AWS/SageMaker inflight_type=Average ;;
+*) echo "INFLIGHT_METRIC: InFlightPerReplica or ConcurrentRequestsPerModel, not $INFLIGHT_METRIC" >&2; exit 2 ;;
+esac
 ARRIVAL_TARGET=${ARRIVAL_TARGET:-5}
 ARRIVAL_PERIOD=${ARRIVAL_PERIOD:-1}
 TTFT_TARGET=${TTFT_TARGET:-0}
@@ -248,10 +258,10 @@ autoscaling() {
     scaleDownStabilizationTime: $DOWN_WINDOW
     cloudWatchTriggerList:
     - name: $5-inflight
-      namespace: capstan
-      metricName: InFlightPerReplica
+      namespace: $inflight_ns
+      metricName: $INFLIGHT_METRIC
       metricStat: $INFLIGHT_STAT
-      metricType: Value
+      metricType: $inflight_type
       targetValue: $TARGET
       activationTargetValue: 0
       metricCollectionPeriod: 1

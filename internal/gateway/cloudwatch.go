@@ -60,11 +60,43 @@ type cwVariant struct {
 type cwEndpoint struct {
 	ttft, queue, perReplica, kv, arrivals, replicas *metricstore.Handle
 
-	mu           sync.Mutex
-	sampled      bool
-	lastSec      int64     // second of the last ArrivalRate sample
-	lastAt       time.Time // its time
-	lastArrivals uint64    // the arrivals counter then
+	mu sync.Mutex
+	// arrivals are readings of the arrivals counter, oldest first: the
+	// newest one at least SamplePeriod old, then the later ones.
+	counts []arrivalCount
+}
+
+type arrivalCount struct {
+	at time.Time
+	n  uint64
+}
+
+// arrivalRate records a reading n of the arrivals counter at now and
+// returns the arrivals per second since the newest reading at least
+// SamplePeriod old; false while there is none (the first second is the
+// baseline). Reads come from the sampler's ticks and from triggers' reads
+// at any moment, so the window is at least a second long: a rate over the
+// few milliseconds between two reads either side of a second's boundary
+// was a burst's noise (one arrival in 5 ms read as 200 req/s), and it
+// added replicas on a steady ramp.
+func (ce *cwEndpoint) arrivalRate(now time.Time, n uint64) (float64, bool) {
+	if k := len(ce.counts); k > 1 && now.Sub(ce.counts[k-1].at) < SamplePeriod/20 {
+		ce.counts[k-1] = arrivalCount{now, n} // reads close together: one is enough
+	} else {
+		ce.counts = append(ce.counts, arrivalCount{now, n})
+	}
+	for len(ce.counts) > 1 && now.Sub(ce.counts[1].at) >= SamplePeriod {
+		ce.counts = ce.counts[1:]
+	}
+	base := ce.counts[0]
+	if dt := now.Sub(base.at); dt >= SamplePeriod {
+		d := n - base.n
+		if n < base.n {
+			d = n // the counter started again (a new route)
+		}
+		return float64(d) / dt.Seconds(), true
+	}
+	return 0, false
 }
 
 func (g *Gateway) cwVariantOf(c *counters, endpoint, variant string) *cwVariant {
@@ -183,8 +215,8 @@ func (g *Gateway) SampleGauges(endpoint string) {
 // variant's demand) and the capstan built-ins QueueDepth,
 // InFlightPerReplica, KVCacheUtilization, ArrivalRate and Replicas. A gauge keeps one
 // sample a second: sampled again within the second (a trigger's read does
-// that), the newer value replaces it. ArrivalRate, arrivals per second
-// since the previous second's sample, is sampled once a second.
+// that), the newer value replaces it. ArrivalRate is arrivals per second
+// over the last second or a little more (cwEndpoint.arrivalRate).
 type Sampler struct {
 	g *Gateway
 }
@@ -242,15 +274,7 @@ func (s *Sampler) Sample(endpoint string) {
 		}
 		_ = g.cwVariantOf(v.stats, endpoint, v.route.Name).concurrent.SetAt(now, float64(n))
 	}
-	if sec := now.Unix(); !ce.sampled || sec > ce.lastSec {
-		if ce.sampled && now.After(ce.lastAt) {
-			// The first sample is the baseline only.
-			d := snap.Arrivals - ce.lastArrivals
-			if snap.Arrivals < ce.lastArrivals {
-				d = snap.Arrivals
-			}
-			_ = ce.arrivals.RecordAt(now, float64(d)/now.Sub(ce.lastAt).Seconds())
-		}
-		ce.sampled, ce.lastSec, ce.lastAt, ce.lastArrivals = true, sec, now, snap.Arrivals
+	if rate, ok := ce.arrivalRate(now, snap.Arrivals); ok {
+		_ = ce.arrivals.SetAt(now, rate)
 	}
 }

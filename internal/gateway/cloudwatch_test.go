@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -251,6 +252,65 @@ func TestSampler(t *testing.T) {
 	})
 	cancel()
 	<-done
+}
+
+// TestArrivalRateWindow: ArrivalRate counts arrivals over at least a
+// second, however close together the reads come (a trigger reads between
+// the sampler's ticks). Two reads either side of a second's boundary once
+// made one arrival in 2 ms a rate of 500 req/s.
+func TestArrivalRateWindow(t *testing.T) {
+	type read struct {
+		after    time.Duration // since the previous read
+		arrivals int           // just before this read
+		want     float64       // the newest ArrivalRate sample; -1: none yet
+	}
+	cases := []struct {
+		name  string
+		reads []read
+	}{
+		{"the first second is the baseline", []read{{0, 0, -1}, {500 * time.Millisecond, 3, -1}, {500 * time.Millisecond, 1, 4}}},
+		{"reads either side of a second's boundary", []read{{0, 0, -1}, {1699 * time.Millisecond, 2, 2 / 1.699}, {2 * time.Millisecond, 1, 3 / 1.701}}},
+		// The base is the newest read at least a second old.
+		{"reads ten times a second", []read{{0, 0, -1},
+			{100 * time.Millisecond, 1, -1}, {900 * time.Millisecond, 5, 6}, {100 * time.Millisecond, 1, 6},
+			{100 * time.Millisecond, 0, 6 / 1.1}, {100 * time.Millisecond, 1, 7 / 1.2}}},
+		{"a burst is spread over the window", []read{{0, 0, -1}, {time.Second, 1, 1}, {300 * time.Millisecond, 4, 5 / 1.3}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(cwT0.Add(300 * time.Millisecond)) // reads 1.699 s later fall at .999 of a second
+			st := metricstore.New(clk, metricstore.Options{})
+			be := newBackend(t, "b", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("x")) })
+			g := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry(), MetricStore: st})
+			g.SetRoute(gateway.Route{Endpoint: "ep", Variants: []gateway.VariantRoute{{Name: "AllTraffic", Weight: 1,
+				Backends: []gateway.Backend{{ID: "r1", Addr: be.addr()}}}}})
+			s := g.Sampler()
+			for i, rd := range tc.reads {
+				clk.Step(rd.after)
+				for range rd.arrivals {
+					res, err := g.Invoke(context.Background(), gateway.Invocation{Endpoint: "ep", Path: "/"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					readAll(t, res)
+				}
+				s.Sample("ep")
+				got, err := st.Statistics(metricstore.Query{Namespace: gateway.NamespaceCapstan, Metric: gateway.MetricArrivalRate,
+					Dimensions: []metricstore.Dimension{{Name: "EndpointName", Value: "ep"}},
+					Start:      clk.Now().Truncate(time.Second), End: clk.Now().Add(time.Second), Period: time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := -1.0
+				if len(got) > 0 && got[0].SampleCount > 0 {
+					v = got[0].Sum / got[0].SampleCount
+				}
+				if math.Abs(v-rd.want) > 1e-6 {
+					t.Errorf("read %d at +%s: ArrivalRate %v, want %v", i, clk.Now().Sub(cwT0), v, rd.want)
+				}
+			}
+		})
+	}
 }
 
 // TestSamplerReplicas: the Replicas gauge follows the route's backends,
