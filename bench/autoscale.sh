@@ -5,7 +5,7 @@
 #  1. The bursty trace (docs/benchmarking.md: idle, a 10× spike, a slow ramp,
 #     idle) through the OpenAI API, once against a deployment statically sized
 #     for the peak and once against an autoscaled one (min 1, max
-#     MAX_REPLICAS, the built-in InFlightPerReplica trigger, polling 1 s,
+#     MAX_REPLICAS, an in-flight and an arrival-rate trigger, polling 1 s,
 #     scale-down window 30 s × trace scale). For each: SLO attainment (fraction of
 #     requests, failures included, whose TTFT ≤ SLO_TTFT) from `capstan bench
 #     --slo`, and replica-hours from the server's
@@ -58,17 +58,15 @@
 # (scale-down stabilisation, seconds), ENGINE_TIME_SCALE, WORKLOAD,
 # ZERO_ROUNDS, CONCURRENT, INSTANCE_TYPE. Part 3: NODES (1; 0 = off),
 # NODES_ONLY (0), NODE_LAUNCH (node launch time, 2s), NODE_INSTANCE_TYPE
-# (ml.g5.2xlarge), CONSOLIDATE_AFTER (seconds, 30 × trace scale),
+# (ml.g5.2xlarge), CONSOLIDATE_AFTER (seconds, 0),
 # NODE_COOLDOWN (the min-0 deployment's cooldownPeriod, seconds, 10),
 # NODE_BATCH_IDLE (the node autoscaler's batchIdle, Karpenter's 1s).
 # Extra triggers for experiments (the autoscaled deployment's triggers are a
 # cloudWatchTriggerList plus an optional prometheusTrigger; the HPA takes the
 # largest proposal): INFLIGHT_STAT (the in-flight trigger's metricStat,
-# Average); INFLIGHT_METRIC (InFlightPerReplica, metricType Value: in flight
-# per serving replica, times the replicas decided; or
-# AWS/SageMaker ConcurrentRequestsPerModel, metricType Average: the total in
-# flight over TARGET, which replicas still waiting for a node do not
-# inflate); TTFT_TARGET (seconds; 0 = off) and TTFT_PERIOD (1) add a
+# Average); INFLIGHT_METRIC (ConcurrentRequestsPerModel, the default, or
+# InFlightPerReplica with metricType Value, the setting of runs 1–8 in
+# docs/performance.md); TTFT_TARGET (seconds; 0 = off) and TTFT_PERIOD (1) add a
 # capstan/TimeToFirstToken trigger (metricType Value); RATE_TARGET (req/s per
 # replica; 0 = off) starts Debian's prometheus scraping the server every
 # second and adds a prometheusTrigger on
@@ -105,12 +103,19 @@ fi
 # spike, and the controller's peeks between polls (docs/autoscaling.md,
 # "Early polls") act on it at once. A target of 5, not the 3 req/s a replica
 # serves, keeps the idle phase's Poisson bursts (1.2 req/s) from adding
-# replicas. The other, capstan/InFlightPerReplica with TARGET = 12, sizes
-# the deployment for the rest of the spike and the ramp: one replica holds
+# replicas. The other, AWS/SageMaker ConcurrentRequestsPerModel (requests in
+# flight and queued) with metricType Average and TARGET = 12 per replica,
+# sizes the deployment for the rest of the spike and the ramp: one replica holds
 # about 10 in flight at the static deployment's per-replica peak load
 # (Little's law: 3 req/s × ~3.5 s end to end), and a target just above that
 # keeps Poisson noise on the ramp from adding replicas that the peeks would
-# otherwise act on (target 10 cost 0.64 of the static replica-hours).
+# otherwise act on (target 10 cost 0.64 of the static replica-hours). A total
+# over a per-replica target, rather than capstan/InFlightPerReplica (in flight
+# per serving replica, metricType Value: times the replicas decided), because
+# replicas waiting for a node (part 3) do not serve: per serving replica the
+# value grows while they wait, and each poll asked for more (1 → 2 → 3 → 5
+# within three seconds on the ramp). With replicas that start in 0.1 s the
+# two agree.
 # MAX_REPLICAS = 6 is above the static 4: in-flight grows only as the
 # spike's requests accumulate, and the extra replicas drain that backlog;
 # their replica-seconds are counted.
@@ -127,7 +132,7 @@ MAX_REPLICAS=${MAX_REPLICAS:-6}
 STATIC_REPLICAS=${STATIC_REPLICAS:-4}
 TARGET=${TARGET:-12}
 INFLIGHT_STAT=${INFLIGHT_STAT:-Average}
-INFLIGHT_METRIC=${INFLIGHT_METRIC:-InFlightPerReplica}
+INFLIGHT_METRIC=${INFLIGHT_METRIC:-ConcurrentRequestsPerModel}
 case "$INFLIGHT_METRIC" in
 InFlightPerReplica) inflight_ns=capstan inflight_type=Value ;;
 ConcurrentRequestsPerModel) inflight_ns=AWS/SageMaker inflight_type=Average ;;
@@ -151,9 +156,11 @@ NODES_ONLY=${NODES_ONLY:-0}
 [[ "$NODES_ONLY" == 1 ]] && NODES=1
 NODE_LAUNCH=${NODE_LAUNCH:-2s}
 NODE_INSTANCE_TYPE=${NODE_INSTANCE_TYPE:-ml.g5.2xlarge}
-# Karpenter's consolidateAfter follows the trace's time scale too (30 s at
-# scale 1), as the replicas' scale-down window does.
-CONSOLIDATE_AFTER=${CONSOLIDATE_AFTER:-$(python3 -c "print(max(1, round(30 * $TRACE_SCALE)))")}
+# Karpenter's default consolidateAfter, 0 s: the replicas' scale-down window
+# (30 s × the trace scale) already holds replicas through a lull, so a node
+# waiting again after its replica left only adds node-hours (15 s cost 0.59
+# of the static node-hours where 0 s gave 0.51, with the same attainment).
+CONSOLIDATE_AFTER=${CONSOLIDATE_AFTER:-0}
 NODE_COOLDOWN=${NODE_COOLDOWN:-10}
 NODE_BATCH_IDLE=${NODE_BATCH_IDLE:-1s}
 
