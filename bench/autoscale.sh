@@ -61,6 +61,8 @@
 # (ml.g5.2xlarge), CONSOLIDATE_AFTER (seconds, 0),
 # NODE_COOLDOWN (the min-0 deployment's cooldownPeriod, seconds, 10),
 # NODE_BATCH_IDLE (the node autoscaler's batchIdle, Karpenter's 1s).
+# CAPACITY_ONLY=1 measures one replica alone instead: CAPACITY_RATES (req/s,
+# "3 3.5 4"), CAPACITY_DURATION (60s) each; one RESULT capacity line a rate.
 # Extra triggers for experiments (the autoscaled deployment's triggers are a
 # cloudWatchTriggerList plus an optional prometheusTrigger; the HPA takes the
 # largest proposal): INFLIGHT_STAT (the in-flight trigger's metricStat,
@@ -163,6 +165,9 @@ NODE_INSTANCE_TYPE=${NODE_INSTANCE_TYPE:-ml.g5.2xlarge}
 CONSOLIDATE_AFTER=${CONSOLIDATE_AFTER:-0}
 NODE_COOLDOWN=${NODE_COOLDOWN:-10}
 NODE_BATCH_IDLE=${NODE_BATCH_IDLE:-1s}
+CAPACITY_ONLY=${CAPACITY_ONLY:-0}
+CAPACITY_RATES=${CAPACITY_RATES:-3 3.5 4}
+CAPACITY_DURATION=${CAPACITY_DURATION:-60s}
 
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -525,6 +530,26 @@ print(f"RESULT nodes slo_attainment={au_att:.3f} node_hours_ratio={ratio:.2f} ze
       f"launch_time={launch_cfg} trace_scale={scale}")
 PY
 }
+
+# --- one replica's capacity (CAPACITY_ONLY=1) ----------------------------------
+# What one replica serves within the SLO: Poisson arrivals at each of
+# CAPACITY_RATES (req/s) for CAPACITY_DURATION against a one-replica
+# deployment of the same model, GPU and workload. docs/performance.md
+# ("Node autoscaling") bounds what any autoscaler can do on the spike with it.
+if [[ "$CAPACITY_ONLY" == 1 ]]; then
+	manifest cap-one 1 >"$OUT/cap-one.yaml"
+	cap apply -f "$OUT/cap-one.yaml" >/dev/null || die "apply cap-one"
+	wait_complete cap-one
+	wait_replicas cap-one 1 60
+	for r in $CAPACITY_RATES; do
+		cap bench --target "$url" --model cap-one --workload "$WORKLOAD" --arrival poisson --rate "$r" \
+			--duration "$CAPACITY_DURATION" --slo "ttft=$SLO_TTFT" --progress 0 --out "$OUT/capacity-$r.json" \
+			>"$OUT/capacity-$r.txt" 2>&1 || { cat "$OUT/capacity-$r.txt" >&2; die "bench at $r req/s"; }
+		jq -r --arg r "$r" '.stages[0].summaries[0] | "RESULT capacity rate=\($r) slo_attainment=\(.goodput.attainment * 1000 | round / 1000) ttft_p95_ms=\(.ttft_ms.p95 | round) e2e_p50_ms=\(.e2e_ms.p50 | round) requests=\(.requests) failed=\(.failed)"' \
+			"$OUT/capacity-$r.json"
+	done
+	exit 0
+fi
 
 if [[ "$NODES_ONLY" == 1 ]]; then
 	nodes_part
