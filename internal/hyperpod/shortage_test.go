@@ -106,11 +106,7 @@ func TestShortageInService(t *testing.T) {
 // clock's resync ticks.
 func TestRun(t *testing.T) {
 	e := newEnv(t, fleet.Capacity{g5: {"a": 4}}, nil)
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { e.svc.Run(rctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	e.clk.BlockUntil(1) // Run's resync ticker
+	e.run(t)
 	if _, err := e.svc.CreateCluster(ctx, spec("c1", group("w", g5, 1))); err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +128,7 @@ func TestRunWakesWhenALaunchIsDone(t *testing.T) {
 		o.Resync = 10 * time.Second
 		o.LaunchTime = func(string) time.Duration { return 300 * time.Millisecond }
 	})
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { e.svc.Run(rctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	e.clk.BlockUntil(1) // Run's resync ticker
+	e.run(t)
 	if _, err := e.svc.CreateCluster(ctx, spec("c1", group("w", g5, 1))); err != nil {
 		t.Fatal(err)
 	}
@@ -157,4 +149,14 @@ func TestRunWakesWhenALaunchIsDone(t *testing.T) {
 		}
 		<-time.After(time.Millisecond)
 	}
+}
+
+// run starts the service's Run loop until the test ends and waits for its
+// resync ticker.
+func (e *env) run(t *testing.T) {
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { e.svc.Run(rctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.clk.BlockUntil(1)
 }
