@@ -134,11 +134,13 @@ func simulate(nodes []NodeState, i int, pending []PendingReplica, nominated map[
 		targets = append(targets, target{n.Name, n.InstanceType, sub(n.Capacity, n.Allocated)})
 	}
 	slices.SortFunc(targets, func(a, b target) int { return cmp.Compare(a.name, b.name) })
+	at := make(map[string]int, len(targets))
+	for k, t := range targets {
+		at[t.name] = k
+	}
 	for _, r := range pending {
-		for k := range targets {
-			if targets[k].name == nominated[r.ID] {
-				targets[k].free = sub(targets[k].free, r.Request)
-			}
+		if k, ok := at[nominated[r.ID]]; ok {
+			targets[k].free = sub(targets[k].free, r.Request)
 		}
 	}
 	for _, r := range largestFirst(leaving) {
