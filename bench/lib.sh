@@ -65,7 +65,7 @@ shared_prefix_knobs() {
 wait_serving() {
 	local u=""
 	for _ in $(seq 300); do
-		u=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$1" | head -1)
+		u=$(sed -n 's/^capstan serving on \(http:\/\/.*\)$/\1/p' "$1" 2>/dev/null | head -1) || true
 		[[ -n "$u" ]] && break
 		sleep 0.1
 	done

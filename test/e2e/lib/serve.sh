@@ -38,6 +38,10 @@ fail() {
   exit 1
 }
 
+# The file exists before the first read: the background job opens it only once
+# it is scheduled, and a read of a missing file would end the script under
+# pipefail.
+: >"$work/server.out"
 "$CAPSTAN_BIN" serve --listen 127.0.0.1:0 --data-dir "$work/data" --engine-time-scale 0.01 --dev-clock \
   "${serve_args[@]}" >"$work/server.out" 2>"$work/server.log" &
 server_pid=$!
