@@ -589,8 +589,9 @@ func sourceFailure(err error) *failure {
 // plan's end, a MIG re-layout) is replaced before it stops: it no longer
 // counts toward the desired replicas, so a replacement is recorded, and it
 // keeps serving until the replacement does. When a replacement finds no
-// room, the leaving replicas stop at once instead, as before (the room they
-// hold may be what the replacement waits for, as in a MIG re-layout).
+// room, the leaving replicas stop at once instead (the room they hold may be
+// what the replacement waits for, as in a MIG re-layout), unless a node
+// autoscaler adds a node for it (keepLeaving).
 func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired int) (retire []string, changed bool) {
 	var cur, old, leaving []replicaRec
 	for _, r := range rec.Replicas {
@@ -620,7 +621,7 @@ func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired 
 	}
 	step := rollout.Next(prog)
 	defer func() {
-		keep := c.keepLeaving(k, rec, st, leaving, desired-prog.NewHealthy-step.Old)
+		keep := c.keepLeaving(k, rec, p, st, leaving, desired-prog.NewHealthy-step.Old)
 		for _, r := range leaving[keep:] {
 			retire = append(retire, r.ID)
 			changed = true
@@ -678,10 +679,15 @@ func (c *Controller) leavingNode(id string, st *objState) (on, gone bool) {
 }
 
 // keepLeaving orders leaving (serving ones first) and says how many of them
-// keep serving: up to short, the replicas the others do not cover yet, and
-// none while a replica of the current revision was refused a node. Each is
-// announced once with an Evicted event.
-func (c *Controller) keepLeaving(k string, rec *record, st *objState, leaving []replicaRec, short int) int {
+// keep serving: up to short, the replicas the others do not cover yet. While
+// a replica of the current revision was refused a node, none does, unless a
+// node autoscaler adds nodes to the deployment's cluster for it
+// (Options.Provisioned; whole GPUs only, as the autoscaler sizes no MIG
+// slice): then the room it waits for is a new node's, not the leaving
+// replicas' own, and they serve until the replacement does or their node
+// goes (a spot interruption's notice, the drain timeout). Each is announced
+// once with an Evicted event.
+func (c *Controller) keepLeaving(k string, rec *record, p *plan, st *objState, leaving []replicaRec, short int) int {
 	for _, r := range leaving {
 		if _, told := st.evictWhy[r.ID]; told {
 			continue
@@ -691,8 +697,9 @@ func (c *Controller) keepLeaving(k string, rec *record, st *objState, leaving []
 		c.event(k, manifest.EventNormal, "Evicted", fmt.Sprintf("replica %s moves: node %s is being removed; it serves until its replacement does", r.ID, n.Name))
 		c.nodeEvent(n.Name, "Evicted", fmt.Sprintf("replica %s of %s moves off the node", r.ID, k))
 	}
+	provisioned := c.o.Provisioned != nil && p.req.MIGProfile == "" && c.o.Provisioned(p.cluster)
 	for _, r := range rec.Replicas {
-		if _, refused := st.pending[r.ID]; refused && r.Revision == rec.Revision {
+		if _, refused := st.pending[r.ID]; refused && r.Revision == rec.Revision && !provisioned {
 			return 0
 		}
 	}

@@ -166,6 +166,82 @@ func TestReplicaOnALeavingNodeIsReplacedFirst(t *testing.T) {
 	}
 }
 
+// TestLeavingReplicaServesWhileAnAutoscalerAddsANode: in a cluster whose
+// node autoscaler adds nodes for pending replicas, a replica on a leaving
+// node (a spot notice) with no room for its replacement keeps serving until
+// the replacement, on the node that is added for it, serves; if its node
+// goes first, it stops then. Without the autoscaler it stops at once
+// (TestReplicaOnALeavingNodeIsReplacedFirst).
+func TestLeavingReplicaServesWhileAnAutoscalerAddsANode(t *testing.T) {
+	var asked []string
+	provisioned := func(o *Options, _ *harnessConfig) {
+		o.Provisioned = func(name string) bool { asked = append(asked, name); return name == cluster.DefaultName }
+	}
+	h := newHarness(t, manualRuntime(), provisioned, withGroups(cluster.InstanceGroup{Name: "g5", InstanceType: "ml.g5.24xlarge", Count: 1}))
+	k := kIEC("demo")
+	h.apply(iec("demo", 1, 4, ""))
+	h.reconcile(k)
+	first := h.running("")[0]
+	h.rt.SetState(first, runtime.StateHealthy, "")
+	h.reconcile(k)
+	from, _ := h.cl.NodeOf(first)
+	if _, err := h.cl.Cordon(from.Name, true); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(k)
+	if got := h.running(""); !slices.Equal(got, []string{first}) {
+		t.Fatalf("running %v with no room for the replacement; want the leaving replica %s serving", got, first)
+	}
+	if got := h.backends("demo"); !slices.Equal(got, []string{first}) {
+		t.Fatalf("route %v while the replacement waits for a node, want [%s]", got, first)
+	}
+	ps := h.cl.Pending()
+	if len(ps) != 1 || ps[0].ReplicaID == first {
+		t.Fatalf("pending %+v, want the replacement of %s", ps, first)
+	}
+	if !slices.Contains(asked, cluster.DefaultName) {
+		t.Fatalf("Provisioned asked about %v, want %s", asked, cluster.DefaultName)
+	}
+	second := ps[0].ReplicaID
+
+	// The autoscaler's node joins: the replacement lands and starts while
+	// the leaving replica serves, then takes over.
+	addNode(t, h, "added", from.Capacity)
+	h.reconcile(k)
+	if n, ok := h.cl.NodeOf(second); !ok || n.Name != "added" {
+		t.Fatalf("replacement on %q (placed %v), want the added node", n.Name, ok)
+	}
+	if got := h.backends("demo"); !slices.Equal(got, []string{first}) {
+		t.Fatalf("route %v while the replacement starts, want [%s]", got, first)
+	}
+	h.rt.SetState(second, runtime.StateHealthy, "")
+	h.reconcile(k)
+	if got := h.running(""); !slices.Equal(got, []string{second}) {
+		t.Fatalf("running %v once the replacement serves, want [%s]", got, second)
+	}
+	if _, ok := h.cl.NodeOf(first); ok {
+		t.Fatalf("%s still holds its node", first)
+	}
+
+	// Its node is interrupted before a node is added for the replacement:
+	// the leaving replica stops then, and the replacement stays pending.
+	if _, err := h.cl.Cordon("added", true); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(k)
+	if got := h.running(""); !slices.Equal(got, []string{second}) {
+		t.Fatalf("running %v after the second cordon, want %s serving", got, second)
+	}
+	h.cl.RemoveNode("added")
+	h.reconcile(k)
+	if got := h.running(""); len(got) != 0 {
+		t.Fatalf("running %v after the leaving node went, want none", got)
+	}
+	if ps := h.cl.Pending(); len(ps) != 1 || ps[0].ReplicaID == second {
+		t.Fatalf("pending %+v, want one replacement of %s", ps, second)
+	}
+}
+
 func wantPending(t *testing.T, h *harness, id string) {
 	t.Helper()
 	ps := h.cl.Pending()

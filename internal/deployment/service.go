@@ -78,6 +78,12 @@ type Options struct {
 	// NodeEvents, when set, hears which replica is bound to or moved off
 	// which node, for the node's own events (`capstan describe node`).
 	NodeEvents NodeEvents
+	// Provisioned reports whether a node autoscaler adds nodes to a
+	// cluster for its pending replicas. A replica on a leaving node of
+	// such a cluster keeps serving while its replacement waits for a new
+	// node; elsewhere (nil: nowhere) it stops at once, since the room its
+	// replacement waits for may be its own.
+	Provisioned func(cluster string) bool
 	// DataDir is capstan serve's data directory: each node's tieredstorage
 	// KV store lives in DataDir/tieredstorage/<cluster>/<node>. Empty, a
 	// deployment with tieredstorage does not start its replicas (the

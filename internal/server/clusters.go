@@ -208,11 +208,23 @@ func (s *autoscalerState) AutoScaled() []string {
 	}
 	var out []string
 	for _, c := range cs {
-		if c.AutoScaling.Enabled() && c.Status != hyperpod.StatusDeleting {
+		if autoScaled(c) {
 			out = append(out, c.Name)
 		}
 	}
 	return out
+}
+
+// autoScaled says whether the node autoscaler adds nodes to c.
+func autoScaled(c hyperpod.Cluster) bool {
+	return c.AutoScaling.Enabled() && c.Status != hyperpod.StatusDeleting
+}
+
+// provisioned reports whether the node autoscaler adds nodes to cluster
+// name for its pending replicas (deployment.Options.Provisioned).
+func (c *clusters) provisioned(name string) bool {
+	cl, _, err := c.svc.Cluster(context.Background(), name)
+	return err == nil && autoScaled(cl)
 }
 
 func (s *autoscalerState) Offerings(ctx context.Context, name string) ([]hyperpod.Offering, error) {

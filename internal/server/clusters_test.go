@@ -666,3 +666,77 @@ func TestClusterNodeFailureMovesReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestLeavingReplicaServesWhileANodeIsAdded: on a cluster with node
+// autoscaling on, BatchDeleteClusterNodes on a deployment's only node
+// cordons it; with no room elsewhere the replica keeps serving while the
+// autoscaler launches a node for its replacement, and moves once that node
+// is up. (Without node autoscaling it would stop at once.)
+func TestLeavingReplicaServesWhileANodeIsAdded(t *testing.T) {
+	h := startHarness(t, clusterConfig())
+	dev := h.srv.Clock.(*clock.Dev)
+	ctx := context.Background()
+	if err := h.createCluster("mv-cluster", smtypes.ClusterNodeRecoveryAutomatic, hpGroup("one", "ml.g5.8xlarge", 1, "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Advance(hpLaunch + time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.waitCluster(t, "mv-cluster", smtypes.ClusterStatusInservice)
+	if _, err := h.sm.UpdateCluster(ctx, &sm.UpdateClusterInput{ClusterName: aws.String("mv-cluster"), ClusterRole: aws.String(hpRole),
+		AutoScaling: &smtypes.ClusterAutoScalingConfig{Mode: smtypes.ClusterAutoScalingModeEnable, AutoScalerType: smtypes.ClusterAutoScalerTypeKarpenter}}); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.Load([]byte(clusterJSM("mover", "mv-cluster", "ml.g5.8xlarge")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.Deployments.Apply(ctx, objs[0]); err != nil {
+		t.Fatal(err)
+	}
+	ready := func() int {
+		o, err := h.srv.Deployments.Get(ctx, manifest.KindJumpStartModel, "default", "mover")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(o.GetStatus().ReadyReplicas)
+	}
+	var ns []nodeAPI
+	eventually(t, func() string { return fmt.Sprintf("replica not ready: %+v", ns) }, func() bool {
+		ns = h.apiNodes(t, "mv-cluster")
+		return len(ns) == 1 && len(ns[0].Replicas) == 1 && ready() == 1
+	})
+	first, replica := ns[0].Name, ns[0].Replicas[0]
+	if _, err := h.sm.BatchDeleteClusterNodes(ctx, &sm.BatchDeleteClusterNodesInput{ClusterName: aws.String("mv-cluster"),
+		NodeIds: []string{strings.TrimPrefix(first, "hyperpod-")}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The autoscaler's batch closes a second after the replacement is
+	// pending; the new node then launches for hpLaunch, and all that time
+	// the leaving replica serves.
+	var added string
+	eventually(t, func() string { return fmt.Sprintf("no node launched for the replacement: %+v", ns) }, func() bool {
+		_ = dev.Advance(200 * time.Millisecond)
+		ns = h.apiNodes(t, "mv-cluster")
+		for _, n := range ns {
+			if n.Name != first {
+				added = n.Name
+			}
+		}
+		return added != ""
+	})
+	for range 3 {
+		time.Sleep(100 * time.Millisecond) // resync passes: the leaving replica must not stop
+		ns = h.apiNodes(t, "mv-cluster")
+		i := slices.IndexFunc(ns, func(n nodeAPI) bool { return n.Name == first })
+		if i < 0 || !slices.Equal(ns[i].Replicas, []string{replica}) || ready() != 1 {
+			t.Fatalf("while %s launches: nodes %+v, ready %d; want %s still on %s and serving", added, ns, ready(), replica, first)
+		}
+	}
+	eventually(t, func() string { return fmt.Sprintf("the replacement did not take over on %s: %+v", added, ns) }, func() bool {
+		_ = dev.Advance(time.Second)
+		ns = h.apiNodes(t, "mv-cluster")
+		return len(ns) == 1 && ns[0].Name == added && ns[0].Status == "Running" && len(ns[0].Replicas) == 1 && ready() == 1
+	})
+}

@@ -173,7 +173,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return fail(fmt.Errorf("clusters: %w", err))
 	}
 	dep, err := newDeployments(deploymentDeps{cfg: cfg, store: st, clock: clk, log: log, reg: reg, eng: eng, gw: gw,
-		endpoints: svc, cat: cat, models: models, gatewayURL: "http://" + ln.Addr().String(), pool: cls.pool, nodeEvents: cls.svc}, o)
+		endpoints: svc, cat: cat, models: models, gatewayURL: "http://" + ln.Addr().String(), pool: cls.pool, nodeEvents: cls.svc,
+		provisioned: cls.provisioned}, o)
 	if err != nil {
 		return fail(fmt.Errorf("deployments: %w", err))
 	}
