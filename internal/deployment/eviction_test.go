@@ -77,20 +77,7 @@ func TestReplicasMoveWhenTheirNodeLeaves(t *testing.T) {
 func TestReplicaOnALeavingNodeIsReplacedFirst(t *testing.T) {
 	h := newHarness(t, manualRuntime(), withGroups(cluster.InstanceGroup{Name: "g5", InstanceType: "ml.g5.24xlarge", Count: 2}))
 	k := kIEC("demo")
-	h.apply(iec("demo", 1, 4, ""))
-	h.reconcile(k)
-	ids := h.running("")
-	if len(ids) != 1 {
-		t.Fatalf("running %v, want one replica", ids)
-	}
-	first := ids[0]
-	h.rt.SetState(first, runtime.StateHealthy, "")
-	h.reconcile(k)
-	from, _ := h.cl.NodeOf(first)
-	if _, err := h.cl.Cordon(from.Name, true); err != nil {
-		t.Fatal(err)
-	}
-	h.reconcile(k)
+	first, from := cordonServingReplica(t, h, k)
 	running := h.running("")
 	if len(running) != 2 || running[0] != first && running[1] != first {
 		t.Fatalf("running %v after the cordon; want %s and its replacement", running, first)
@@ -179,16 +166,7 @@ func TestLeavingReplicaServesWhileAnAutoscalerAddsANode(t *testing.T) {
 	}
 	h := newHarness(t, manualRuntime(), provisioned, withGroups(cluster.InstanceGroup{Name: "g5", InstanceType: "ml.g5.24xlarge", Count: 1}))
 	k := kIEC("demo")
-	h.apply(iec("demo", 1, 4, ""))
-	h.reconcile(k)
-	first := h.running("")[0]
-	h.rt.SetState(first, runtime.StateHealthy, "")
-	h.reconcile(k)
-	from, _ := h.cl.NodeOf(first)
-	if _, err := h.cl.Cordon(from.Name, true); err != nil {
-		t.Fatal(err)
-	}
-	h.reconcile(k)
+	first, from := cordonServingReplica(t, h, k)
 	if got := h.running(""); !slices.Equal(got, []string{first}) {
 		t.Fatalf("running %v with no room for the replacement; want the leaving replica %s serving", got, first)
 	}
@@ -240,6 +218,27 @@ func TestLeavingReplicaServesWhileAnAutoscalerAddsANode(t *testing.T) {
 	if ps := h.cl.Pending(); len(ps) != 1 || ps[0].ReplicaID == second {
 		t.Fatalf("pending %+v, want one replacement of %s", ps, second)
 	}
+}
+
+// cordonServingReplica applies "demo" (one replica of 4 GPUs), lets its
+// replica serve, cordons that replica's node and reconciles once; it returns
+// the replica and the node it was on.
+func cordonServingReplica(t *testing.T, h *harness, k string) (string, cluster.Node) {
+	t.Helper()
+	h.apply(iec("demo", 1, 4, ""))
+	h.reconcile(k)
+	ids := h.running("")
+	if len(ids) != 1 {
+		t.Fatalf("running %v, want one replica", ids)
+	}
+	h.rt.SetState(ids[0], runtime.StateHealthy, "")
+	h.reconcile(k)
+	from, _ := h.cl.NodeOf(ids[0])
+	if _, err := h.cl.Cordon(from.Name, true); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(k)
+	return ids[0], from
 }
 
 func wantPending(t *testing.T, h *harness, id string) {
