@@ -107,7 +107,7 @@ fi
 # serves keeps Poisson bursts from adding replicas: 4.5 reads the spike's
 # 12 req/s as 3 replicas, and a count of 15 in a second (about one reading
 # in four) as 4; the ramp's 6 req/s needs a count of 10 (one in twelve) for
-# a third replica. docs/performance.md, runs 9–14, has the targets 3.5–5
+# a third replica. docs/performance.md, runs 9–15, has the targets 3.5–5
 # measured. The other, AWS/SageMaker ConcurrentRequestsPerModel (requests in
 # flight and queued) with metricType Average and TARGET = 12 per replica,
 # sizes the deployment for the rest of the spike and the ramp: one replica holds

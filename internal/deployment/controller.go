@@ -688,6 +688,9 @@ func (c *Controller) leavingNode(id string, st *objState) (on, gone bool) {
 // goes (a spot interruption's notice, the drain timeout). Each is announced
 // once with an Evicted event.
 func (c *Controller) keepLeaving(k string, rec *record, p *plan, st *objState, leaving []replicaRec, short int) int {
+	if len(leaving) == 0 {
+		return 0
+	}
 	for _, r := range leaving {
 		if _, told := st.evictWhy[r.ID]; told {
 			continue
@@ -697,11 +700,12 @@ func (c *Controller) keepLeaving(k string, rec *record, p *plan, st *objState, l
 		c.event(k, manifest.EventNormal, "Evicted", fmt.Sprintf("replica %s moves: node %s is being removed; it serves until its replacement does", r.ID, n.Name))
 		c.nodeEvent(n.Name, "Evicted", fmt.Sprintf("replica %s of %s moves off the node", r.ID, k))
 	}
-	provisioned := c.o.Provisioned != nil && p.req.MIGProfile == "" && c.o.Provisioned(p.cluster)
-	for _, r := range rec.Replicas {
-		if _, refused := st.pending[r.ID]; refused && r.Revision == rec.Revision && !provisioned {
-			return 0
-		}
+	refused := slices.ContainsFunc(rec.Replicas, func(r replicaRec) bool {
+		_, pending := st.pending[r.ID]
+		return pending && r.Revision == rec.Revision
+	})
+	if refused && (c.o.Provisioned == nil || p.req.MIGProfile != "" || !c.o.Provisioned(p.cluster)) {
+		return 0
 	}
 	sort.SliceStable(leaving, func(i, j int) bool { return c.eng.Healthy(leaving[i].ID) && !c.eng.Healthy(leaving[j].ID) })
 	return min(len(leaving), max(0, short))
