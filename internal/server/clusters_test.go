@@ -509,14 +509,8 @@ func TestClusterLifecycleWithSDK(t *testing.T) {
 	})
 
 	t.Run("delete waits for the deployment there", func(t *testing.T) {
-		objs, err := manifest.Load([]byte(clusterJSM("on-inf", "inf-cluster", "ml.p5.48xlarge")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.srv.Deployments.Apply(ctx, objs[0]); err != nil {
-			t.Fatal(err)
-		}
-		_, err = h.sm.DeleteCluster(ctx, &sm.DeleteClusterInput{ClusterName: aws.String("inf-cluster")})
+		h.applyJSM(t, "on-inf", "inf-cluster", "ml.p5.48xlarge")
+		_, err := h.sm.DeleteCluster(ctx, &sm.DeleteClusterInput{ClusterName: aws.String("inf-cluster")})
 		if code, msg := apiCode(err); code != "ConflictException" || !strings.Contains(msg, "on-inf") {
 			t.Fatalf("delete with a deployment there: %s %q, want ConflictException naming on-inf", code, msg)
 		}
@@ -557,6 +551,40 @@ spec:
 `
 }
 
+// applyJSM applies clusterJSM(name, cluster, instanceType) through the
+// deployment service and returns a reader of its ready replicas.
+func (h *harness) applyJSM(t *testing.T, name, cluster, instanceType string) (ready func() int) {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := manifest.Load([]byte(clusterJSM(name, cluster, instanceType)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.Deployments.Apply(ctx, objs[0]); err != nil {
+		t.Fatal(err)
+	}
+	return func() int {
+		o, err := h.srv.Deployments.Get(ctx, manifest.KindJumpStartModel, "default", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(o.GetStatus().ReadyReplicas)
+	}
+}
+
+// oneNodeCluster creates cluster name with one ml.g5.8xlarge node, moves the
+// dev clock past its launch and waits until it is InService.
+func (h *harness) oneNodeCluster(t *testing.T, name string, recovery smtypes.ClusterNodeRecovery) {
+	t.Helper()
+	if err := h.createCluster(name, recovery, hpGroup("one", "ml.g5.8xlarge", 1, "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.Clock.(*clock.Dev).Advance(hpLaunch + time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.waitCluster(t, name, smtypes.ClusterStatusInservice)
+}
+
 // nodeAPI is a node as GET /apis/capstan.dev/v1/nodes answers it.
 type nodeAPI struct {
 	Name     string   `json:"name"`
@@ -595,33 +623,14 @@ func TestClusterNodeFailureMovesReplicas(t *testing.T) {
 			h := startHarness(t, clusterConfig())
 			dev := h.srv.Clock.(*clock.Dev)
 			ctx := context.Background()
-			if err := h.createCluster("rec-cluster", tc.recovery, hpGroup("one", "ml.g5.8xlarge", 1, "")); err != nil {
-				t.Fatal(err)
-			}
-			if err := dev.Advance(hpLaunch + time.Second); err != nil {
-				t.Fatal(err)
-			}
-			h.waitCluster(t, "rec-cluster", smtypes.ClusterStatusInservice)
-			objs, err := manifest.Load([]byte(clusterJSM("mover", "rec-cluster", "ml.g5.8xlarge")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := h.srv.Deployments.Apply(ctx, objs[0]); err != nil {
-				t.Fatal(err)
-			}
+			h.oneNodeCluster(t, "rec-cluster", tc.recovery)
+			ready := h.applyJSM(t, "mover", "rec-cluster", "ml.g5.8xlarge")
 			var ns []nodeAPI
 			eventually(t, func() string { return fmt.Sprintf("replica not placed: %+v", ns) }, func() bool {
 				ns = h.apiNodes(t, "rec-cluster")
 				return len(ns) == 1 && len(ns[0].Replicas) == 1
 			})
 			first := ns[0].Name
-			ready := func() int {
-				o, err := h.srv.Deployments.Get(ctx, manifest.KindJumpStartModel, "default", "mover")
-				if err != nil {
-					t.Fatal(err)
-				}
-				return int(o.GetStatus().ReadyReplicas)
-			}
 			eventually(t, func() string { return "replica never ready" }, func() bool { return ready() == 1 })
 
 			resp, err := http.Post(h.url+"/apis/capstan.dev/v1/nodes/"+first+"/fail", "application/json", nil)
@@ -676,31 +685,12 @@ func TestLeavingReplicaServesWhileANodeIsAdded(t *testing.T) {
 	h := startHarness(t, clusterConfig())
 	dev := h.srv.Clock.(*clock.Dev)
 	ctx := context.Background()
-	if err := h.createCluster("mv-cluster", smtypes.ClusterNodeRecoveryAutomatic, hpGroup("one", "ml.g5.8xlarge", 1, "")); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.Advance(hpLaunch + time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.waitCluster(t, "mv-cluster", smtypes.ClusterStatusInservice)
+	h.oneNodeCluster(t, "mv-cluster", smtypes.ClusterNodeRecoveryAutomatic)
 	if _, err := h.sm.UpdateCluster(ctx, &sm.UpdateClusterInput{ClusterName: aws.String("mv-cluster"), ClusterRole: aws.String(hpRole),
 		AutoScaling: &smtypes.ClusterAutoScalingConfig{Mode: smtypes.ClusterAutoScalingModeEnable, AutoScalerType: smtypes.ClusterAutoScalerTypeKarpenter}}); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := manifest.Load([]byte(clusterJSM("mover", "mv-cluster", "ml.g5.8xlarge")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.srv.Deployments.Apply(ctx, objs[0]); err != nil {
-		t.Fatal(err)
-	}
-	ready := func() int {
-		o, err := h.srv.Deployments.Get(ctx, manifest.KindJumpStartModel, "default", "mover")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return int(o.GetStatus().ReadyReplicas)
-	}
+	ready := h.applyJSM(t, "mover", "mv-cluster", "ml.g5.8xlarge")
 	var ns []nodeAPI
 	eventually(t, func() string { return fmt.Sprintf("replica not ready: %+v", ns) }, func() bool {
 		ns = h.apiNodes(t, "mv-cluster")
