@@ -60,7 +60,10 @@
 # NODES_ONLY (0), NODE_LAUNCH (node launch time, 2s), NODE_INSTANCE_TYPE
 # (ml.g5.2xlarge), CONSOLIDATE_AFTER (seconds, 0),
 # NODE_COOLDOWN (the min-0 deployment's cooldownPeriod, seconds, 10),
-# NODE_BATCH_IDLE (the node autoscaler's batchIdle, Karpenter's 1s).
+# NODE_BATCH_IDLE (the node autoscaler's batchIdle, Karpenter's 1s),
+# NODE_MIN_REPLICAS (nd-auto's minReplicaCount, 0: capacity standing for a
+# spike; above 0 nd-auto is deleted when the trace ends, and zero_after_s
+# counts from then).
 # CAPACITY_ONLY=1 measures one replica alone instead: CAPACITY_RATES (req/s,
 # "3 3.5 4"), CAPACITY_DURATION (60s) each; one RESULT capacity line a rate.
 # Extra triggers for experiments (the autoscaled deployment's triggers are a
@@ -168,6 +171,9 @@ NODE_INSTANCE_TYPE=${NODE_INSTANCE_TYPE:-ml.g5.2xlarge}
 CONSOLIDATE_AFTER=${CONSOLIDATE_AFTER:-0}
 NODE_COOLDOWN=${NODE_COOLDOWN:-10}
 NODE_BATCH_IDLE=${NODE_BATCH_IDLE:-1s}
+NODE_MIN_REPLICAS=${NODE_MIN_REPLICAS:-0}
+[[ "$NODE_MIN_REPLICAS" =~ ^[0-9]+$ ]] && ((NODE_MIN_REPLICAS <= MAX_REPLICAS)) ||
+	{ echo "NODE_MIN_REPLICAS: a whole number from 0 to MAX_REPLICAS ($MAX_REPLICAS), not $NODE_MIN_REPLICAS" >&2; exit 2; }
 CAPACITY_ONLY=${CAPACITY_ONLY:-0}
 CAPACITY_RATES=${CAPACITY_RATES:-3 3.5 4}
 CAPACITY_DURATION=${CAPACITY_DURATION:-60s}
@@ -473,10 +479,11 @@ spec:
     budgets: [{nodes: "100%"}]
 EOF
 	cap apply -f "$OUT/nodepool.yaml" >"$OUT/nodepool.out" 2>&1 || { cat "$OUT/nodepool.out" >&2; die "apply nodepool"; }
-	manifest nd-auto 1 "$(autoscaling 0 "$MAX_REPLICAS" "$NODE_COOLDOWN" 600 nd-auto)" bench-auto >"$OUT/nd-auto.yaml"
+	local first=$((NODE_MIN_REPLICAS > 1 ? NODE_MIN_REPLICAS : 1))
+	manifest nd-auto "$first" "$(autoscaling "$NODE_MIN_REPLICAS" "$MAX_REPLICAS" "$NODE_COOLDOWN" 600 nd-auto)" bench-auto >"$OUT/nd-auto.yaml"
 	cap apply -f "$OUT/nd-auto.yaml" >/dev/null || die "apply nd-auto"
 	wait_complete nd-auto
-	wait_replicas nd-auto 1 600
+	wait_replicas nd-auto "$first" 600
 	# Running nodes and replicas, sampled through the trace and the tail.
 	(
 		while :; do
@@ -491,6 +498,8 @@ EOF
 	t_end=$(date +%s.%N)
 	nh1=$(node_hours bench-auto)
 	echo "$(python3 -c "print($nh1 - $nh0)")" >"$OUT/nd-auto.nh"
+	# Standing replicas never leave on their own: the deployment goes instead.
+	((NODE_MIN_REPLICAS == 0)) || cap delete iec nd-auto >/dev/null || die "delete nd-auto"
 	# Until no node is left (launching and shutting-down ones included).
 	for _ in $(seq $(((CONSOLIDATE_AFTER + NODE_COOLDOWN + 600) * 4))); do
 		n=$(node_count bench-auto) || n=""
@@ -507,7 +516,7 @@ EOF
 	launch_sum=$(python3 -c "print($(metric "" capstan_cluster_node_launch_seconds_sum "") - $launch_sum0)")
 	launch_n=$(python3 -c "print($(metric "" capstan_cluster_node_launch_seconds_count "") - $launch_n0)")
 	cap get nodes --cluster bench-auto >"$OUT/nd-auto.nodes-after.txt" 2>&1 || true
-	cap delete iec nd-auto >/dev/null || die "delete nd-auto"
+	((NODE_MIN_REPLICAS > 0)) || cap delete iec nd-auto >/dev/null || die "delete nd-auto"
 
 	python3 - "$OUT" "$zero_after" "$CONSOLIDATE_AFTER" "$launch_sum" "$launch_n" "$tail_nh" "$SLO_TTFT" \
 		"$TRACE_SCALE" "$NODE_LAUNCH" "$t_end" <<'PY'
