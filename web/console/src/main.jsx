@@ -2,7 +2,7 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { getConfig, loadConfig, needsSignIn, session, setSession } from './api.js';
 import { ErrorBox, Field, useSubmit } from './components.jsx';
-import { Link, match, navigate, useRoute } from './router.jsx';
+import { BASE, Link, currentPath, match, navigate, useRoute } from './router.jsx';
 import Apply from './pages/Apply.jsx';
 import ClusterDetail from './pages/ClusterDetail.jsx';
 import Clusters from './pages/Clusters.jsx';
@@ -106,11 +106,14 @@ function App() {
         break;
       }
     }
+    if (!page && (path === '/' || path === '')) {
+      // The front page is the endpoints list. start() rewrites the URL before
+      // the first render; this covers a history entry that still says
+      // /console/. Never navigate() here: an event dispatched during render
+      // reaches no listener yet (useRoute subscribes in an effect).
+      page = <Endpoints />;
+    }
     if (!page) {
-      if (path === '/' || path === '') {
-        navigate('/endpoints', true);
-        return null;
-      }
       page = (
         <section>
           <h1>Not found</h1>
@@ -161,6 +164,9 @@ async function start() {
   }
   // Keep the server's clock current (a dev clock moves in jumps).
   setInterval(() => loadConfig().catch(() => {}), 5000);
+  // The front page (/console/, the link README prints) is the endpoints
+  // list: say so in the URL before the first render, so the nav marks it.
+  if (currentPath() === '/') history.replaceState(null, '', BASE + '/endpoints');
   render(<App />, root);
 }
 

@@ -11,11 +11,15 @@ export function navigate(path, replace = false) {
   window.dispatchEvent(new Event('capstan-route'));
 }
 
+// currentPath is the location under BASE: "/" for /console and /console/.
+export function currentPath() {
+  return location.pathname.slice(BASE.length) || '/';
+}
+
 export function useRoute() {
-  const get = () => location.pathname.slice(BASE.length) || '/';
-  const [path, setPath] = useState(get());
+  const [path, setPath] = useState(currentPath());
   useEffect(() => {
-    const on = () => setPath(get());
+    const on = () => setPath(currentPath());
     window.addEventListener('popstate', on);
     window.addEventListener('capstan-route', on);
     return () => {
