@@ -3,6 +3,7 @@ package clock
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -171,5 +172,74 @@ func TestDevTickerFiresOnceAfterLargeAdvance(t *testing.T) {
 	case <-tk.C():
 	case <-time.After(5 * time.Second):
 		t.Fatal("ticker did not resume at the next period")
+	}
+}
+
+func TestRestoreDevSavesBeforeAdvancing(t *testing.T) {
+	var saved []DevState
+	fail := false
+	d, err := RestoreDev(DevState{Offset: 5 * time.Hour}, func(s DevState) error {
+		if fail {
+			return errors.New("disk full")
+		}
+		saved = append(saved, s)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Offset(); got != 5*time.Hour {
+		t.Fatalf("restored offset %s, want 5h", got)
+	}
+	if err := d.Advance(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if len(saved) != 1 || saved[0].Offset != 6*time.Hour || saved[0].At.Before(time.Now().Add(6*time.Hour-time.Second)) {
+		t.Fatalf("saved %+v, want offset 6h at about now+6h", saved)
+	}
+	fail = true
+	if err := d.Advance(time.Hour); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Advance with a failing save: %v", err)
+	}
+	if got := d.Offset(); got != 6*time.Hour {
+		t.Fatalf("an unsaved advance moved the clock to offset %s", got)
+	}
+}
+
+func TestRestoreDevNeverGoesBack(t *testing.T) {
+	tests := []struct {
+		name    string
+		state   DevState
+		atLeast time.Duration // Now() - wall time, at least
+		wantErr bool
+	}{
+		{"zero state is the wall clock", DevState{}, 0, false},
+		{"offset kept", DevState{Offset: 121 * time.Hour, At: time.Now().Add(121 * time.Hour)}, 121 * time.Hour, false},
+		// The wall clock stepped back an hour since the save: the offset grows by it.
+		{"wall clock stepped back", DevState{Offset: 2 * time.Hour, At: time.Now().Add(3 * time.Hour)}, 3*time.Hour - time.Second, false},
+		{"negative offset", DevState{Offset: -time.Hour}, 0, true},
+		{"offset past MaxOffset", DevState{Offset: MaxOffset + time.Hour}, 0, true},
+		{"saved time past MaxOffset", DevState{Offset: time.Hour, At: time.Now().Add(MaxOffset + 48*time.Hour)}, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := RestoreDev(tc.state, nil)
+			if tc.wantErr {
+				if err == nil || !errors.Is(err, ErrAdvanceBounds) {
+					t.Fatalf("RestoreDev(%+v) = %v, want ErrAdvanceBounds", tc.state, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			wall := time.Now()
+			if got := d.Now().Sub(wall); got < tc.atLeast {
+				t.Fatalf("Now is wall+%s, want at least wall+%s", got, tc.atLeast)
+			}
+			if !tc.state.At.IsZero() && d.Now().Before(tc.state.At) {
+				t.Fatalf("Now %s is before the saved %s", d.Now(), tc.state.At)
+			}
+		})
 	}
 }

@@ -23,15 +23,49 @@ var ErrAdvanceBounds = errors.New("dev clock advance out of bounds")
 // running server forward by a week; timers whose deadline is jumped over fire at
 // once.
 type Dev struct {
-	mu       sync.Mutex
-	offset   time.Duration
-	advanced chan struct{} // closed and replaced on every Advance
+	advancing sync.Mutex // held by Advance, which alone changes offset
+	mu        sync.Mutex
+	offset    time.Duration
+	advanced  chan struct{} // closed and replaced on every Advance
+	// save, when set, records the offset an Advance is about to take; the
+	// Advance takes effect only once save has returned nil.
+	save func(DevState) error
+}
+
+// DevState is what a Dev clock persists: its offset and the time it read
+// right after the last Advance. Restoring from it never puts the clock
+// before At, even when the wall clock stepped back in between.
+type DevState struct {
+	Offset time.Duration `json:"offset"`
+	At     time.Time     `json:"at"`
 }
 
 var _ Clock = (*Dev)(nil)
 
 // NewDev returns a Dev clock that starts at the wall time.
 func NewDev() *Dev { return &Dev{advanced: make(chan struct{})} }
+
+// RestoreDev returns a Dev clock that continues from a saved state (the zero
+// state: the wall time) and calls save with the new state inside every
+// Advance before the Advance takes effect, so a server restarted after an
+// acknowledged Advance never reads an earlier time than it did before.
+// A state outside MaxOffset is refused: it did not come from a Dev clock.
+func RestoreDev(st DevState, save func(DevState) error) (*Dev, error) {
+	if st.Offset < 0 || st.Offset > MaxOffset {
+		return nil, fmt.Errorf("%w: saved offset %s is outside [0, %s]", ErrAdvanceBounds, st.Offset, MaxOffset)
+	}
+	offset := st.Offset
+	// The wall clock stepped back since the save: keep time from going back
+	// too. At is a saved time, so the gap is bounded before it is added.
+	if now := time.Now(); !st.At.IsZero() && now.Add(offset).Before(st.At) {
+		gap := st.At.Sub(now.Add(offset))
+		if gap > MaxOffset-offset {
+			return nil, fmt.Errorf("%w: saved time %s is more than %s ahead of the wall clock", ErrAdvanceBounds, st.At.UTC().Format(time.RFC3339), MaxOffset)
+		}
+		offset += gap
+	}
+	return &Dev{offset: offset, advanced: make(chan struct{}), save: save}, nil
+}
 
 // Now returns wall time plus the accumulated offset.
 func (d *Dev) Now() time.Time {
@@ -49,7 +83,8 @@ func (d *Dev) Offset() time.Duration {
 
 // Advance moves the clock forward by by (zero or negative values are
 // ignored). It refuses, leaving the clock where it is, a step over MaxAdvance
-// or one that would take the total offset over MaxOffset.
+// or one that would take the total offset over MaxOffset, and, on a clock
+// from RestoreDev, one whose new state could not be saved.
 func (d *Dev) Advance(by time.Duration) error {
 	if by <= 0 {
 		return nil
@@ -57,13 +92,23 @@ func (d *Dev) Advance(by time.Duration) error {
 	if by > MaxAdvance {
 		return fmt.Errorf("%w: %s is more than the %s (10 years) one advance may move", ErrAdvanceBounds, by, MaxAdvance)
 	}
+	// One Advance at a time, and save outside mu: a saver that writes the
+	// store waits for its write lock, whose holder may be reading Now.
+	d.advancing.Lock()
+	defer d.advancing.Unlock()
+	offset := d.Offset()
+	// Both are at most MaxOffset and MaxAdvance, so the sum cannot overflow.
+	if offset+by > MaxOffset {
+		return fmt.Errorf("%w: the offset is already %s and may total at most %s (100 years)", ErrAdvanceBounds, offset, MaxOffset)
+	}
+	if d.save != nil {
+		if err := d.save(DevState{Offset: offset + by, At: time.Now().Add(offset + by)}); err != nil {
+			return fmt.Errorf("dev clock: save the advance: %w", err)
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// Both are at most MaxOffset and MaxAdvance, so the sum cannot overflow.
-	if d.offset+by > MaxOffset {
-		return fmt.Errorf("%w: the offset is already %s and may total at most %s (100 years)", ErrAdvanceBounds, d.offset, MaxOffset)
-	}
-	d.offset += by
+	d.offset = offset + by
 	close(d.advanced)
 	d.advanced = make(chan struct{})
 	return nil

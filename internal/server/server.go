@@ -92,12 +92,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		log = slog.Default()
 	}
 	cat := catalog.Default()
-	var clk clock.Clock = clock.Real{}
-	if cfg.DevClock {
-		clk = clock.NewDev()
-	}
 	st, err := store.Open(filepath.Join(cfg.DataDir, "capstan.db"), 5*time.Second)
 	if err != nil {
+		return nil, err
+	}
+	clk, err := openClock(st, cfg.DevClock)
+	if err != nil {
+		st.Close()
 		return nil, err
 	}
 	// Before anything can delete a resource: its tags go with it.
@@ -404,7 +405,11 @@ func clockHandler(clk clock.Clock) http.Handler {
 				return
 			}
 			if err := dev.Advance(d); err != nil {
-				reply(http.StatusBadRequest, map[string]string{"message": "advance: " + err.Error()})
+				status := http.StatusInternalServerError // the store refused the new offset
+				if errors.Is(err, clock.ErrAdvanceBounds) {
+					status = http.StatusBadRequest
+				}
+				reply(status, map[string]string{"message": "advance: " + err.Error()})
 				return
 			}
 		default:
