@@ -125,13 +125,16 @@ type ModelSources struct {
 	HuggingFaceEndpoint string `json:"huggingFaceEndpoint,omitempty"`
 }
 
-// S3 is an S3-compatible endpoint for s3 model sources.
+// S3 is the server's one S3 server, for s3 model sources and asynchronous
+// inference (see modelsource.NewS3Client).
 type S3 struct {
-	// Endpoint is the S3 API URL; empty means AWS's own for the region.
+	// Endpoint is the S3 API URL (AWS S3 itself: https://s3.<region>.amazonaws.com);
+	// empty means no S3: s3 sources are refused and nothing is contacted.
 	Endpoint string `json:"endpoint,omitempty"`
 	Region   string `json:"region,omitempty"`
-	// AccessKeyID and SecretAccessKey; empty means the AWS default chain
-	// (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profiles).
+	// AccessKeyID and SecretAccessKey; empty means AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY from the environment, else unsigned requests.
+	// The AWS default chain (profiles, instance metadata) is never walked.
 	AccessKeyID     string `json:"accessKeyId,omitempty"`
 	SecretAccessKey string `json:"secretAccessKey,omitempty"`
 }

@@ -55,6 +55,8 @@ func (f *fakeModels) Fetch(_ context.Context, src modelsource.Source) (modelsour
 	return res, nil
 }
 
+func (f *fakeModels) Check(modelsource.Source) error { return nil }
+
 func (f *fakeModels) fail(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

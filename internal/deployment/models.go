@@ -14,6 +14,10 @@ import (
 // error is reported with reason ModelSourceFailed.
 type ModelFetcher interface {
 	Fetch(ctx context.Context, src modelsource.Source) (modelsource.Result, error)
+	// Check refuses, contacting nothing, a source the server has no
+	// settings for (an s3 source without an S3 endpoint); Apply refuses
+	// the manifest with its error.
+	Check(src modelsource.Source) error
 }
 
 var _ ModelFetcher = (*modelsource.Fetcher)(nil)

@@ -84,11 +84,27 @@ type Options struct {
 	// node; elsewhere (nil: nowhere) it stops at once, since the room its
 	// replacement waits for may be its own.
 	Provisioned func(cluster string) bool
+	// Groups lists a cluster's instance groups of an instance type (nil:
+	// the pool's nodes are all that is known). A replica that finds no
+	// node of its type says why by them: a group scaled to zero, or cut
+	// into MIG slices of other profiles, is not a missing group.
+	Groups func(cluster, instanceType string) []GroupInfo
 	// DataDir is capstan serve's data directory: each node's tieredstorage
 	// KV store lives in DataDir/tieredstorage/<cluster>/<node>. Empty, a
 	// deployment with tieredstorage does not start its replicas (the
 	// status says why).
 	DataDir string
+}
+
+// GroupInfo is an instance group as a replica waiting for a node of its
+// type reads it.
+type GroupInfo struct {
+	Name string
+	// Target is the node count the group works toward, Running how many
+	// of its nodes run now.
+	Target, Running int
+	// MIGLayout cuts its nodes' GPUs ("" or all-disabled: whole GPUs).
+	MIGLayout string
 }
 
 // NodeEvents records events on nodes (*hyperpod.Service).
@@ -98,10 +114,11 @@ type NodeEvents interface {
 
 // Service stores manifests and runs their deployments.
 type Service struct {
-	store *store.Store
-	clock clock.Clock
-	log   *slog.Logger
-	ctrl  *Controller
+	store  *store.Store
+	clock  clock.Clock
+	log    *slog.Logger
+	ctrl   *Controller
+	models ModelFetcher // nil: sources are not checked at apply
 }
 
 // New validates o and returns a Service; call Run to start the controller.
@@ -167,7 +184,7 @@ func New(o Options) (*Service, error) {
 		return nil, fmt.Errorf("deployment: %w", err)
 	}
 	c := newController(o, m)
-	return &Service{store: o.Store, clock: o.Clock, log: o.Logger, ctrl: c}, nil
+	return &Service{store: o.Store, clock: o.Clock, log: o.Logger, ctrl: c, models: o.Models}, nil
 }
 
 // Run drives the controller until ctx is done.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -171,6 +172,9 @@ func (s *Service) Apply(ctx context.Context, obj manifest.Object) (manifest.Appl
 	if nm.Namespace == "" {
 		nm.Namespace = manifest.DefaultNamespace
 	}
+	if err := s.checkSource(next); err != nil {
+		return manifest.ApplyResult{}, err
+	}
 	k := key(next.GetKind(), nm.Namespace, nm.Name)
 	res := manifest.ApplyResult{Kind: next.GetKind(), Namespace: nm.Namespace, Name: nm.Name, Warnings: manifest.IgnoredFieldMessages(next)}
 	now := s.clock.Now().UTC().Truncate(time.Second)
@@ -239,6 +243,29 @@ func (s *Service) Apply(ctx context.Context, obj manifest.Object) (manifest.Appl
 			"action", res.Action, "generation", res.Generation)
 	}
 	return res, nil
+}
+
+// checkSource refuses a model source the server has no settings for (an s3
+// source without an S3 endpoint) as a field error, before anything is
+// stored or contacted. A source FromManifest cannot read is left to the
+// controller, which reports it in the status as before.
+func (s *Service) checkSource(obj manifest.Object) error {
+	if s.models == nil {
+		return nil
+	}
+	src, err := modelsource.FromManifest(obj)
+	if err != nil {
+		return nil
+	}
+	if err := s.models.Check(src); err != nil {
+		msg := err.Error()
+		var se *modelsource.SourceError
+		if errors.As(err, &se) && se.Err != nil {
+			msg = src.String() + ": " + se.Err.Error() // the path names the field
+		}
+		return manifest.ErrorList{{Path: src.Field, Message: msg}}
+	}
+	return nil
 }
 
 func (s *Service) load(k string) (record, bool, error) {

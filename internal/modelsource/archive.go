@@ -352,11 +352,15 @@ func (f *Fetcher) FetchModelData(ctx context.Context, uri, compression string) (
 // ModelDataProblem classifies e for SageMaker's CreateModel (it implements
 // endpoint.ModelDataProblem): "NoConfig" when the folder or archive lacks
 // config.json, else the Reason; detail is the message without the reason
-// prefix, with the cause unless the reason is NotFound.
+// prefix, with the cause unless the reason is NotFound; without an S3
+// endpoint, the settings to configure.
 func (e *SourceError) ModelDataProblem() (kind, detail string) {
 	kind, detail = e.Reason, e.Message
 	if errors.Is(e.Err, ErrNoConfig) {
 		return "NoConfig", detail
+	}
+	if errors.Is(e.Err, ErrS3NotConfigured) {
+		return kind, ErrS3NotConfigured.Error() // the caller names the field and the URI
 	}
 	if e.Err != nil && e.Reason != ReasonNotFound {
 		detail += ": " + e.Err.Error() // a missing bucket or key says it all without the SDK's text

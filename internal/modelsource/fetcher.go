@@ -33,13 +33,17 @@ const (
 type Options struct {
 	// CacheDir holds downloaded and generated model folders (required).
 	CacheDir string
-	// S3Endpoint is the URL of an S3-compatible server (e.g. moto, MinIO);
-	// it switches to path-style addressing. "" = AWS S3 itself.
+	// S3Endpoint is the URL of the S3 server (moto, MinIO, or AWS S3's
+	// https://s3.<region>.amazonaws.com), used with path-style addressing.
+	// "" = none: s3 sources are refused with ReasonNotConfigured before
+	// anything is contacted.
 	S3Endpoint string
 	// S3Region is used when a source names no region (default us-east-1).
 	S3Region string
-	// S3AccessKeyID/S3SecretAccessKey are static credentials; when empty the
-	// AWS default chain (environment, shared config, …) is used.
+	// S3AccessKeyID/S3SecretAccessKey are static credentials; when empty,
+	// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY from the environment, else
+	// unsigned requests. The AWS default chain is never walked (see
+	// NewS3Client).
 	S3AccessKeyID, S3SecretAccessKey string
 	// FSxRoot is where FSx file systems are mounted: an fsx source is the
 	// folder FSxRoot/<fileSystemId>/<mountName>/<modelLocation> (required
@@ -192,12 +196,26 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source) (Result, error) {
 	return c.res, c.err
 }
 
+// Check refuses, before anything is contacted, a source this server has no
+// settings for: an s3 source while no S3 endpoint is configured. The
+// manifests' Apply calls it, so such a manifest is refused at the door
+// naming its field; Fetch calls it too.
+func (f *Fetcher) Check(src Source) error {
+	if src.Type == TypeS3 && f.o.S3Endpoint == "" {
+		return s3NotConfigured(src)
+	}
+	return nil
+}
+
 func (f *Fetcher) fetch(ctx context.Context, src Source) (Result, error) {
 	start := f.clk.Now()
 	var res Result
 	var err error
 	switch src.Type {
 	case TypeS3:
+		if err = f.Check(src); err != nil {
+			break
+		}
 		if src.Archive {
 			res, err = f.fetchS3Archive(ctx, src)
 		} else {

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,7 +20,6 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -40,6 +40,27 @@ type s3API interface {
 
 var _ s3API = (*s3.Client)(nil)
 
+// s3Settings names the settings that give capstan an S3 server and its
+// credentials, for errors that ask for them.
+const s3Settings = "set modelSources.s3.endpoint in capstan.yaml or start capstan serve with --s3-endpoint URL " +
+	"(AWS S3 itself is https://s3.<region>.amazonaws.com), with the credentials modelSources.s3.accessKeyId and " +
+	"modelSources.s3.secretAccessKey (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in capstan's environment)"
+
+// ErrS3NotConfigured is wrapped by every error of an S3 use while no S3
+// endpoint is configured (errors.Is(err, ErrS3NotConfigured)): an s3 model
+// source, or a call on NewS3Client's client. capstan contacts no storage it
+// was not told about, AWS S3 included.
+var ErrS3NotConfigured = errors.New("no S3 endpoint is configured, and capstan contacts no storage it is not configured for: " + s3Settings)
+
+// s3NotConfigured is the error of an s3 source while no endpoint is set.
+func s3NotConfigured(src Source) *SourceError {
+	field := ""
+	if src.Field != "" {
+		field = src.Field + ": "
+	}
+	return srcErr(ReasonNotConfigured, ErrS3NotConfigured, "%scannot fetch %s", field, src)
+}
+
 // s3Client returns the (cached) client for a region.
 func (f *Fetcher) s3Client(ctx context.Context, region string) (s3API, error) {
 	f.mu.Lock()
@@ -49,39 +70,78 @@ func (f *Fetcher) s3Client(ctx context.Context, region string) (s3API, error) {
 	}
 	c, err := NewS3Client(ctx, f.o, region)
 	if err != nil {
-		return nil, srcErr(ReasonFetchFailed, err, "loading AWS configuration for S3")
+		return nil, srcErr(ReasonInvalidSource, err, "configuring the S3 client")
 	}
 	f.s3[region] = c
 	return c, nil
 }
 
-// NewS3Client returns an S3 client for o's S3 settings (S3Endpoint with
-// path-style addressing, static credentials or the AWS default chain) in
-// region ("" = o.S3Region, else us-east-1). It is the server's one S3
-// configuration: model sources and asynchronous inference both use it.
-func NewS3Client(ctx context.Context, o Options, region string) (*s3.Client, error) {
+// NewS3Client returns an S3 client for o's S3 settings in region ("" =
+// o.S3Region, else us-east-1). It is the server's one S3 configuration:
+// model sources and asynchronous inference both use it.
+//
+// With S3Endpoint set, the client uses it with path-style addressing. It
+// signs with o's static keys, else with AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) from the environment, else
+// not at all. Nothing else is read: no shared config or credentials file,
+// no profile, and no credential source on the network (EC2 instance
+// metadata, container credentials, SSO, STS).
+//
+// Without S3Endpoint the client is inert: every call fails with an error
+// wrapping ErrS3NotConfigured before anything is sent. The only error is
+// for half a key pair.
+func NewS3Client(_ context.Context, o Options, region string) (*s3.Client, error) {
 	if region == "" {
 		region = o.S3Region
 	}
 	if region == "" {
-		region = "us-east-1"
+		region = DefaultS3Region
 	}
-	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region)}
-	if o.S3AccessKeyID != "" || o.S3SecretAccessKey != "" {
-		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.S3AccessKeyID, o.S3SecretAccessKey, "")))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	creds, err := s3Credentials(o)
 	if err != nil {
 		return nil, err
 	}
-	return s3.NewFromConfig(cfg, func(so *s3.Options) {
-		if o.S3Endpoint != "" {
-			so.BaseEndpoint = aws.String(o.S3Endpoint)
-			// S3-compatible servers rarely have per-bucket DNS names.
-			so.UsePathStyle = true
-		}
-		so.DisableLogOutputChecksumValidationSkipped = true
-	}), nil
+	so := s3.Options{
+		Region:      region,
+		Credentials: creds,
+		// No output checksum to validate is not worth a log line.
+		DisableLogOutputChecksumValidationSkipped: true,
+	}
+	if o.S3Endpoint == "" {
+		so.HTTPClient = refuseS3{}
+		so.Retryer = aws.NopRetryer{}
+	} else {
+		so.BaseEndpoint = aws.String(o.S3Endpoint)
+		// S3-compatible servers rarely have per-bucket DNS names.
+		so.UsePathStyle = true
+	}
+	return s3.New(so), nil
+}
+
+// s3Credentials is what NewS3Client signs with: o's static keys, else the
+// environment's static keys, else anonymous (unsigned requests).
+func s3Credentials(o Options) (aws.CredentialsProvider, error) {
+	if (o.S3AccessKeyID == "") != (o.S3SecretAccessKey == "") {
+		return nil, errors.New("modelSources.s3: accessKeyId and secretAccessKey go together")
+	}
+	if o.S3AccessKeyID != "" {
+		return credentials.NewStaticCredentialsProvider(o.S3AccessKeyID, o.S3SecretAccessKey, ""), nil
+	}
+	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	if id != "" && secret != "" {
+		return credentials.NewStaticCredentialsProvider(id, secret, os.Getenv("AWS_SESSION_TOKEN")), nil
+	}
+	return aws.AnonymousCredentials{}, nil
+}
+
+// refuseS3 is the HTTP client of an S3 client without an endpoint: it
+// sends nothing.
+type refuseS3 struct{}
+
+var _ s3.HTTPClient = refuseS3{}
+
+func (refuseS3) Do(r *http.Request) (*http.Response, error) {
+	return nil, fmt.Errorf("S3 %s not sent: %w", r.Method, ErrS3NotConfigured)
 }
 
 type s3Object struct {
@@ -306,7 +366,7 @@ func s3Error(err error, bucket, key, where string) error {
 		case "NoSuchKey", "NotFound":
 			return srcErr(ReasonNotFound, err, "object key %q does not exist in bucket %q", key, bucket)
 		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken":
-			return srcErr(ReasonAccessDenied, err, "S3 refused access to %s: check the S3 credentials", where)
+			return srcErr(ReasonAccessDenied, err, "S3 refused access to %s: check the S3 credentials (modelSources.s3.accessKeyId and modelSources.s3.secretAccessKey, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in capstan's environment)", where)
 		case "PreconditionFailed":
 			return srcErr(ReasonFetchFailed, err, "%s changed while it was being fetched; retry", where)
 		}

@@ -31,6 +31,10 @@ type Source struct {
 	// file once after fetching so the weights sit in the host page cache
 	// before the engine starts, as HyperPod's prefetch loads them into RAM.
 	Prefetch bool
+	// Field is the manifest field that named the source
+	// ("spec.modelSourceConfig.s3Storage"), for errors that are about the
+	// field rather than the storage ("" = none: the caller names it).
+	Field string
 }
 
 // String is a short human form, e.g. "s3://models/llama-3.1-8b-instruct/".
@@ -65,6 +69,7 @@ const (
 	ReasonPathEscape       = "PathEscape"       // a key or path would leave the model directory
 	ReasonChecksumMismatch = "ChecksumMismatch" // downloaded bytes do not match the object's checksum
 	ReasonFetchFailed      = "FetchFailed"      // anything else (I/O, protocol)
+	ReasonNotConfigured    = "NotConfigured"    // the server has no setting for this kind of storage (S3 endpoint)
 )
 
 // SourceError is every error Fetch returns.
@@ -114,16 +119,19 @@ func FromManifest(obj manifest.Object) (Source, error) {
 				return Source{}, srcErr(ReasonInvalidSource, nil, "spec.modelSourceConfig.s3Storage: required for modelSourceType s3")
 			}
 			src.Type, src.Bucket, src.Region = TypeS3, c.S3Storage.BucketName, c.S3Storage.Region
+			src.Field = "spec.modelSourceConfig.s3Storage"
 		case manifest.SourceFSx:
 			if c.FSxStorage == nil {
 				return Source{}, srcErr(ReasonInvalidSource, nil, "spec.modelSourceConfig.fsxStorage: required for modelSourceType fsx")
 			}
 			src.Type, src.FileSystemID, src.MountName = TypeFSx, c.FSxStorage.FileSystemID, c.FSxStorage.MountName
+			src.Field = "spec.modelSourceConfig.fsxStorage"
 		case manifest.SourceHuggingFace:
 			if c.HuggingFaceModel == nil {
 				return Source{}, srcErr(ReasonInvalidSource, nil, "spec.modelSourceConfig.huggingFaceModel: required for modelSourceType huggingface")
 			}
 			src.Type, src.HFModelID, src.HFRevision = TypeHuggingFace, c.HuggingFaceModel.ModelID, c.HuggingFaceModel.CommitSHA
+			src.Field = "spec.modelSourceConfig.huggingFaceModel"
 		case manifest.SourceKubernetesVolume:
 			return Source{}, srcErr(ReasonInvalidSource, nil, "spec.modelSourceConfig.modelSourceType: kubernetesVolume is not supported by capstan's embedded runtime; use s3, fsx or huggingface")
 		default:
@@ -135,7 +143,7 @@ func FromManifest(obj manifest.Object) (Source, error) {
 		if m == nil {
 			return Source{}, srcErr(ReasonInvalidSource, nil, "spec.model: required")
 		}
-		src := Source{Type: TypeJumpStart, HubName: m.ModelHubName, JumpStartModelID: m.ModelID, JumpStartVersion: m.ModelVersion}
+		src := Source{Type: TypeJumpStart, HubName: m.ModelHubName, JumpStartModelID: m.ModelID, JumpStartVersion: m.ModelVersion, Field: "spec.model"}
 		return src, src.Validate()
 	case nil:
 		return Source{}, srcErr(ReasonInvalidSource, nil, "no manifest object")

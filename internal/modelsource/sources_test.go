@@ -273,7 +273,7 @@ spec:
     modelInvocationPort: {containerPort: 8000}
     modelVolumeMount: {name: model-weights}
     resources: {limits: {nvidia.com/gpu: "1"}}
-`, Source{Type: TypeS3, Bucket: "models", Region: "us-east-1", Location: "llama-3.1-8b-instruct", Prefetch: true}, ""},
+`, Source{Type: TypeS3, Bucket: "models", Region: "us-east-1", Location: "llama-3.1-8b-instruct", Prefetch: true, Field: "spec.modelSourceConfig.s3Storage"}, ""},
 		{"IEC fsx", `apiVersion: inference.sagemaker.aws.amazon.com/v1
 kind: InferenceEndpointConfig
 metadata: {name: fsx}
@@ -286,7 +286,7 @@ spec:
     modelInvocationPort: {containerPort: 8000}
     modelVolumeMount: {name: model-weights}
     resources: {limits: {nvidia.com/gpu: "1"}}
-`, Source{Type: TypeFSx, FileSystemID: "fs-0abc", MountName: "fsx1", Location: "deepseek-1.5b"}, ""},
+`, Source{Type: TypeFSx, FileSystemID: "fs-0abc", MountName: "fsx1", Location: "deepseek-1.5b", Field: "spec.modelSourceConfig.fsxStorage"}, ""},
 		{"IEC huggingface", `apiVersion: inference.sagemaker.aws.amazon.com/v1
 kind: InferenceEndpointConfig
 metadata: {name: hf}
@@ -299,7 +299,7 @@ spec:
     modelInvocationPort: {containerPort: 8000}
     modelVolumeMount: {name: model-weights}
     resources: {limits: {nvidia.com/gpu: "1"}}
-`, Source{Type: TypeHuggingFace, HFModelID: "Qwen/Qwen2.5-7B-Instruct"}, ""},
+`, Source{Type: TypeHuggingFace, HFModelID: "Qwen/Qwen2.5-7B-Instruct", Field: "spec.modelSourceConfig.huggingFaceModel"}, ""},
 		{"JSM (examples.md)", `apiVersion: inference.sagemaker.aws.amazon.com/v1
 kind: JumpStartModel
 metadata: {name: deepseek}
@@ -307,7 +307,7 @@ spec:
   sageMakerEndpoint: {name: deepseek}
   model: {modelHubName: SageMakerPublicHub, modelId: deepseek-llm-r1-distill-qwen-1-5b, modelVersion: 2.0.4}
   server: {instanceType: ml.p4d.24xlarge}
-`, Source{Type: TypeJumpStart, HubName: "SageMakerPublicHub", JumpStartModelID: "deepseek-llm-r1-distill-qwen-1-5b", JumpStartVersion: "2.0.4"}, ""},
+`, Source{Type: TypeJumpStart, HubName: "SageMakerPublicHub", JumpStartModelID: "deepseek-llm-r1-distill-qwen-1-5b", JumpStartVersion: "2.0.4", Field: "spec.model"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
