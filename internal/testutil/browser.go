@@ -2,9 +2,12 @@ package testutil
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -44,4 +47,35 @@ func NewBrowser(t testing.TB, width, height int) context.Context {
 	}
 	t.Fatalf("start chromium: %v", err)
 	return nil
+}
+
+// UncaughtErrors collects, from now on, the exceptions that no script of
+// ctx's tab caught (uncaught throws and unhandled promise rejections), and
+// returns a func that lists them so far, each as "message (url:line)".
+func UncaughtErrors(t testing.TB, ctx context.Context) func() []string {
+	t.Helper()
+	var mu sync.Mutex
+	var errs []string
+	err := chromedp.Listen(ctx, func(ev any) {
+		e, ok := ev.(*runtime.EventExceptionThrown)
+		if !ok || e.ExceptionDetails == nil {
+			return
+		}
+		d := e.ExceptionDetails
+		msg := d.Text
+		if d.Exception != nil && d.Exception.Description != "" {
+			msg += " " + d.Exception.Description
+		}
+		mu.Lock()
+		errs = append(errs, fmt.Sprintf("%s (%s:%d)", msg, d.URL, d.LineNumber+1))
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatalf("watch the page's errors: %v", err)
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), errs...)
+	}
 }

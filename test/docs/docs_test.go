@@ -2,8 +2,11 @@
 
 // Package docs runs the documentation: every ```sh / ```bash block of
 // README.md and docs/*.md is executed, in order, one bash session per file,
-// against a fresh `capstan serve` the test starts for that file. The
-// convention doc authors follow is in docs/architecture.md ("Docs that run").
+// against a fresh `capstan serve` the test starts for that file; then every
+// link of the file to this machine (what the docs tell a reader to open in a
+// browser) is opened in headless Chromium against that server and must show
+// text (links_test.go). The convention doc authors follow is in
+// docs/architecture.md ("Docs that run").
 package docs
 
 import (
@@ -12,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +49,18 @@ type doc struct {
 	blocks    []block
 	serveArgs []string // from <!-- docs-test: serve ARGS -->
 	s3        bool     // <!-- docs-test: s3 -->
+	links     []link   // links to a loopback address, in order
 	problems  []string // file:line: message, each one fails the file
+}
+
+// link is a URL the prose tells a reader to open in a browser: a markdown
+// link (autolink <URL>, inline [text](URL) or reference definition
+// [id]: URL) outside code blocks and code spans whose host is a loopback
+// address (127.0.0.1, localhost, ::1, 0.0.0.0).
+type link struct {
+	line int    // 1-based line of the link
+	url  string // as written
+	skip string // reason from <!-- docs-test: skip-open: REASON -->
 }
 
 var (
@@ -55,6 +70,14 @@ var (
 	issueRe = regexp.MustCompile(`(?i)\bissues?\s*#?\d+\b|(^|[\s(\[])#\d+\b|\bthe issue's\b`)
 	// An aws CLI call: `aws` as a command word followed by a service.
 	awsRe = regexp.MustCompile(`(^|[\s;&|(\x60]|\$\()aws\s+[a-z]`)
+	// Markdown links: autolinks, inline links (with an optional title) and
+	// reference definitions.
+	autolinkRe = regexp.MustCompile(`<(https?://[^<>\s]+)>`)
+	inlineRe   = regexp.MustCompile(`\]\(\s*<?(https?://[^)\s>]+)>?(?:\s+(?:"[^"]*"|'[^']*'))?\s*\)`)
+	refDefRe   = regexp.MustCompile(`^ {0,3}\[[^\]]+\]:\s*<?(https?://[^\s>]+)`)
+	// "open `http://127.0.0.1:…`": a URL to open written as code, which the
+	// test would not open.
+	openCodeRe = regexp.MustCompile("(?i)\\bopen\\s+`(https?://(?:127\\.0\\.0\\.1|localhost|0\\.0\\.0\\.0|\\[::1\\])[^`]*)`")
 )
 
 // parse reads a markdown file into blocks and markers.
@@ -69,9 +92,20 @@ func parse(path, name string) (*doc, error) {
 	lines := strings.Split(string(raw), "\n")
 	var pendingSkip, pendingFile string
 	pendingLine := 0
+	// A skip-open marker covers the links of the paragraph that follows it.
+	var openSkip string
+	openSkipLine, openSkipLinks := 0, 0
+	inPara := false
+	endOpenSkip := func() {
+		if openSkip != "" && openSkipLinks == 0 {
+			d.problems = append(d.problems, fmt.Sprintf("%s:%d: skip-open marker not followed by a paragraph with a link to open", path, openSkipLine))
+		}
+		openSkip, openSkipLinks, inPara = "", 0, false
+	}
 	for i := 0; i < len(lines); i++ {
 		ln := lines[i]
 		if m := markerRe.FindStringSubmatch(ln); m != nil {
+			endOpenSkip()
 			word, rest, _ := strings.Cut(m[1], " ")
 			word = strings.TrimSuffix(word, ":")
 			rest = strings.TrimSpace(rest)
@@ -91,6 +125,12 @@ func parse(path, name string) (*doc, error) {
 				d.serveArgs = append(d.serveArgs, strings.Fields(rest)...)
 			case "s3":
 				d.s3 = true
+			case "skip-open":
+				if rest == "" {
+					d.problems = append(d.problems, fmt.Sprintf("%s:%d: skip-open marker without a reason", path, i+1))
+					rest = "(no reason)"
+				}
+				openSkip, openSkipLine = rest, i+1
 			default:
 				d.problems = append(d.problems, fmt.Sprintf("%s:%d: unknown docs-test marker %q", path, i+1, m[1]))
 			}
@@ -98,6 +138,22 @@ func parse(path, name string) (*doc, error) {
 		}
 		m := fenceRe.FindStringSubmatch(ln)
 		if m == nil {
+			if openSkip != "" {
+				if strings.TrimSpace(ln) != "" {
+					inPara = true
+				} else if inPara {
+					endOpenSkip()
+				}
+			}
+			for _, u := range linksIn(ln) {
+				d.links = append(d.links, link{line: i + 1, url: u, skip: openSkip})
+				if openSkip != "" {
+					openSkipLinks++
+				}
+			}
+			if u := openAsCode(ln); u != "" {
+				d.problems = append(d.problems, fmt.Sprintf("%s:%d: a URL to open written as code (`%s`): write it as a link, <%s>, so the docs test opens it", path, i+1, u, u))
+			}
 			if strings.TrimSpace(ln) != "" && (pendingSkip != "" || pendingFile != "") {
 				d.problems = append(d.problems, fmt.Sprintf("%s:%d: docs-test marker not followed by a code block", path, pendingLine))
 				pendingSkip, pendingFile = "", ""
@@ -107,6 +163,7 @@ func parse(path, name string) (*doc, error) {
 			}
 			continue
 		}
+		endOpenSkip()
 		indent, fence, info := m[1], m[2], strings.TrimSpace(m[3])
 		b := block{line: i + 1, skip: pendingSkip, toFile: pendingFile}
 		pendingSkip, pendingFile = "", ""
@@ -138,6 +195,7 @@ func parse(path, name string) (*doc, error) {
 	if pendingSkip != "" || pendingFile != "" {
 		d.problems = append(d.problems, fmt.Sprintf("%s:%d: docs-test marker not followed by a code block", path, pendingLine))
 	}
+	endOpenSkip()
 	d.problems = append(d.problems, d.awsProblems()...)
 	return d, nil
 }
@@ -165,6 +223,87 @@ func (d *doc) awsProblems() []string {
 		}
 	}
 	return out
+}
+
+// linksIn returns the URLs of the markdown links on a line of prose that
+// point at a loopback address; code spans are not links.
+func linksIn(ln string) []string {
+	ln = blankCodeSpans(ln)
+	var out []string
+	for _, re := range []*regexp.Regexp{autolinkRe, inlineRe, refDefRe} {
+		for _, m := range re.FindAllStringSubmatch(ln, -1) {
+			if isLoopback(m[1]) {
+				out = append(out, m[1])
+			}
+		}
+	}
+	return out
+}
+
+// openAsCode returns the URL of prose that says open `http://127.0.0.1:…`
+// (the word itself not in code), "" when the line has none.
+func openAsCode(ln string) string {
+	blanked := blankCodeSpans(ln)
+	for _, m := range openCodeRe.FindAllStringSubmatchIndex(ln, -1) {
+		if strings.EqualFold(blanked[m[0]:m[0]+4], "open") {
+			return ln[m[2]:m[3]]
+		}
+	}
+	return ""
+}
+
+// isLoopback reports whether raw is a URL on this machine.
+func isLoopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	switch u.Hostname() {
+	case "127.0.0.1", "localhost", "::1", "0.0.0.0":
+		return true
+	}
+	return false
+}
+
+// blankCodeSpans replaces each code span of a line (a run of backticks up to
+// the next run of the same length) with spaces.
+func blankCodeSpans(ln string) string {
+	b := []byte(ln)
+	for i := 0; i < len(b); {
+		if b[i] != '`' {
+			i++
+			continue
+		}
+		n := 0
+		for i+n < len(b) && b[i+n] == '`' {
+			n++
+		}
+		closeAt := -1
+		for j := i + n; j < len(b); {
+			if b[j] != '`' {
+				j++
+				continue
+			}
+			k := 0
+			for j+k < len(b) && b[j+k] == '`' {
+				k++
+			}
+			if k == n {
+				closeAt = j
+				break
+			}
+			j += k
+		}
+		if closeAt < 0 {
+			i += n
+			continue
+		}
+		for j := i; j < closeAt+n; j++ {
+			b[j] = ' '
+		}
+		i = closeAt + n
+	}
+	return string(b)
 }
 
 type logicalLine struct {
@@ -379,7 +518,11 @@ func runDoc(t *testing.T, bin string, d *doc) string {
 	for _, b := range run {
 		hasRun = hasRun || b.runs()
 	}
-	if !hasRun {
+	opens := false
+	for _, l := range d.links {
+		opens = opens || l.skip == ""
+	}
+	if !hasRun && !opens {
 		return ""
 	}
 	for _, b := range run {
@@ -481,7 +624,7 @@ func runDoc(t *testing.T, bin string, d *doc) string {
 	}
 	if runErr == nil && last == "done" {
 		t.Logf("%s: %d blocks ran in %s%s", d.path, countRuns(run), time.Since(start).Round(100*time.Millisecond), slowBlocks(d, run, logs))
-		return ""
+		return openLinks(t, d, addr)
 	}
 	idx, convErr := strconv.Atoi(last)
 	if convErr != nil || idx < 0 || idx >= len(run) {
