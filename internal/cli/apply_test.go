@@ -142,7 +142,8 @@ func (e *cliEnv) serve(t *testing.T) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/apis/", h)
+	// As capstan serve does: answers dated by the server's clock.
+	mux.Handle("/apis/", manifestapi.WithServerDate(h, e.clk))
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(e.srv.Close)
 }

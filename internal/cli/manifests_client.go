@@ -27,6 +27,11 @@ type manifestsOptions struct {
 	token string
 	clk   clock.Clock
 	http  *http.Client
+	// served is the server's time as its last answer's Date header gave
+	// it, and seen when (by clk) that answer came: AGE columns measure
+	// from the server's clock, which --dev-clock moves away from this
+	// machine's. Zero until an answer carries a Date.
+	served, seen time.Time
 }
 
 func newManifestsOptions(g *globalOptions, clk clock.Clock) *manifestsOptions {
@@ -51,10 +56,22 @@ type manifestsClient struct {
 	base  string
 	token string
 	http  *http.Client
+	// date hears the Date header of each answer that has one.
+	date func(time.Time)
 }
 
 func (o *manifestsOptions) client() *manifestsClient {
-	return &manifestsClient{base: strings.TrimRight(o.g.serverURL(), "/"), token: adminToken(o.token), http: o.http}
+	return &manifestsClient{base: strings.TrimRight(o.g.serverURL(), "/"), token: adminToken(o.token), http: o.http,
+		date: func(t time.Time) { o.served, o.seen = t, o.clk.Now() }}
+}
+
+// now is the server's time: the last answer's Date plus what has passed
+// here since, or this machine's time before any answer carried one.
+func (o *manifestsOptions) now() time.Time {
+	if o.served.IsZero() {
+		return o.clk.Now()
+	}
+	return o.served.Add(clock.Since(o.clk, o.seen))
 }
 
 // do sends a request and decodes a 2xx JSON answer into out (when non-nil).
@@ -84,6 +101,9 @@ func (c *manifestsClient) do(ctx context.Context, method, path string, body []by
 		return fmt.Errorf("cannot reach the capstan server at %s (is `capstan serve` running? set --server or CAPSTAN_SERVER): %w", c.base, err)
 	}
 	defer resp.Body.Close()
+	if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil && c.date != nil {
+		c.date(t)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("read answer from %s: %w", c.base, err)
@@ -233,5 +253,5 @@ func (o *manifestsOptions) age(t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "<unknown>"
 	}
-	return humanAge(clock.Since(o.clk, *t))
+	return o.ageOf(*t)
 }

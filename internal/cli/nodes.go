@@ -180,11 +180,14 @@ func limitsText(nodes, gpus int) string {
 	return orNone(strings.Join(parts, ","))
 }
 
+// ageOf is the AGE of a time by the server's clock, "<unknown>" when
+// unset. The server's Date is in whole seconds, so t is cut to the second
+// too: an age never reads short of what the server's clock measured.
 func (o *manifestsOptions) ageOf(t time.Time) string {
 	if t.IsZero() {
 		return "<unknown>"
 	}
-	return humanAge(clock.Since(o.clk, t))
+	return humanAge(o.now().Sub(t.Truncate(time.Second)))
 }
 
 // describeNode prints one node: what it is, why it exists, what runs on it,

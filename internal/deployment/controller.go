@@ -885,7 +885,7 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 		req := p.request(it)
 		node, err := c.o.Cluster.Place(id, p.cluster, t, req)
 		if err != nil {
-			reasons = append(reasons, schedulingMessage(err))
+			reasons = append(reasons, c.schedulingMessage(err, p.cluster, t, req))
 			room = room || cluster.IsUnschedulable(err) && c.o.Cluster.CouldFit(p.cluster, t, req)
 			continue
 		}
@@ -918,6 +918,43 @@ func (c *Controller) place(k, id string, p *plan, st *objState) (catalog.Instanc
 	st.pending[id] = reason
 	st.waitRoom[id] = room
 	return catalog.InstanceType{}, false
+}
+
+// schedulingMessage words a failure to place a replica asking req of
+// instanceType on clusterName: where no node of the type takes it, by the
+// cluster's groups of that type (Options.Groups), else as schedulingMessage.
+func (c *Controller) schedulingMessage(err error, clusterName, instanceType string, req cluster.Resources) string {
+	var u *cluster.UnschedulableError
+	if !errors.As(err, &u) || u.Nodes > 0 || c.o.Groups == nil {
+		return schedulingMessage(err)
+	}
+	return noNodeMessage(noNode{cluster: clusterName, instanceType: instanceType, req: req,
+		groups: c.o.Groups(clusterName, instanceType), takes: func(layout string) bool { return c.layoutTakes(instanceType, layout, req) },
+		autoscaled: c.o.Provisioned != nil && c.o.Provisioned(clusterName)})
+}
+
+// layoutTakes reports whether a node of instanceType whose GPUs a MIG
+// layout cuts can hold req: whole GPUs want an uncut node, a MIG slice a
+// layout with its profile. A layout the catalog cannot read is given the
+// benefit of the doubt.
+func (c *Controller) layoutTakes(instanceType, layout string, req cluster.Resources) bool {
+	whole := layout == "" || layout == catalog.LayoutDisabled
+	if req.MIGProfile == "" {
+		return whole || req.GPUs == 0
+	}
+	if whole {
+		return false
+	}
+	it, err := c.o.Catalog.InstanceType(instanceType)
+	if err != nil {
+		return true
+	}
+	gpu, err := c.o.Catalog.GPU(it.Device())
+	if err != nil {
+		return true
+	}
+	profiles, err := gpu.Layout(layout)
+	return err != nil || slices.Contains(profiles, req.MIGProfile)
 }
 
 // ReasonInsufficientDisk is the Warning event of a replica that does not

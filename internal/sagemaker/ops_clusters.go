@@ -371,6 +371,17 @@ func (e *validationError) kubernetesConfig(kc *kubernetesConfigInput, path, name
 	return ignored
 }
 
+// foreignPlans refuses the first group whose TrainingPlanArn is another
+// account's or region's (API.foreignPlan), naming its member.
+func (a *API) foreignPlans(gs []instanceGroupInput) error {
+	for i, g := range gs {
+		if why := a.foreignPlan(g.TrainingPlanArn); why != "" {
+			return awsjson.Validationf("InstanceGroups[%d].TrainingPlanArn: %s.", i, why)
+		}
+	}
+	return nil
+}
+
 // groupSpec converts a checked instance group.
 func groupSpec(g instanceGroupInput) hyperpod.InstanceGroupSpec {
 	s := hyperpod.InstanceGroupSpec{Name: *g.InstanceGroupName, InstanceType: *g.InstanceType, Count: *g.InstanceCount,
@@ -447,6 +458,9 @@ func (a *API) createCluster(ctx context.Context, body []byte) (any, error) {
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
+	if err := a.foreignPlans(in.InstanceGroups); err != nil {
+		return nil, err
+	}
 	a.warnIgnored("CreateCluster", ignored)
 	spec := hyperpod.ClusterSpec{Name: *in.ClusterName, Groups: groupSpecs(in.InstanceGroups),
 		NodeRecovery: in.NodeRecovery, ClusterRole: in.ClusterRole}
@@ -491,6 +505,9 @@ func (a *API) updateCluster(ctx context.Context, body []byte) (any, error) {
 		ignored = append(ignored, "Orchestrator")
 	}
 	if err := ve.Err(); err != nil {
+		return nil, err
+	}
+	if err := a.foreignPlans(in.InstanceGroups); err != nil {
 		return nil, err
 	}
 	a.warnIgnored("UpdateCluster", ignored)
@@ -730,6 +747,9 @@ func (a *API) listClusters(ctx context.Context, body []byte) (any, error) {
 	cs, err := svc.Clusters(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if a.foreignPlan(in.TrainingPlanArn) != "" {
+		cs = nil // no cluster of the caller's runs on another account's plan
 	}
 	return listClustersPage(*in, cs, svc.ARN)
 }

@@ -129,6 +129,13 @@ func (a *API) createEndpointConfig(ctx context.Context, body []byte) (any, error
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
+	for _, v := range in.ProductionVariants {
+		if c := v.CapacityReservationConfig; c != nil {
+			if why := a.foreignPlan(c.MlReservationArn); why != "" {
+				return nil, awsjson.Validationf("Variant %s: MlReservationArn %s.", v.VariantName, why)
+			}
+		}
+	}
 	c, err := a.svc.CreateEndpointConfig(ctx, endpoint.EndpointConfig{Name: *in.EndpointConfigName,
 		ProductionVariants: in.ProductionVariants, DataCaptureConfig: in.DataCaptureConfig,
 		AsyncInferenceConfig: in.AsyncInferenceConfig, KmsKeyId: in.KmsKeyId, ExecutionRoleArn: in.ExecutionRoleArn,

@@ -32,6 +32,22 @@ func (a *API) planArn(name string) string {
 	return fmt.Sprintf("arn:aws:sagemaker:%s:%s:training-plan/%s", a.opts.Region, a.opts.AccountID, strings.ToLower(name))
 }
 
+// foreignPlan says why a training plan ARN of another account or region
+// than this server's names no plan the caller may use, as SageMaker
+// refuses a plan the caller does not own; it is "" for an ARN of this
+// account and region, and for a string that is no SageMaker ARN at all
+// (the members' patterns refuse those). The caller's own plans are the
+// only ones capstan keeps, so resolving such an ARN by its name alone
+// would run on, and echo, a plan it does not name.
+func (a *API) foreignPlan(arn string) string {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) < 6 || parts[0] != "arn" || parts[2] != "sagemaker" || parts[3] == a.opts.Region && parts[4] == a.opts.AccountID {
+		return ""
+	}
+	return fmt.Sprintf("%s is not a training plan of this account (%s) in %s: only the caller's own plans can be used",
+		arn, a.opts.AccountID, a.opts.Region)
+}
+
 func (a *API) plans() (*capacity.Calendar, error) {
 	if a.opts.Capacity == nil {
 		return nil, awsjson.Errorf(http.StatusBadRequest, CodeUnknownOperation, "Training plans are not enabled on this server.")

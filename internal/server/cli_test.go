@@ -101,3 +101,52 @@ func TestClockCommandSendsAdminToken(t *testing.T) {
 		})
 	}
 }
+
+// TestGetAgesByTheServersClock: `capstan get` measures AGE by the server's
+// clock, so what `capstan clock advance` ages shows its age, not the 0s the
+// CLI machine's wall clock would give.
+func TestGetAgesByTheServersClock(t *testing.T) {
+	bin := testutil.CapstanBinary(t)
+	dir := t.TempDir()
+	dev := startServe(t, filepath.Join(dir, "data"), "--dev-clock")
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, append(args, "--server", dev.url)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("capstan %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// On a type the default cluster has no group of: it stays pending, and
+	// starts nothing.
+	jsm := filepath.Join(dir, "jsm.yaml")
+	if err := os.WriteFile(jsm, []byte(clusterJSM("aged", "ml-cluster", "ml.g6.12xlarge")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("apply", "-f", jsm)
+	run("clock", "advance", "48h")
+	// AGE is the last column of both tables.
+	age := func(table, name string) string {
+		t.Helper()
+		lines := strings.Split(strings.TrimSpace(table), "\n")
+		if f := strings.Fields(lines[0]); f[len(f)-1] != "AGE" {
+			t.Fatalf("AGE is not the last column:\n%s", table)
+		}
+		for _, l := range lines[1:] {
+			if f := strings.Fields(l); f[0] == name {
+				return f[len(f)-1]
+			}
+		}
+		t.Fatalf("no %s row in:\n%s", name, table)
+		return ""
+	}
+	for _, tc := range []struct{ args []string }{{[]string{"get", "jsm"}}, {[]string{"get", "clusters"}}} {
+		name := "aged"
+		if tc.args[1] == "clusters" {
+			name = "ml-cluster"
+		}
+		if got := age(run(tc.args...), name); got != "2d" {
+			t.Errorf("capstan %s: %s AGE %s, want 2d (48h by the server's clock)", strings.Join(tc.args, " "), name, got)
+		}
+	}
+}

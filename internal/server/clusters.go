@@ -94,12 +94,21 @@ func seedSpec(cfg config.Config, cat *catalog.Catalog) hyperpod.ClusterSpec {
 		}
 	}
 	role := fmt.Sprintf("arn:aws:iam::%s:role/capstan-default-cluster", cfg.AccountID)
-	spec := hyperpod.ClusterSpec{Name: cluster.DefaultName, NodeRecovery: hyperpod.RecoveryAutomatic}
+	// EKS-orchestrated, as every cluster HyperPod's one-click setup makes.
+	spec := hyperpod.ClusterSpec{Name: cluster.DefaultName, NodeRecovery: hyperpod.RecoveryAutomatic,
+		EksClusterArn: defaultEksClusterArn(cfg)}
 	for _, g := range groups {
 		spec.Groups = append(spec.Groups, hyperpod.InstanceGroupSpec{Name: g.Name, InstanceType: g.InstanceType, Count: g.Count,
 			ExecutionRole: role, MIGLayout: g.MIGLayout})
 	}
 	return spec
+}
+
+// defaultEksClusterArn is the EKS cluster the default cluster is
+// orchestrated by (Orchestrator.Eks.ClusterArn in DescribeCluster): one of
+// its name, in the configured account and region.
+func defaultEksClusterArn(cfg config.Config) string {
+	return fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", cfg.Region, cfg.AccountID, cluster.DefaultName)
 }
 
 func (c *clusters) handler(st *store.Store, clk clock.Clock, log *slog.Logger) (*nodeapi.Handler, error) {
@@ -225,6 +234,23 @@ func autoScaled(c hyperpod.Cluster) bool {
 func (c *clusters) provisioned(name string) bool {
 	cl, _, err := c.svc.Cluster(context.Background(), name)
 	return err == nil && autoScaled(cl)
+}
+
+// groups lists cluster name's instance groups of instanceType with their
+// node counts (deployment.Options.Groups); none when the cluster cannot be
+// read.
+func (c *clusters) groups(name, instanceType string) []deployment.GroupInfo {
+	_, views, err := c.svc.Cluster(context.Background(), name)
+	if err != nil {
+		return nil
+	}
+	var out []deployment.GroupInfo
+	for _, v := range views {
+		if v.InstanceType == instanceType {
+			out = append(out, deployment.GroupInfo{Name: v.Name, Target: v.Target, Running: v.Current, MIGLayout: v.MIGLayout})
+		}
+	}
+	return out
 }
 
 func (s *autoscalerState) Offerings(ctx context.Context, name string) ([]hyperpod.Offering, error) {

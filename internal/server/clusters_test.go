@@ -730,3 +730,51 @@ func TestLeavingReplicaServesWhileANodeIsAdded(t *testing.T) {
 		return len(ns) == 1 && ns[0].Name == added && ns[0].Status == "Running" && len(ns[0].Replicas) == 1 && ready() == 1
 	})
 }
+
+// TestDefaultClusterIsEksOrchestrated: the ml-cluster capstan serve seeds
+// shows an EKS orchestrator, as a one-click HyperPod cluster always does,
+// in the configured account and region.
+func TestDefaultClusterIsEksOrchestrated(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  config.Config
+		want string
+	}{
+		{"defaults", config.Config{}, "arn:aws:eks:us-east-1:000000000000:cluster/ml-cluster"},
+		{"configured account and region", config.Config{AccountID: "123456789012", Region: "eu-west-1"},
+			"arn:aws:eks:eu-west-1:123456789012:cluster/ml-cluster"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := startHarness(t, tc.cfg).describeCluster(t, "ml-cluster")
+			if d.Orchestrator == nil || d.Orchestrator.Eks == nil || aws.ToString(d.Orchestrator.Eks.ClusterArn) != tc.want {
+				t.Fatalf("Orchestrator %+v, want Eks.ClusterArn %s", d.Orchestrator, tc.want)
+			}
+		})
+	}
+}
+
+// TestPendingOnAGroupScaledToZero: a deployment on an instance group that
+// exists with 0 nodes says so, and that with autoscaling off nothing will
+// add one, not that the cluster has no group of the type.
+func TestPendingOnAGroupScaledToZero(t *testing.T) {
+	cfg := clusterConfig()
+	cfg.Cluster.InstanceGroups = []config.InstanceGroup{{Name: "g5", InstanceType: "ml.g5.8xlarge", Count: 0}}
+	h := startHarness(t, cfg)
+	h.applyJSM(t, "zero", "ml-cluster", "ml.g5.8xlarge")
+	const want = "instance group g5 (ml.g5.8xlarge) has 0 nodes, and cluster ml-cluster does not autoscale, so nothing will add one: " +
+		"raise InstanceCount (aws sagemaker update-cluster) or enable autoscaling (update-cluster --auto-scaling)"
+	var got string
+	eventually(t, func() string { return fmt.Sprintf("Degraded message %q, want %q", got, want) }, func() bool {
+		o, err := h.srv.Deployments.Get(context.Background(), manifest.KindJumpStartModel, "default", "zero")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range o.GetStatus().Conditions {
+			if c.Type == manifest.ConditionDegraded {
+				got = c.Message
+			}
+		}
+		return got == want
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -432,4 +433,76 @@ func planEndpoints(t *testing.T, url, plan, want string) {
 	if status != 200 || string(got) != string(wantJSON) {
 		t.Fatalf("%s CapstanEndpoints: %d %s, want %s", plan, status, got, wantJSON)
 	}
+}
+
+// TestAnotherAccountsPlanIsRefused: a training plan ARN of another account
+// or region, even one ending in the name of a plan the caller owns, is
+// refused as SageMaker refuses a plan the caller does not own (a
+// ValidationException naming the member) and nothing is created; the
+// caller's own ARN still works.
+func TestAnotherAccountsPlanIsRefused(t *testing.T) {
+	h := startHarness(t, clusterConfig())
+	ctx := context.Background()
+	now := h.srv.Clock.Now()
+	h.setup(t, "m1", "unused", 1)
+	epPlan := h.buyPlan(t, "ep-plan", 1, 168, now.Add(time.Hour))
+	hpPlan := h.buyClusterPlan(t, "hp-plan", "hyperpod-cluster", 1, now)
+	others := func(arn string) map[string]string {
+		return map[string]string{
+			"another account": strings.Replace(arn, ":000000000000:", ":111111111111:", 1),
+			"another region":  strings.Replace(arn, ":us-east-1:", ":us-west-2:", 1),
+		}
+	}
+	refused := func(t *testing.T, err error, member, arn string) {
+		t.Helper()
+		code, msg := apiCode(err)
+		if code != "ValidationException" || !strings.Contains(msg, member) || !strings.Contains(msg, arn) {
+			t.Fatalf("got %s %q, want a ValidationException naming %s and %s", code, msg, member, arn)
+		}
+	}
+	for name, arn := range others(epPlan) {
+		t.Run("CreateEndpointConfig, "+name, func(t *testing.T) {
+			refused(t, h.reservedConfig(t, "foreign", arn, 1), "MlReservationArn", arn)
+			_, err := h.sm.DescribeEndpointConfig(ctx, &sm.DescribeEndpointConfigInput{EndpointConfigName: aws.String("foreign")})
+			if _, msg := apiCode(err); err == nil || !strings.Contains(msg, "Could not find") {
+				t.Fatalf("the refused config was stored: %v", err)
+			}
+		})
+	}
+	for name, arn := range others(hpPlan) {
+		t.Run("CreateCluster, "+name, func(t *testing.T) {
+			refused(t, h.createCluster("foreign", "", hpGroup("reserved", "ml.p5.48xlarge", 1, arn)), "InstanceGroups[0].TrainingPlanArn", arn)
+			_, err := h.sm.DescribeCluster(ctx, &sm.DescribeClusterInput{ClusterName: aws.String("foreign")})
+			if code, _ := apiCode(err); code != "ResourceNotFound" {
+				t.Fatalf("the refused cluster was created: %v", err)
+			}
+		})
+		t.Run("UpdateCluster, "+name, func(t *testing.T) {
+			_, err := h.sm.UpdateCluster(ctx, &sm.UpdateClusterInput{ClusterName: aws.String("ml-cluster"),
+				InstanceGroups: []smtypes.ClusterInstanceGroupSpecification{hpGroup("reserved", "ml.p5.48xlarge", 1, arn)}})
+			refused(t, err, "InstanceGroups[0].TrainingPlanArn", arn)
+			for _, g := range h.describeCluster(t, "ml-cluster").InstanceGroups {
+				if aws.ToString(g.InstanceGroupName) == "reserved" {
+					t.Fatalf("the refused group was added: %+v", g)
+				}
+			}
+		})
+	}
+	t.Run("the caller's own plans", func(t *testing.T) {
+		if err := h.reservedConfig(t, "own", epPlan, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.createCluster("own", "", hpGroup("reserved", "ml.p5.48xlarge", 1, hpPlan)); err != nil {
+			t.Fatal(err)
+		}
+		// ListClusters' filter: the plan's own ARN finds the cluster, another
+		// account's ARN with its name none.
+		if got := h.clusterNames(t, &sm.ListClustersInput{TrainingPlanArn: aws.String(hpPlan)}); !slices.Equal(got, []string{"own"}) {
+			t.Fatalf("clusters on %s: %v", hpPlan, got)
+		}
+		foreign := others(hpPlan)["another account"]
+		if got := h.clusterNames(t, &sm.ListClustersInput{TrainingPlanArn: aws.String(foreign)}); len(got) != 0 {
+			t.Fatalf("clusters on %s: %v, want none", foreign, got)
+		}
+	})
 }

@@ -175,7 +175,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	dep, err := newDeployments(deploymentDeps{cfg: cfg, store: st, clock: clk, log: log, reg: reg, eng: eng, gw: gw,
 		endpoints: svc, cat: cat, models: models, gatewayURL: "http://" + ln.Addr().String(), pool: cls.pool, nodeEvents: cls.svc,
-		provisioned: cls.provisioned}, o)
+		provisioned: cls.provisioned, groups: cls.groups}, o)
 	if err != nil {
 		return fail(fmt.Errorf("deployments: %w", err))
 	}
@@ -212,8 +212,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.RuntimeAPI != nil {
 		runtimeH = runtimeapi.WithAsync(o.RuntimeAPI(gw, log), asyncQ, runtimeapi.Options{AccountID: cfg.AccountID, Region: cfg.Region, Logger: log})
 	}
-	var manifestsH, nodeAPIH http.Handler = manifests, nodesH
-	var workspacesH http.Handler = manifestapi.NewWorkspaces(spc, log)
+	// capstan's own APIs date their answers by the server's clock (the CLI's AGE columns).
+	var manifestsH, nodeAPIH http.Handler = manifestapi.WithServerDate(manifests, clk), manifestapi.WithServerDate(nodesH, clk)
+	var workspacesH http.Handler = manifestapi.WithServerDate(manifestapi.NewWorkspaces(spc, log), clk)
 	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
 	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
 	var targetsH http.Handler = observability.TargetsHandler(rt)
