@@ -46,6 +46,8 @@ var (
 	ErrNotAsync = errors.New("endpoint is not configured for asynchronous inference")
 	// ErrQueueFull: the endpoint's queue holds MaxQueue requests.
 	ErrQueueFull = errors.New("asynchronous inference queue is full")
+	// ErrNoS3: the server has no S3 (Options.S3Unavailable, wrapped too).
+	ErrNoS3 = errors.New("asynchronous inference reads its input from and writes its answer to S3")
 )
 
 // Configs finds an endpoint's AsyncInferenceConfig (raw, as stored; empty
@@ -73,6 +75,10 @@ type Options struct {
 	Gateway Invoker
 	Configs Configs
 	S3      S3
+	// S3Unavailable, when set, says why the server has no S3 (no endpoint
+	// configured): Submit refuses every request with it (ErrNoS3), since
+	// neither the input nor the answer could be reached.
+	S3Unavailable error
 	// Wake, when set, is called (from the dispatcher's goroutine) when an
 	// endpoint with queued requests has no instance (again after each failed
 	// try while it still has none): it scales the endpoint
@@ -266,6 +272,9 @@ func (m *Manager) Submit(ctx context.Context, r Request) (Accepted, error) {
 	}
 	if cfg == nil || cfg.OutputConfig == nil || cfg.OutputConfig.S3OutputPath == "" {
 		return Accepted{}, ErrNotAsync
+	}
+	if m.o.S3Unavailable != nil {
+		return Accepted{}, fmt.Errorf("%w: %w", ErrNoS3, m.o.S3Unavailable)
 	}
 	id := r.InferenceID
 	if id == "" {

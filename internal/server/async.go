@@ -32,8 +32,12 @@ func newAsync(ctx context.Context, cfg config.Config, st *store.Store, svc *endp
 	if err != nil {
 		return nil, fmt.Errorf("S3 client for asynchronous inference: %w", err)
 	}
+	var unavailable error
+	if ms.Endpoint == "" {
+		unavailable = modelsource.ErrS3NotConfigured
+	}
 	return asyncinference.New(asyncinference.Options{Store: st, Gateway: gw, Configs: asyncConfigs{svc, log}, S3: client,
-		Wake: asyncConfigs{svc, log}.wake, Clock: clk, Logger: log, Registerer: reg})
+		S3Unavailable: unavailable, Wake: asyncConfigs{svc, log}.wake, Clock: clk, Logger: log, Registerer: reg})
 }
 
 // asyncReaders makes Application Auto Scaling's per-endpoint metric readers:

@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
+	"github.com/aws/smithy-go"
 
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/manifest"
@@ -93,6 +96,40 @@ spec:
 		}
 	})
 
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("%d connections to the credential endpoints; want none", n)
+	}
+}
+
+// TestAsyncInferenceWithoutS3: without an S3 endpoint an asynchronous
+// request, whose input and answer live in S3, is refused at
+// InvokeEndpointAsync naming the settings, before it is queued, and
+// nothing is contacted.
+func TestAsyncInferenceWithoutS3(t *testing.T) {
+	conns := testutil.AWSCredentialTrap(t, true)
+	h := startHarness(t, config.Config{})
+	ctx := context.Background()
+	h.setup(t, "m1", "base", 1)
+	if _, err := h.sm.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("async-cfg"),
+		ProductionVariants: asyncVariant(),
+		AsyncInferenceConfig: &smtypes.AsyncInferenceConfig{
+			OutputConfig: &smtypes.AsyncInferenceOutputConfig{S3OutputPath: aws.String("s3://async/out/")}}}); err != nil {
+		t.Fatal(err)
+	}
+	h.createEP(t, "async-ep", "async-cfg")
+	_, err := h.smr.InvokeEndpointAsync(ctx, &smr.InvokeEndpointAsyncInput{EndpointName: aws.String("async-ep"),
+		InputLocation: aws.String("s3://async/in/req.json"), ContentType: aws.String("application/json")})
+	// The runtime API's code for bad input is ValidationError.
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
+		t.Fatalf("InvokeEndpointAsync without S3: %v, want a ValidationError", err)
+	}
+	for _, m := range append([]string{"Endpoint async-ep of account 000000000000 cannot take asynchronous requests: " +
+		"asynchronous inference reads its input from and writes its answer to S3: no S3 endpoint is configured"}, s3SettingNames...) {
+		if !strings.Contains(ae.ErrorMessage(), m) {
+			t.Fatalf("InvokeEndpointAsync said %q, which does not mention %q", ae.ErrorMessage(), m)
+		}
+	}
 	if n := conns.Load(); n != 0 {
 		t.Fatalf("%d connections to the credential endpoints; want none", n)
 	}

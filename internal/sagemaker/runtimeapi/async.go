@@ -94,6 +94,8 @@ func asyncError(err error, c errContext) error {
 		return gateway.ErrUnknownEndpoint
 	case errors.Is(err, asyncinference.ErrNotAsync):
 		return validationErrorf("Endpoint %s of account %s is not configured for asynchronous inference: its endpoint config has no AsyncInferenceConfig.", c.endpoint, c.accountID)
+	case errors.Is(err, asyncinference.ErrNoS3):
+		return validationErrorf("Endpoint %s of account %s cannot take asynchronous requests: %v.", c.endpoint, c.accountID, err)
 	case errors.Is(err, asyncinference.ErrQueueFull):
 		return &requestError{codeServiceUnavailable, http.StatusServiceUnavailable,
 			fmt.Sprintf("The asynchronous inference queue of endpoint %s is full. Try again later.", c.endpoint)}
