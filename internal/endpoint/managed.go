@@ -9,7 +9,8 @@ import (
 )
 
 // ErrNameInUse is wrapped when a manifest asks to register an endpoint name
-// that another manifest or a SageMaker CreateEndpoint already holds.
+// that another manifest or a SageMaker CreateEndpoint already holds, or one
+// that differs from a held name only in case.
 var ErrNameInUse = errors.New("endpoint name in use")
 
 // ManagedEndpoint is what a deployment controller registers so that a
@@ -42,12 +43,22 @@ func (s *Service) PutManaged(_ context.Context, m ManagedEndpoint) error {
 		if err != nil {
 			return err
 		}
-		if found && ep.ManagedBy != m.Owner {
-			holder := "a SageMaker CreateEndpoint"
-			if ep.ManagedBy != "" {
-				holder = ep.ManagedBy
+		if !found {
+			// A name differing only in case is taken too: it has the same ARN.
+			key, err := holderOf(tx, KindEndpoint, m.Name)
+			if err != nil {
+				return err
 			}
-			return fmt.Errorf("%w: endpoint %q already belongs to %s", ErrNameInUse, m.Name, holder)
+			if key != "" {
+				var other Endpoint
+				if _, err := tx.Get(KindEndpoint, key, &other); err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: endpoint %q already belongs to %s", ErrNameInUse, key, holderName(other))
+			}
+		}
+		if found && ep.ManagedBy != m.Owner {
+			return fmt.Errorf("%w: endpoint %q already belongs to %s", ErrNameInUse, m.Name, holderName(ep))
 		}
 		if !found {
 			ep = Endpoint{Name: m.Name, CreationTime: now, ManagedBy: m.Owner, Generation: 1}
@@ -62,6 +73,15 @@ func (s *Service) PutManaged(_ context.Context, m ManagedEndpoint) error {
 		}
 		return s.put(tx, &next)
 	})
+}
+
+// holderName says who holds ep's name: its manifest, or a SageMaker
+// CreateEndpoint.
+func holderName(ep Endpoint) string {
+	if ep.ManagedBy != "" {
+		return ep.ManagedBy
+	}
+	return "a SageMaker CreateEndpoint"
 }
 
 func sameManaged(a, b Endpoint) bool {

@@ -44,6 +44,10 @@ func TestManagedEndpoints(t *testing.T) {
 		{"another manifest", func() error {
 			return e.svc.PutManaged(e.ctx, ManagedEndpoint{Name: "demo", Owner: "JumpStartModel/default/other", Status: StatusCreating})
 		}},
+		{"the name in another case", func() error {
+			// Same ARN (ARNs lower-case names), so the name is taken.
+			return e.svc.PutManaged(e.ctx, ManagedEndpoint{Name: "Demo", Owner: "JumpStartModel/default/other", Status: StatusCreating})
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

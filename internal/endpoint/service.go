@@ -49,6 +49,42 @@ func NewService(s *store.Store, f placement.Allocator, cat *catalog.Catalog, c c
 	return &Service{store: s, fleet: f, catalog: cat, clock: c, log: log}
 }
 
+// ---- names ----
+
+// holderOf returns the key of kind that name names under case folding: name
+// itself when stored, else the first key (in key order) equal to it ignoring
+// case, else "". SageMaker names are unique case-insensitively within an
+// account and region, as their ARNs lower-case them, so a name that differs
+// from a stored one only in case is taken. Records keep the key they were
+// created under (so older data directories load as they are); when name is
+// not stored as given, this scans the bucket's keys once, decoding no values.
+func holderOf(tx *store.Tx, kind, name string) (string, error) {
+	if tx.Exists(kind, name) {
+		return name, nil
+	}
+	var key string
+	err := tx.Each(kind, func(k string, _ []byte) error {
+		if key == "" && strings.EqualFold(k, name) {
+			key = k
+		}
+		return nil
+	})
+	return key, err
+}
+
+// checkNameFree fails with ErrAlreadyExists (naming res and name) when
+// kind holds name, or a name equal to it ignoring case.
+func checkNameFree(tx *store.Tx, kind, res, name string) error {
+	key, err := holderOf(tx, kind, name)
+	if err != nil {
+		return err
+	}
+	if key != "" {
+		return alreadyExists(res, name)
+	}
+	return nil
+}
+
 // ---- models ----
 
 // CreateModel stores m (CreationTime is set here). With a model source set
@@ -60,10 +96,7 @@ func (s *Service) CreateModel(ctx context.Context, m Model) (Model, error) {
 	if s.models != nil {
 		// A duplicate name is refused before any download.
 		if err := s.store.View(func(tx *store.Tx) error {
-			if tx.Exists(KindModel, m.Name) {
-				return alreadyExists(ResModel, m.Name)
-			}
-			return nil
+			return checkNameFree(tx, KindModel, ResModel, m.Name)
 		}); err != nil {
 			return m, err
 		}
@@ -72,8 +105,8 @@ func (s *Service) CreateModel(ctx context.Context, m Model) (Model, error) {
 		}
 	}
 	err := s.store.Update(func(tx *store.Tx) error {
-		if tx.Exists(KindModel, m.Name) {
-			return alreadyExists(ResModel, m.Name)
+		if err := checkNameFree(tx, KindModel, ResModel, m.Name); err != nil {
+			return err
 		}
 		return tx.Put(KindModel, m.Name, m)
 	})
@@ -148,8 +181,8 @@ func (s *Service) CreateEndpointConfig(_ context.Context, c EndpointConfig) (End
 		return c, err
 	}
 	err := s.store.Update(func(tx *store.Tx) error {
-		if tx.Exists(KindConfig, c.Name) {
-			return alreadyExists(ResConfig, c.Name)
+		if err := checkNameFree(tx, KindConfig, ResConfig, c.Name); err != nil {
+			return err
 		}
 		for _, v := range c.ProductionVariants {
 			if !tx.Exists(KindModel, v.ModelName) {
@@ -209,8 +242,8 @@ func (s *Service) CreateEndpoint(_ context.Context, name, configName string, tag
 	now := s.clock.Now().UTC().Truncate(1e6)
 	var ep Endpoint
 	err := s.store.Update(func(tx *store.Tx) error {
-		if tx.Exists(KindEndpoint, name) {
-			return alreadyExists(ResEndpoint, name)
+		if err := checkNameFree(tx, KindEndpoint, ResEndpoint, name); err != nil {
+			return err
 		}
 		dep, err := s.deployment(tx, configName, 1, now, name)
 		if err != nil {
@@ -463,8 +496,16 @@ func sameButCounts(cur, dep *Deployment) bool {
 }
 
 // UpdateWeightsAndCapacities changes variant weights and instance counts in place.
+// A variant named twice is refused, as in an endpoint configuration.
 func (s *Service) UpdateWeightsAndCapacities(_ context.Context, name string, desired []Desired) (Endpoint, error) {
 	now := s.clock.Now().UTC().Truncate(1e6)
+	seen := make(map[string]bool, len(desired))
+	for _, d := range desired {
+		if seen[d.VariantName] {
+			return Endpoint{}, invalidf("Variant name %q is used more than once. Variant names must be unique within DesiredWeightsAndCapacities.", d.VariantName)
+		}
+		seen[d.VariantName] = true
+	}
 	var ep Endpoint
 	err := s.store.Update(func(tx *store.Tx) error {
 		var err error
