@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path"
@@ -101,11 +102,13 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 
 	rel := filepath.Join("s3-archive", src.Bucket, filepath.FromSlash(src.Location))
 	if err := noSymlinkBelow(f.o.CacheDir, rel); err != nil {
-		return Result{}, srcErr(ReasonPathEscape, err, "cache folder for %s", where)
+		return Result{}, srcErr(ReasonPathEscape, err, "the model cache folder for %s", where)
 	}
 	final := filepath.Join(f.o.CacheDir, rel)
 	if st := readArchiveState(final); st.Source == where && st.ETag == etag && st.Size == size && etag != "" {
-		if dir, err := modelRoot(final); err == nil {
+		// An extraction cached by an older capstan that did not check
+		// config.json is fetched again, and refused.
+		if dir, err := modelRoot(final); err == nil && checkConfig(dir, where, "config.json") == nil {
 			return Result{Dir: dir, Model: f.catalogModel(nameOrPath(dir)), Files: st.Files, Bytes: st.Bytes}, nil
 		}
 	}
@@ -121,11 +124,11 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 	defer out.Body.Close()
 	parent := filepath.Dir(final)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return Result{}, srcErr(ReasonFetchFailed, err, "creating %s", parent)
+		return Result{}, srcErr(ReasonFetchFailed, err, "%s: creating its folder in the model cache", where)
 	}
 	tmp, err := os.MkdirTemp(parent, partPrefix+"*")
 	if err != nil {
-		return Result{}, srcErr(ReasonFetchFailed, err, "creating a folder in %s", parent)
+		return Result{}, srcErr(ReasonFetchFailed, err, "%s: creating a temporary folder in the model cache", where)
 	}
 	keep := false
 	defer func() {
@@ -133,7 +136,7 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 			os.RemoveAll(tmp)
 		}
 	}()
-	files, bytes, err := extractTarGz(ctx, out.Body, tmp, f.maxArchiveBytes(), f.maxArchiveEntries())
+	x, err := extractTarGz(ctx, out.Body, tmp, f.maxArchiveBytes(), f.maxArchiveEntries())
 	if err != nil {
 		var se *SourceError
 		if errors.As(err, &se) {
@@ -142,12 +145,12 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 		}
 		return Result{}, s3Error(err, src.Bucket, src.Location, where)
 	}
-	if _, err := modelRoot(tmp); err != nil {
-		return Result{}, srcErr(ReasonNotFound, ErrNoConfig, "%s has no config.json (looked at the top of the archive and one folder down)", where)
+	if err := checkArchiveConfig(tmp, where, x); err != nil {
+		return Result{}, err
 	}
-	st := archiveState{Source: where, ETag: etag, Size: size, Files: files, Bytes: bytes}
+	st := archiveState{Source: where, ETag: etag, Size: size, Files: x.files, Bytes: x.bytes}
 	if err := writeArchiveState(tmp, st); err != nil {
-		return Result{}, srcErr(ReasonFetchFailed, err, "writing the fetch state in %s", tmp)
+		return Result{}, srcErr(ReasonFetchFailed, err, "%s: writing its fetch state in the model cache", where)
 	}
 	// Swap the new folder in: the old one (if any) is moved aside first and
 	// removed after, so the final path always holds a complete extraction.
@@ -155,14 +158,14 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 	if _, err := os.Lstat(final); err == nil {
 		old = tmp + ".old"
 		if err := os.Rename(final, old); err != nil {
-			return Result{}, srcErr(ReasonFetchFailed, err, "replacing %s", final)
+			return Result{}, srcErr(ReasonFetchFailed, err, "%s: moving the earlier extraction aside in the model cache", where)
 		}
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		if old != "" {
 			_ = os.Rename(old, final)
 		}
-		return Result{}, srcErr(ReasonFetchFailed, err, "placing %s", final)
+		return Result{}, srcErr(ReasonFetchFailed, err, "%s: moving the extraction into place in the model cache", where)
 	}
 	keep = true
 	if old != "" {
@@ -172,7 +175,38 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 	if err != nil {
 		return Result{}, srcErr(ReasonNotFound, ErrNoConfig, "%s has no config.json", where)
 	}
-	return Result{Dir: dir, Model: f.catalogModel(nameOrPath(dir)), Files: files, Bytes: bytes, Downloaded: 1}, nil
+	return Result{Dir: dir, Model: f.catalogModel(nameOrPath(dir)), Files: x.files, Bytes: x.bytes, Downloaded: 1}, nil
+}
+
+// checkArchiveConfig refuses an extraction (in dir) whose config.json the
+// engine could not use: none at the top or one folder down (NotFound,
+// ErrNoConfig), in two folders, present as two archive entries, or not one
+// JSON object (InvalidSource, ErrInvalidConfig). Messages name the archive
+// (where) and its entries.
+func checkArchiveConfig(dir, where string, x extraction) error {
+	root, err := modelRoot(dir)
+	var two *twoConfigs
+	switch {
+	case errors.Is(err, ErrNoConfig):
+		return srcErr(ReasonNotFound, ErrNoConfig, "%s has no config.json (looked at the top of the archive and one folder down)", where)
+	case errors.As(err, &two):
+		return srcErr(ReasonInvalidSource, ErrInvalidConfig, "%s: %s: a model archive holds one model, with its config.json at the top or in one folder", where, two)
+	case err != nil:
+		return srcErr(ReasonFetchFailed, err, "%s: reading the extracted archive", where)
+	}
+	shown := "config.json"
+	if root != dir {
+		shown = filepath.Base(root) + "/config.json"
+	}
+	if names := x.configs[shown]; len(names) > 1 {
+		quoted := make([]string, len(names))
+		for i, n := range names {
+			quoted[i] = fmt.Sprintf("%q", n)
+		}
+		return srcErr(ReasonInvalidSource, ErrInvalidConfig, "%s: the archive has %d entries for %s (%s); a model archive holds it once",
+			where, len(names), shown, strings.Join(quoted, ", "))
+	}
+	return checkConfig(root, where, shown)
 }
 
 func (f *Fetcher) maxArchiveBytes() int64 {
@@ -189,8 +223,15 @@ func (f *Fetcher) maxArchiveEntries() int {
 	return DefaultMaxArchiveEntries
 }
 
+// twoConfigs is modelRoot's error for an archive with config.json in two
+// folders (and none at the top): which model is meant is unclear.
+type twoConfigs struct{ a, b string }
+
+func (e *twoConfigs) Error() string { return fmt.Sprintf("config.json in both %s/ and %s/", e.a, e.b) }
+
 // modelRoot is the folder of an extracted archive that holds config.json:
-// the top, else the one folder directly below that has it.
+// the top, else the one folder directly below that has it. Errors:
+// ErrNoConfig, *twoConfigs, or the folder's read error.
 func modelRoot(dir string) (string, error) {
 	if regular(filepath.Join(dir, "config.json")) {
 		return dir, nil
@@ -206,7 +247,7 @@ func modelRoot(dir string) (string, error) {
 		}
 		if regular(filepath.Join(dir, e.Name(), "config.json")) {
 			if found != "" {
-				return "", fmt.Errorf("config.json in both %s and %s", found, e.Name())
+				return "", &twoConfigs{found, e.Name()}
 			}
 			found = e.Name()
 		}
@@ -222,34 +263,48 @@ func regular(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
+// extraction is what extractTarGz wrote.
+type extraction struct {
+	files int
+	bytes int64
+	// configs lists, by path in the archive ("config.json",
+	// "my-model/config.json"), the header names of the entries that wrote a
+	// config.json at the top or one folder down: more than one name means
+	// the archive holds that file twice, and only the last one would count.
+	configs map[string][]string
+}
+
 // extractTarGz writes the regular files and folders of a gzip tar stream
 // under dir. Every entry must be a plain relative path (no "..", not
 // absolute); links, devices, FIFOs and sparse files are refused
 // (PathEscape / InvalidSource), as are more than maxEntries entries or more
 // than maxBytes of content (checked against each header before writing and
 // enforced while copying). File modes are not taken from the archive.
-func extractTarGz(ctx context.Context, r io.Reader, dir string, maxBytes int64, maxEntries int) (files int, total int64, err error) {
+// Errors name the archive entry, never dir; an error that is not a
+// *SourceError is the stream's (the S3 read), for the caller to map.
+func extractTarGz(ctx context.Context, r io.Reader, dir string, maxBytes int64, maxEntries int) (x extraction, err error) {
+	x.configs = map[string][]string{}
 	zr, err := gzip.NewReader(r)
 	if err != nil {
-		return 0, 0, srcErr(ReasonInvalidSource, err, "not a gzip archive (a model.tar.gz is a gzip-compressed tar; use CompressionType None for an uncompressed prefix)")
+		return x, srcErr(ReasonInvalidSource, err, "not a gzip archive (a model.tar.gz is a gzip-compressed tar; use CompressionType None for an uncompressed prefix)")
 	}
 	defer zr.Close()
 	tr := tar.NewReader(zr)
 	entries := 0
 	for {
 		if err := ctx.Err(); err != nil {
-			return files, total, srcErr(ReasonFetchFailed, err, "extraction cancelled")
+			return x, srcErr(ReasonFetchFailed, err, "extraction cancelled")
 		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return files, total, nil
+			return x, nil
 		}
 		if err != nil {
-			return files, total, srcErr(ReasonInvalidSource, err, "reading the archive")
+			return x, srcErr(ReasonInvalidSource, err, "reading the archive")
 		}
 		entries++
 		if entries > maxEntries {
-			return files, total, srcErr(ReasonInvalidSource, nil, "the archive has more than %d entries", maxEntries)
+			return x, srcErr(ReasonInvalidSource, nil, "the archive has more than %d entries", maxEntries)
 		}
 		if h.Typeflag == tar.TypeXGlobalHeader {
 			continue
@@ -263,47 +318,54 @@ func extractTarGz(ctx context.Context, r io.Reader, dir string, maxBytes int64, 
 			if err == nil {
 				err = errors.New("non-canonical path")
 			}
-			return files, total, srcErr(ReasonPathEscape, err, "refusing archive entry %q: it would not stay inside the model directory", h.Name)
+			return x, srcErr(ReasonPathEscape, err, "refusing archive entry %q: it would not stay inside the model directory", h.Name)
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(name))
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := noSymlinkBelow(dir, name); err != nil {
-				return files, total, srcErr(ReasonPathEscape, err, "archive entry %q", h.Name)
+				return x, srcErr(ReasonPathEscape, err, "archive entry %q", h.Name)
 			}
 			if err := os.MkdirAll(dst, 0o755); err != nil {
-				return files, total, srcErr(ReasonFetchFailed, err, "creating %s", dst)
+				return x, srcErr(ReasonFetchFailed, err, "extracting archive entry %q", h.Name)
 			}
 		case tar.TypeReg, tar.TypeRegA:
-			if h.Size < 0 || h.Size > maxBytes-total {
-				return files, total, srcErr(ReasonInvalidSource, nil, "the archive's content exceeds %d bytes (entry %q is %d bytes)", maxBytes, h.Name, h.Size)
+			if h.Size < 0 || h.Size > maxBytes-x.bytes {
+				return x, srcErr(ReasonInvalidSource, nil, "the archive's content exceeds %d bytes (entry %q is %d bytes)", maxBytes, h.Name, h.Size)
 			}
 			if err := noSymlinkBelow(dir, name); err != nil {
-				return files, total, srcErr(ReasonPathEscape, err, "archive entry %q", h.Name)
+				return x, srcErr(ReasonPathEscape, err, "archive entry %q", h.Name)
 			}
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return files, total, srcErr(ReasonFetchFailed, err, "creating %s", filepath.Dir(dst))
+				return x, srcErr(ReasonFetchFailed, err, "extracting archive entry %q", h.Name)
 			}
 			fh, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 			if err != nil {
-				return files, total, srcErr(ReasonFetchFailed, err, "writing %s", dst)
+				return x, srcErr(ReasonFetchFailed, err, "extracting archive entry %q", h.Name)
 			}
 			n, err := io.Copy(fh, io.LimitReader(tr, h.Size))
 			if cerr := fh.Close(); err == nil {
 				err = cerr
 			}
+			var local *fs.PathError
+			if errors.As(err, &local) {
+				return x, srcErr(ReasonFetchFailed, err, "writing archive entry %q", h.Name)
+			}
 			if err != nil {
-				return files, total, err // mapped by the caller (a transport error is the S3 read)
+				return x, err // the S3 read: mapped by the caller
 			}
 			if n != h.Size {
-				return files, total, srcErr(ReasonInvalidSource, nil, "archive entry %q is truncated", h.Name)
+				return x, srcErr(ReasonInvalidSource, nil, "archive entry %q is truncated", h.Name)
 			}
-			total += n
-			files++
+			x.bytes += n
+			x.files++
+			if path.Base(name) == "config.json" && strings.Count(name, "/") <= 1 {
+				x.configs[name] = append(x.configs[name], h.Name)
+			}
 		case tar.TypeSymlink, tar.TypeLink:
-			return files, total, srcErr(ReasonPathEscape, nil, "refusing archive entry %q: links are not allowed in a model archive", h.Name)
+			return x, srcErr(ReasonPathEscape, nil, "refusing archive entry %q: links are not allowed in a model archive", h.Name)
 		default:
-			return files, total, srcErr(ReasonInvalidSource, nil, "refusing archive entry %q: only regular files and folders are allowed (type %q)", h.Name, string(h.Typeflag))
+			return x, srcErr(ReasonInvalidSource, nil, "refusing archive entry %q: only regular files and folders are allowed (type %q)", h.Name, string(h.Typeflag))
 		}
 	}
 }
@@ -350,13 +412,15 @@ func (f *Fetcher) FetchModelData(ctx context.Context, uri, compression string) (
 }
 
 // ModelDataProblem classifies e for SageMaker's CreateModel (it implements
-// endpoint.ModelDataProblem): "NoConfig" when the folder or archive lacks
-// config.json, else the Reason; detail is the message without the reason
-// prefix, with the cause unless the reason is NotFound; without an S3
-// endpoint, the settings to configure.
+// endpoint.ModelDataProblem): "NoConfig" when the folder or archive lacks a
+// usable config.json (none: ErrNoConfig; not one JSON object, or more than
+// one: ErrInvalidConfig), else the Reason; detail is the message without
+// the reason prefix, with the cause unless the reason is NotFound; without
+// an S3 endpoint, the settings to configure. No detail shows a path on this
+// machine (see srcErr).
 func (e *SourceError) ModelDataProblem() (kind, detail string) {
 	kind, detail = e.Reason, e.Message
-	if errors.Is(e.Err, ErrNoConfig) {
+	if errors.Is(e.Err, ErrNoConfig) || errors.Is(e.Err, ErrInvalidConfig) {
 		return "NoConfig", detail
 	}
 	if errors.Is(e.Err, ErrS3NotConfigured) {

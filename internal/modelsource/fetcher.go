@@ -98,6 +98,7 @@ type Fetcher struct {
 	mu       sync.Mutex
 	inflight map[string]*call
 	s3       map[string]s3API // by region
+	lock     *os.File         // the cache lock, held shared (openCache); nil after Close
 }
 
 type call struct {
@@ -107,8 +108,11 @@ type call struct {
 	waiters int // callers sharing this fetch (guarded by Fetcher.mu; read by tests)
 }
 
-// New checks the options and creates the cache directory. It does not touch
-// the network.
+// New checks the options, creates the cache directory and removes from it
+// the leftovers of downloads and extractions cut short by a crash or kill -9
+// (every ".capstan-part-*" file, folder or link inside the cache, none
+// outside: links are not followed), unless another live Fetcher uses the
+// same cache. It does not touch the network.
 func New(o Options) (*Fetcher, error) {
 	if strings.TrimSpace(o.CacheDir) == "" {
 		return nil, errors.New("modelsource: CacheDir is required")
@@ -153,6 +157,7 @@ func New(o Options) (*Fetcher, error) {
 	if f.clk == nil {
 		f.clk = clock.Real{}
 	}
+	f.openCache()
 	return f, nil
 }
 
@@ -228,12 +233,23 @@ func (f *Fetcher) fetch(ctx context.Context, src Source) (Result, error) {
 	case TypeJumpStart:
 		res, err = f.fetchJumpStart(src)
 	}
+	if err == nil {
+		// The engine reads config.json when it starts: one that is not a
+		// JSON object fails the fetch now, not the endpoint later.
+		// (Archives are checked before they enter the cache.)
+		err = checkConfig(res.Dir, src.String(), "config.json")
+	}
 	if err != nil {
 		var se *SourceError
 		if !errors.As(err, &se) {
 			err = srcErr(ReasonFetchFailed, err, "fetching %s", src)
 		}
-		f.log.Warn("model source fetch failed", "source", src.String(), "reason", Reason(err), "err", err)
+		attrs := []any{"source", src.String(), "reason", Reason(err), "err", err}
+		var local *localError
+		if errors.As(err, &local) {
+			attrs = append(attrs, "localErr", local.Path()) // the server path, for the operator only
+		}
+		f.log.Warn("model source fetch failed", attrs...)
 		return Result{}, err
 	}
 	f.log.Info("model source ready", "source", src.String(), "dir", res.Dir, "model", res.Model,

@@ -7,8 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // stateFile records, inside a fetched folder, what each file was fetched
@@ -77,24 +79,63 @@ func safeRel(rel string) error {
 }
 
 // noSymlinkBelow fails when any existing component of rel below root is a
-// symbolic link (or the final one is not a regular file or directory), so a
-// planted link cannot redirect a write outside root.
+// symbolic link, so a planted link cannot redirect a write outside root. A
+// component that is missing, or below a file, ends the check: nothing can be
+// written through it. The error names the component relative to root.
 func noSymlinkBelow(root, rel string) error {
-	p := root
+	p, shown := root, ""
 	for _, seg := range strings.Split(filepath.ToSlash(rel), "/") {
-		p = filepath.Join(p, seg)
+		p, shown = filepath.Join(p, seg), path.Join(shown, seg)
 		fi, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("%s is a symbolic link", p)
+			return fmt.Errorf("%s is a symbolic link", shown)
 		}
 	}
 	return nil
+}
+
+// localError is a failure of this machine's file system (creating, writing,
+// renaming in the model cache) as a client may see it: the operation and
+// the cause ("mkdir: not a directory"), without the server path, which only
+// the server log shows (fetch logs Path). errors.Is and errors.As reach the
+// original.
+type localError struct{ err error }
+
+func (e *localError) Error() string {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(e.err, &pe):
+		return pe.Op + ": " + pe.Err.Error()
+	case errors.As(e.err, &le):
+		return le.Op + ": " + le.Err.Error()
+	}
+	return e.err.Error()
+}
+
+func (e *localError) Unwrap() error { return e.err }
+
+// Path is the original text, server paths included, for the server log.
+func (e *localError) Path() string { return e.err.Error() }
+
+// hidePath wraps err as a localError when it carries a server path (an
+// *fs.PathError or *os.LinkError anywhere in its chain); other errors
+// (S3, HTTP, JSON) are returned as they are. srcErr applies it to every
+// cause, so no SourceError shows where the server keeps its files.
+func hidePath(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	var hidden *localError
+	if err == nil || errors.As(err, &hidden) || (!errors.As(err, &pe) && !errors.As(err, &le)) {
+		return err
+	}
+	return &localError{err: err}
 }
 
 // writeFileAtomic writes data to a temp file beside path and renames it over

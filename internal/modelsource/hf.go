@@ -45,7 +45,7 @@ func (f *Fetcher) fetchHF(ctx context.Context, src Source) (Result, error) {
 	org, name, _ := strings.Cut(src.HFModelID, "/")
 	dir := filepath.Join(f.o.CacheDir, "huggingface", org, name, rev)
 	if err := noSymlinkBelow(f.o.CacheDir, filepath.Join("huggingface", org, name, rev)); err != nil {
-		return Result{}, srcErr(ReasonPathEscape, err, "cache folder for %s", src)
+		return Result{}, srcErr(ReasonPathEscape, err, "the model cache folder for %s", src)
 	}
 	old := readState(dir)
 	if commitSHA.MatchString(rev) && old.Revision == rev && regularOfSize(filepath.Join(dir, "config.json"), old.Files["config.json"].Size) {
@@ -85,10 +85,10 @@ func (f *Fetcher) fetchHF(ctx context.Context, src Source) (Result, error) {
 		downloaded++
 	}
 	if err := writeState(dir, next); err != nil {
-		return Result{}, srcErr(ReasonFetchFailed, err, "writing the fetch state in %s", dir)
+		return Result{}, srcErr(ReasonFetchFailed, err, "%s: writing its fetch state in the model cache", src)
 	}
 	if err := writeHFListing(dir, info.Siblings); err != nil {
-		return Result{}, srcErr(ReasonFetchFailed, err, "writing the file listing in %s", dir)
+		return Result{}, srcErr(ReasonFetchFailed, err, "%s: writing its file listing in the model cache", src)
 	}
 	if commitSHA.MatchString(rev) {
 		next.Revision = rev
@@ -162,7 +162,7 @@ func (f *Fetcher) hfDownload(ctx context.Context, u string, src Source, dst stri
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		os.Remove(tmp)
-		return 0, srcErr(ReasonFetchFailed, err, "placing %s", dst)
+		return 0, srcErr(ReasonFetchFailed, err, "%s: moving it into place in the model cache", u)
 	}
 	return n, nil
 }

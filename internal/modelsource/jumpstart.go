@@ -27,12 +27,12 @@ func (f *Fetcher) fetchJumpStart(src Source) (Result, error) {
 	}
 	dir := filepath.Join(f.o.CacheDir, "jumpstart", m.ID)
 	if err := noSymlinkBelow(f.o.CacheDir, filepath.Join("jumpstart", m.ID)); err != nil {
-		return Result{}, srcErr(ReasonPathEscape, err, "cache folder for JumpStart model %s", m.ID)
+		return Result{}, srcErr(ReasonPathEscape, err, "the model cache folder for JumpStart model %s", m.ID)
 	}
 	path := filepath.Join(dir, "config.json")
 	if old, err := os.ReadFile(path); err != nil || !bytes.Equal(old, data) {
 		if err := writeFileAtomic(path, data); err != nil {
-			return Result{}, srcErr(ReasonFetchFailed, err, "writing %s", path)
+			return Result{}, srcErr(ReasonFetchFailed, err, "JumpStart model %s: writing its config.json in the model cache", m.ID)
 		}
 	}
 	return Result{Dir: dir, Model: m.ID, Files: 1, Bytes: int64(len(data))}, nil

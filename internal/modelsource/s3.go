@@ -182,10 +182,10 @@ func (f *Fetcher) fetchS3(ctx context.Context, src Source) (Result, error) {
 
 	dir := filepath.Join(f.o.CacheDir, "s3", src.Bucket, filepath.FromSlash(strings.TrimSuffix(prefix, "/")))
 	if err := noSymlinkBelow(f.o.CacheDir, filepath.Join("s3", src.Bucket, filepath.FromSlash(strings.TrimSuffix(prefix, "/")))); err != nil {
-		return Result{}, srcErr(ReasonPathEscape, err, "cache folder for %s", where)
+		return Result{}, srcErr(ReasonPathEscape, err, "the model cache folder for %s", where)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Result{}, srcErr(ReasonFetchFailed, err, "creating %s", dir)
+		return Result{}, srcErr(ReasonFetchFailed, err, "%s: creating its folder in the model cache", where)
 	}
 	old := readState(dir)
 	next := fetchState{Source: where, Files: map[string]fileState{}}
@@ -221,7 +221,7 @@ func (f *Fetcher) fetchS3(ctx context.Context, src Source) (Result, error) {
 	}
 	// Record what is complete even after a failure so a retry resumes.
 	if werr := writeState(dir, next); werr != nil && err == nil {
-		err = srcErr(ReasonFetchFailed, werr, "writing the fetch state in %s", dir)
+		err = srcErr(ReasonFetchFailed, werr, "%s: writing its fetch state in the model cache", where)
 	}
 	if err != nil {
 		return Result{}, err
@@ -302,7 +302,7 @@ func (f *Fetcher) downloadS3(ctx context.Context, c s3API, bucket, dir string, o
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		os.Remove(tmp)
-		return fileState{}, srcErr(ReasonFetchFailed, err, "placing %s", dst)
+		return fileState{}, srcErr(ReasonFetchFailed, err, "object s3://%s/%s: moving it into place in the model cache", bucket, o.key)
 	}
 	return fileState{Size: n, ETag: o.etag, Verified: verified}, nil
 }

@@ -97,8 +97,11 @@ func Reason(err error) string {
 	return ""
 }
 
+// srcErr builds a SourceError. Messages name the source (its URI), the
+// object key or archive entry, never a path on this machine; a cause that
+// carries one is wrapped by hidePath.
 func srcErr(reason string, err error, format string, a ...any) *SourceError {
-	return &SourceError{Reason: reason, Message: fmt.Sprintf(format, a...), Err: err}
+	return &SourceError{Reason: reason, Message: fmt.Sprintf(format, a...), Err: hidePath(err)}
 }
 
 // FromManifest reads the model source of an InferenceEndpointConfig

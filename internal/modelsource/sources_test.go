@@ -69,8 +69,8 @@ func TestFSx(t *testing.T) {
 		if res.Dir != want || res.Files != 2 || res.Bytes != int64(len(cfg)+10) || res.Model != "qwen2.5-7b" {
 			t.Fatalf("result %+v; want dir %s, 2 files, %d bytes, model qwen2.5-7b", res, want, len(cfg)+10)
 		}
-		if entries, _ := os.ReadDir(f.o.CacheDir); len(entries) != 0 {
-			t.Fatalf("fsx source was copied into the cache: %v", entries)
+		if entries, _ := os.ReadDir(f.o.CacheDir); len(entries) != 1 || entries[0].Name() != cacheLockFile {
+			t.Fatalf("fsx source was copied into the cache: %v (want only its lock file)", entries)
 		}
 	})
 	t.Run("symlink inside the root is fine", func(t *testing.T) {
