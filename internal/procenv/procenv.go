@@ -1,27 +1,42 @@
 // Package procenv decides which environment variables a client (a HyperPod
-// manifest's environmentVariables) may hand to a replica's engine process.
-// It is the one deny-list: the manifest validator refuses these names at the
-// door with a field path, and the local runtime refuses them again before it
-// launches anything (defence in depth), so neither can drift from the other.
+// manifest's environmentVariables, a space's env) may hand to a process
+// capstan starts. It is the one deny-list: the manifest and workspace
+// validators refuse these names at the door with a field path, and the local
+// runtime refuses them again before it launches anything (defence in depth),
+// so neither can drift from the other.
 //
 // A name is refused when it changes how a process is loaded or how its
-// language runtime behaves, rather than what the program computes:
+// language runtime behaves, rather than what the program computes, or when
+// capstan sets it:
 //
-//   - the dynamic loader and libc: LD_*, DYLD_*, GCONV_PATH, GLIBC_TUNABLES,
-//     LOCPATH, NLSPATH (they load a shared library or module of the caller's
-//     choosing into the process, or retune the allocator);
+//   - the dynamic loader and libc: LD_*, DYLD_*, GCONV_PATH, GETCONF_DIR,
+//     GLIBC_TUNABLES, LOCPATH, NLSPATH, TZDIR (they load a shared library,
+//     module or data file of the caller's choosing into the process, or
+//     retune libc);
+//   - libc's allocator: MALLOC_* (MALLOC_CHECK_, MALLOC_PERTURB_,
+//     MALLOC_TRACE, …: they retune it, fill freed memory with a pattern, or
+//     write a trace file where the caller says);
+//   - libc's resolver: HOSTALIASES, RESOLV_HOST_CONF, RES_OPTIONS,
+//     LOCALDOMAIN, NIS_PATH (name lookups then read a hosts file or options
+//     of the caller's choosing, so a host the process contacts may resolve
+//     elsewhere);
 //   - the Go runtime of the engine: GODEBUG, GOTRACEBACK, GOGC, GOMEMLIMIT,
 //     GOMAXPROCS, GORACE, GOCOVERDIR (they switch runtime behaviour, turn off
 //     garbage collection, write core dumps or coverage files; the engine's
 //     runtime is capstan's to tune, not a manifest's);
 //   - what the runtime itself sets: PATH, HOME, TMPDIR (a client value would
-//     undo the replica's confinement to its own directory);
+//     undo the replica's confinement to its own directory) and CAPSTAN_*
+//     (capstan's own variables, such as a space's CAPSTAN_SPACE_TOKEN; a
+//     client value must not pass for capstan's);
 //   - shells and interpreters: BASH_ENV, ENV, SHELLOPTS, BASHOPTS, PS4, IFS,
 //     CDPATH, PYTHONPATH, PYTHONHOME, PYTHONSTARTUP, PYTHONUSERBASE,
 //     PYTHONBREAKPOINT, PYTHONINSPECT, NODE_OPTIONS, NODE_PATH, PERL5OPT,
 //     PERL5LIB, PERLLIB, RUBYOPT, RUBYLIB, JAVA_TOOL_OPTIONS, _JAVA_OPTIONS,
 //     JDK_JAVA_OPTIONS (they run or load code at start-up; today's engine runs
 //     none of these, an engine that wraps a real server would).
+//
+// The libc names cover glibc's own list of variables it drops before it runs
+// a set-uid program (unsecvars.h), plus the allocator's.
 //
 // Matching ignores case, so ld_preload is refused too. Every other valid name
 // passes through unchanged.
@@ -53,6 +68,8 @@ var reName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 var deniedPrefixes = []struct{ prefix, why string }{
 	{"LD_", "it steers the dynamic loader into loading other code"},
 	{"DYLD_", "it steers the dynamic loader into loading other code"},
+	{"MALLOC_", "it retunes or traces libc's memory allocator"},
+	{"CAPSTAN_", "capstan sets CAPSTAN_* variables itself"},
 }
 
 var deniedNames = func() map[string]string {
@@ -62,7 +79,10 @@ var deniedNames = func() map[string]string {
 			m[n] = why
 		}
 	}
-	add("it makes libc load modules or retune itself", "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH")
+	add("it makes libc load modules or files of the caller's choosing, or retune itself",
+		"GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "TZDIR")
+	add("it points libc's name resolution at files or options of the caller's choosing",
+		"HOSTALIASES", "RESOLV_HOST_CONF", "RES_OPTIONS", "LOCALDOMAIN", "NIS_PATH")
 	add("it changes the engine's Go runtime, which capstan tunes",
 		"GODEBUG", "GOTRACEBACK", "GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GORACE", "GOCOVERDIR")
 	add("the runtime sets it to confine the replica", "PATH", "HOME", "TMPDIR")

@@ -83,3 +83,61 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckNameLibcResolverAllocatorAndCapstan covers the names of glibc's
+// own list of variables it drops for set-uid programs (unsecvars.h) that
+// are not loader variables, and capstan's own prefix: each is refused, in
+// any case, with its reason, while names that merely start alike pass.
+func TestCheckNameLibcResolverAllocatorAndCapstan(t *testing.T) {
+	const (
+		libc     = "it makes libc load modules or files of the caller's choosing, or retune itself"
+		resolver = "it points libc's name resolution at files or options of the caller's choosing"
+		malloc   = "it retunes or traces libc's memory allocator"
+		capstan  = "capstan sets CAPSTAN_* variables itself"
+	)
+	tests := []struct {
+		name string
+		why  string // "" = allowed
+	}{
+		{"MALLOC_CHECK_", malloc},
+		{"MALLOC_PERTURB_", malloc},
+		{"MALLOC_TRACE", malloc},
+		{"MALLOC_ARENA_MAX", malloc},
+		{"malloc_check_", malloc},
+		{"HOSTALIASES", resolver},
+		{"RESOLV_HOST_CONF", resolver},
+		{"RES_OPTIONS", resolver},
+		{"LOCALDOMAIN", resolver},
+		{"NIS_PATH", resolver},
+		{"hostaliases", resolver},
+		{"GETCONF_DIR", libc},
+		{"TZDIR", libc},
+		{"GCONV_PATH", libc},
+		{"GLIBC_TUNABLES", libc},
+		{"CAPSTAN_SPACE_TOKEN", capstan},
+		{"CAPSTAN_GPUS", capstan},
+		{"CAPSTAN_", capstan},
+		{"capstan_token", capstan},
+		{"CAPSTANISH", ""},
+		{"MALLOCS", ""},
+		{"MY_CAPSTAN_X", ""},
+		{"TZ", ""},
+		{"RESOLVER", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckName(tt.name)
+			switch {
+			case tt.why == "" && err != nil:
+				t.Fatalf("CheckName(%q) = %v, want allowed", tt.name, err)
+			case tt.why == "":
+			case err == nil:
+				t.Fatalf("CheckName(%q) allowed it, want %q", tt.name, tt.why)
+			case !errors.Is(err, ErrNotAllowed):
+				t.Fatalf("CheckName(%q) = %v, does not wrap ErrNotAllowed", tt.name, err)
+			case err.Error() != "environment variable not allowed: "+tt.name+": "+tt.why:
+				t.Fatalf("CheckName(%q) = %q, want %q", tt.name, err, "environment variable not allowed: "+tt.name+": "+tt.why)
+			}
+		})
+	}
+}

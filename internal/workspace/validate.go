@@ -184,9 +184,6 @@ func checkEnv(errs *manifest.ErrorList, p string, env []manifest.EnvVar) {
 		if err := procenv.CheckName(e.Name); err != nil {
 			errs.Add(ip+".name", "%v", err)
 		}
-		if strings.HasPrefix(strings.ToUpper(e.Name), "CAPSTAN_") {
-			errs.Add(ip+".name", "%q: CAPSTAN_* variables are set by capstan", e.Name)
-		}
 		if seen[e.Name] {
 			errs.Add(ip+".name", "%q appears twice", e.Name)
 		}

@@ -9,8 +9,11 @@ import (
 )
 
 // TestAccessNeedsAdminToken: with adminTokens configured, a space answers
-// only callers with one, as a bearer header or the cookie its ?capstan_token
-// login sets; the kernel WebSocket works with the header.
+// only callers with one as a bearer header, or with the cookie its
+// ?capstan_token login sets. That cookie is not the token: it opens only its
+// own space and is refused as a bearer token on capstan's APIs. The kernel
+// WebSocket works with the header or the cookie, but not from a page of
+// another origin.
 func TestAccessNeedsAdminToken(t *testing.T) {
 	const token = "admin-token-0123456789abcdef"
 	s := startServer(t, migCluster+"adminTokens: ["+token+"]\n")
@@ -43,7 +46,7 @@ func TestAccessNeedsAdminToken(t *testing.T) {
 		{"a wrong token", map[string]string{"Authorization": "Bearer wrong"}, http.StatusUnauthorized},
 		{"the Jupyter scheme", map[string]string{"Authorization": "token " + token}, http.StatusUnauthorized},
 		{"the admin token", map[string]string{"Authorization": "Bearer " + token}, http.StatusOK},
-		{"the cookie", map[string]string{"Cookie": "capstan_space_token=" + token}, http.StatusOK},
+		{"the admin token as the cookie", map[string]string{"Cookie": "capstan_space_token=" + token}, http.StatusUnauthorized},
 		{"a wrong cookie", map[string]string{"Cookie": "capstan_space_token=wrong"}, http.StatusUnauthorized},
 	} {
 		if got := get("/spaces/default/nb/api/status", tc.hdr).StatusCode; got != tc.want {
@@ -67,6 +70,49 @@ func TestAccessNeedsAdminToken(t *testing.T) {
 	}
 	if got := get("/spaces/default/nb/tree?capstan_token=wrong", nil).StatusCode; got != http.StatusUnauthorized {
 		t.Errorf("login with a wrong token: %d", got)
+	}
+	// The cookie is a value signed for this space, not the admin token: it
+	// opens nb, no other space, and no API as a bearer token.
+	if c.Value == token || strings.Contains(c.Value, token) {
+		t.Errorf("the login cookie holds the admin token: %q", c.Value)
+	}
+	const manifests = "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs"
+	for _, tc := range []struct {
+		name, path string
+		hdr        map[string]string
+		want       int
+	}{
+		{"nb's cookie opens nb", "/spaces/default/nb/api/status", map[string]string{"Cookie": "capstan_space_token=" + c.Value}, http.StatusOK},
+		{"nb's cookie does not open another space", "/spaces/default/other/api/status", map[string]string{"Cookie": "capstan_space_token=" + c.Value}, http.StatusUnauthorized},
+		{"the admin token does (it is not running)", "/spaces/default/other/api/status", map[string]string{"Authorization": "Bearer " + token}, http.StatusNotFound},
+		{"nb's cookie is not a bearer token for nb", "/spaces/default/nb/api/status", map[string]string{"Authorization": "Bearer " + c.Value}, http.StatusUnauthorized},
+		{"nb's cookie is not a bearer token for the manifests API", manifests, map[string]string{"Authorization": "Bearer " + c.Value}, http.StatusUnauthorized},
+		{"nor for the workspaces API", wsPath, map[string]string{"Authorization": "Bearer " + c.Value}, http.StatusUnauthorized},
+		{"nor for /metrics", "/metrics", map[string]string{"Authorization": "Bearer " + c.Value}, http.StatusUnauthorized},
+		{"the admin token opens the manifests API", manifests, map[string]string{"Authorization": "Bearer " + token}, http.StatusOK},
+	} {
+		if got := get(tc.path, tc.hdr).StatusCode; got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// The kernel WebSocket, with Jupyter behind the proxy: capstan's own
+	// origin, or none, opens it; a page of another origin does not, even
+	// with the cookie (Jupyter skips its own Origin check for the
+	// token-authenticated requests capstan sends).
+	kernel := s.startKernel("nb")
+	for _, tc := range []struct {
+		name string
+		hdr  http.Header
+		want int
+	}{
+		{"the header, no Origin", http.Header{"Authorization": {"Bearer " + token}}, http.StatusSwitchingProtocols},
+		{"the cookie, capstan's origin", http.Header{"Cookie": {"capstan_space_token=" + c.Value}, "Origin": {s.URL}}, http.StatusSwitchingProtocols},
+		{"the cookie, another origin", http.Header{"Cookie": {"capstan_space_token=" + c.Value}, "Origin": {"http://evil.example"}}, http.StatusForbidden},
+		{"the header, another origin", http.Header{"Authorization": {"Bearer " + token}, "Origin": {"http://evil.example"}}, http.StatusForbidden},
+	} {
+		if got := s.dialKernel("nb", kernel, tc.hdr); got != tc.want {
+			t.Errorf("kernel WebSocket, %s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 	// The API needs it too.
 	s.token = ""

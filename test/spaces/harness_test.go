@@ -213,28 +213,57 @@ func spaceProcesses(t testing.TB, dataDir, key string) []int {
 	return out
 }
 
+// startKernel starts a Python kernel in the space through the Jupyter REST
+// API and returns its id.
+func (s *server) startKernel(name string) string {
+	s.t.Helper()
+	st, b := s.do(http.MethodPost, "/spaces/default/"+name+"/api/kernels", []byte(`{"name":"python3"}`), nil)
+	if st != http.StatusCreated {
+		s.t.Fatalf("start kernel: %d %s", st, b)
+	}
+	var k struct{ ID string }
+	if err := json.Unmarshal(b, &k); err != nil {
+		s.t.Fatal(err)
+	}
+	return k.ID
+}
+
+// kernelURL is the WebSocket URL of a kernel's channels.
+func (s *server) kernelURL(name, kernel string) string {
+	return "ws" + strings.TrimPrefix(s.URL, "http") + "/spaces/default/" + name + "/api/kernels/" + kernel + "/channels"
+}
+
+// dialKernel opens a kernel's WebSocket with exactly hdr and returns the
+// handshake's status (101 when it opened).
+func (s *server) dialKernel(name, kernel string, hdr http.Header) int {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, s.kernelURL(name, kernel), &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		if resp == nil {
+			s.t.Fatalf("kernel websocket: %v", err)
+		}
+		return resp.StatusCode
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+	return resp.StatusCode
+}
+
 // execute runs code in a new kernel of the space through capstan's proxy:
 // the Jupyter REST API starts the kernel, its WebSocket channel runs the
 // code, and the stream output comes back.
 func (s *server) execute(name, code string) string {
 	t := s.t
 	t.Helper()
-	base := "/spaces/default/" + name + "/"
-	st, b := s.do(http.MethodPost, base+"api/kernels", []byte(`{"name":"python3"}`), nil)
-	if st != http.StatusCreated {
-		t.Fatalf("start kernel: %d %s", st, b)
-	}
-	var k struct{ ID string }
-	if err := json.Unmarshal(b, &k); err != nil {
-		t.Fatal(err)
-	}
+	kernel := s.startKernel(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	hdr := http.Header{}
 	if s.token != "" {
 		hdr.Set("Authorization", "Bearer "+s.token)
 	}
-	wsURL := "ws" + strings.TrimPrefix(s.URL, "http") + base + "api/kernels/" + k.ID + "/channels"
+	wsURL := s.kernelURL(name, kernel)
 	c, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: hdr})
 	if err != nil {
 		t.Fatalf("kernel websocket %s: %v", wsURL, err)
