@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/clock"
@@ -31,6 +32,9 @@ const (
 	DefaultInvocationTimeout = 15 * time.Minute // SageMaker's default InvocationTimeoutSeconds
 	DefaultMaxPayloadBytes   = 64 << 20
 	DefaultRetryInterval     = 2 * time.Second
+	// defaultHeldInputs is MaxHeldInputBytes's default in inputs of
+	// MaxPayloadBytes: the default MaxConcurrentInvocationsPerInstance.
+	defaultHeldInputs = DefaultMaxConcurrentInvocationsPerInstance
 	// maxFailureBody bounds the model error text kept in a failure object.
 	maxFailureBody = 64 << 10
 )
@@ -90,7 +94,13 @@ type Options struct {
 	// MaxQueue bounds accepted, unfinished requests per endpoint.
 	MaxQueue int
 	// MaxPayloadBytes bounds the input object read and the output written.
+	// A larger input fails on its S3 size, unread.
 	MaxPayloadBytes int64
+	// MaxHeldInputBytes bounds the input bodies held in memory at once,
+	// across endpoints (each is held from its read until its request ends;
+	// a worker waits for room before reading). Default: four inputs of
+	// MaxPayloadBytes; never less than one.
+	MaxHeldInputBytes int64
 	// RetryInterval is how long an endpoint's queue waits after a request
 	// found no instance to serve it.
 	RetryInterval time.Duration
@@ -134,6 +144,10 @@ type job struct {
 	TTL              time.Duration `json:"ttl"`
 	Timeout          time.Duration `json:"timeout"`
 	PerInstance      int           `json:"perInstance"`
+
+	// modelAnswer is the model's last retryable error (not stored): the
+	// failure object of a request that expires says it.
+	modelAnswer string
 }
 
 type queue struct {
@@ -154,6 +168,9 @@ type Manager struct {
 	seq    uint64
 	wake   chan struct{}
 	wg     sync.WaitGroup
+
+	// held is the MaxHeldInputBytes budget, in bytes of input.
+	held *semaphore.Weighted
 
 	backlog   *prometheus.GaugeVec
 	completed *prometheus.CounterVec
@@ -176,6 +193,10 @@ func New(o Options) (*Manager, error) {
 	if o.MaxPayloadBytes <= 0 {
 		o.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
+	if o.MaxHeldInputBytes <= 0 {
+		o.MaxHeldInputBytes = defaultHeldInputs * o.MaxPayloadBytes
+	}
+	o.MaxHeldInputBytes = max(o.MaxHeldInputBytes, o.MaxPayloadBytes)
 	if o.RetryInterval <= 0 {
 		o.RetryInterval = DefaultRetryInterval
 	}
@@ -183,6 +204,7 @@ func New(o Options) (*Manager, error) {
 		o.NewID = awsjson.UUID
 	}
 	m := &Manager{o: o, log: o.Logger, clk: o.Clock, queues: map[string]*queue{}, wake: make(chan struct{}, 1),
+		held: semaphore.NewWeighted(o.MaxHeldInputBytes),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "capstan_async_backlog",
 			Help: "Asynchronous inference requests accepted and not finished (queued plus in process), per endpoint: SageMaker's ApproximateBacklogSize.",
@@ -379,6 +401,28 @@ func (m *Manager) dispatch(ctx context.Context) {
 // errRetry marks a request that should go back to the queue.
 var errRetry = errors.New("retry")
 
+// modelRetryError: the model answered with a status worth another try
+// (retryStatus); msg words the answer as a failure object would.
+type modelRetryError struct{ msg string }
+
+func (e *modelRetryError) Error() string        { return e.msg + " (will retry)" }
+func (e *modelRetryError) Is(target error) bool { return target == errRetry }
+
+// retryStatus says whether a model's error status is worth another try:
+// the replica was unavailable, overloaded or timed out (408, 429, 502, 503,
+// 504). Any other 4xx is the request's fault (a body over the engine's
+// limit, bad input) and any other 5xx the model's failure on this input:
+// sending the same body again would get the same answer, so the request
+// fails at once.
+func retryStatus(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
 // process runs one request and records its end.
 func (m *Manager) process(ctx context.Context, j job) {
 	outcome, err := m.run(ctx, j)
@@ -386,6 +430,10 @@ func (m *Manager) process(ctx context.Context, j job) {
 	q := m.queue(j.Endpoint)
 	if errors.Is(err, errRetry) || ctx.Err() != nil {
 		q.inflight--
+		var me *modelRetryError
+		if errors.As(err, &me) {
+			j.modelAnswer = me.msg
+		}
 		// Back to the head of its queue, kept in the store.
 		q.waiting = append([]job{j}, q.waiting...)
 		if ctx.Err() == nil {
@@ -431,10 +479,14 @@ func (m *Manager) run(ctx context.Context, j job) (outcome string, err error) {
 		return outcome, errors.New(msg)
 	}
 	if expired() {
-		return fail("expired", fmt.Sprintf("Request %s expired: it waited in the queue longer than its RequestTTLSeconds (%d).",
-			j.InferenceID, int(j.TTL/time.Second)))
+		msg := fmt.Sprintf("Request %s expired: it waited in the queue longer than its RequestTTLSeconds (%d).",
+			j.InferenceID, int(j.TTL/time.Second))
+		if j.modelAnswer != "" {
+			msg += " Its last try: " + j.modelAnswer
+		}
+		return fail("expired", msg)
 	}
-	in, err := m.get(ctx, j.InputLocation)
+	in, release, err := m.get(ctx, j.InputLocation)
 	if err != nil {
 		var nf *notFoundError
 		if errors.As(err, &nf) {
@@ -443,6 +495,7 @@ func (m *Manager) run(ctx context.Context, j job) (outcome string, err error) {
 		m.log.Warn("asynchronous inference: reading input", "endpoint", j.Endpoint, "inference_id", j.InferenceID, "err", err)
 		return "", fmt.Errorf("%w: %w", err, errRetry)
 	}
+	defer release()
 	hdr := http.Header{}
 	for k, v := range map[string]string{"Content-Type": j.ContentType, "Accept": j.Accept,
 		"X-Amzn-SageMaker-Custom-Attributes": j.CustomAttributes, "X-Amzn-SageMaker-Inference-Id": j.InferenceID} {
@@ -476,8 +529,13 @@ func (m *Manager) run(ctx context.Context, j job) (outcome string, err error) {
 	lw := &limitWriter{w: &out, n: m.o.MaxPayloadBytes}
 	if resp.StatusCode >= 400 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxFailureBody))
-		return fail("failure", fmt.Sprintf("Received %s error (%d) from %s with message \"%s\".",
-			errKind(resp.StatusCode), resp.StatusCode, res.Variant, strings.TrimSpace(string(body))))
+		msg := fmt.Sprintf("Received %s error (%d) from %s with message \"%s\".",
+			errKind(resp.StatusCode), resp.StatusCode, res.Variant, strings.TrimSpace(string(body)))
+		if retryStatus(resp.StatusCode) {
+			m.log.Info("asynchronous inference: the model asks for a later try", "endpoint", j.Endpoint, "inference_id", j.InferenceID, "status", resp.StatusCode)
+			return "", &modelRetryError{msg}
+		}
+		return fail("failure", msg)
 	}
 	if err := obs.Copy(lw, resp.Body); err != nil {
 		if lw.over {
@@ -527,31 +585,59 @@ type notFoundError struct{ msg string }
 
 func (e *notFoundError) Error() string { return e.msg }
 
-// get reads an input object, bounded by MaxPayloadBytes.
-func (m *Manager) get(ctx context.Context, uri string) ([]byte, error) {
+// get reads an input object, bounded by MaxPayloadBytes, once the
+// MaxHeldInputBytes budget has room for it; release returns that room (call
+// it when the input is no longer needed). An object whose S3 size is over
+// MaxPayloadBytes fails unread.
+func (m *Manager) get(ctx context.Context, uri string) (b []byte, release func(), err error) {
 	loc, err := ParseS3URI(uri)
 	if err != nil {
-		return nil, &notFoundError{fmt.Sprintf("Input location %s: %v", uri, err)}
+		return nil, nil, &notFoundError{fmt.Sprintf("Input location %s: %v", uri, err)}
 	}
 	if m.o.S3 == nil {
-		return nil, &notFoundError{"No S3 client is configured (modelSources.s3)."}
+		return nil, nil, &notFoundError{"No S3 client is configured (modelSources.s3)."}
 	}
 	out, err := m.o.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(loc.Bucket), Key: aws.String(loc.Key)})
 	if err != nil {
 		if isS3NotFound(err) {
-			return nil, &notFoundError{fmt.Sprintf("Failed to download the input from %s: the object does not exist or is not accessible (%v).", uri, s3Code(err))}
+			return nil, nil, &notFoundError{fmt.Sprintf("Failed to download the input from %s: the object does not exist or is not accessible (%v).", uri, s3Code(err))}
 		}
-		return nil, fmt.Errorf("reading %s: %w", uri, err)
+		return nil, nil, fmt.Errorf("reading %s: %w", uri, err)
 	}
 	defer out.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(out.Body, m.o.MaxPayloadBytes+1))
+	tooLarge := &notFoundError{fmt.Sprintf("Input %s is larger than %d bytes.", uri, m.o.MaxPayloadBytes)}
+	size, known := m.o.MaxPayloadBytes, out.ContentLength != nil && *out.ContentLength >= 0
+	if known {
+		if *out.ContentLength > m.o.MaxPayloadBytes {
+			return nil, nil, tooLarge
+		}
+		size = *out.ContentLength
+	}
+	if err := m.held.Acquire(ctx, size); err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", uri, err)
+	}
+	held := size
+	release = func() { m.held.Release(held) }
+	if known {
+		// One allocation of the declared size, not ReadAll's doublings.
+		b = make([]byte, size)
+		_, err = io.ReadFull(out.Body, b)
+	} else {
+		b, err = io.ReadAll(io.LimitReader(out.Body, m.o.MaxPayloadBytes+1))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", uri, err)
+		release()
+		return nil, nil, fmt.Errorf("reading %s: %w", uri, err)
 	}
 	if int64(len(b)) > m.o.MaxPayloadBytes {
-		return nil, &notFoundError{fmt.Sprintf("Input %s is larger than %d bytes.", uri, m.o.MaxPayloadBytes)}
+		release()
+		return nil, nil, tooLarge
 	}
-	return b, nil
+	if n := int64(len(b)); n < held {
+		m.held.Release(held - n)
+		held = n
+	}
+	return b, release, nil
 }
 
 func (m *Manager) put(ctx context.Context, uri, contentType string, body []byte) error {

@@ -30,6 +30,7 @@ import (
 type memS3 struct {
 	mu   sync.Mutex
 	objs map[string][]byte
+	read atomic.Int64 // body bytes handed out by GetObject
 }
 
 func newMemS3() *memS3 { return &memS3{objs: map[string][]byte{}} }
@@ -41,7 +42,19 @@ func (m *memS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s
 	if !ok {
 		return nil, &smithy.GenericAPIError{Code: "NoSuchKey", Message: "The specified key does not exist."}
 	}
-	return &s3.GetObjectOutput{Body: io.NopCloser(bytes.NewReader(b))}, nil
+	n := int64(len(b))
+	return &s3.GetObjectOutput{ContentLength: &n, Body: io.NopCloser(&countingReader{r: bytes.NewReader(b), n: &m.read})}, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func (m *memS3) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {

@@ -286,9 +286,17 @@ func TestRetries(t *testing.T) {
 	fail := newBackend(t, "fail", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "engine exploded", 500) })
 	bad := newBackend(t, "bad", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "bad input", 400) })
 	good := newBackend(t, "good", nil)
+	// limited refuses a body over 1 MiB as net/http servers with a body
+	// limit do: it answers before reading the rest and closes the connection.
+	limited := newBackend(t, "limited", func(w http.ResponseWriter, r *http.Request) {
+		if b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20+1)); len(b) > 1<<20 {
+			http.Error(w, "request body exceeds the limit", 400)
+		}
+	})
 	tests := []struct {
 		name       string
 		backends   []gateway.Backend
+		body       []byte
 		wantStatus int
 		wantID     string
 	}{
@@ -296,13 +304,15 @@ func TestRetries(t *testing.T) {
 		{name: "5xx then good", backends: []gateway.Backend{{ID: "fail", Addr: fail.addr()}, {ID: "good", Addr: good.addr()}}, wantStatus: 200, wantID: "good"},
 		{name: "only 5xx returns the 5xx", backends: []gateway.Backend{{ID: "fail", Addr: fail.addr()}}, wantStatus: 500, wantID: "fail"},
 		{name: "4xx is not retried", backends: []gateway.Backend{{ID: "bad", Addr: bad.addr()}, {ID: "good", Addr: good.addr()}}, wantStatus: 400, wantID: "bad"},
+		{name: "4xx sent before the body was read is not retried", backends: []gateway.Backend{{ID: "limited", Addr: limited.addr()}, {ID: "good", Addr: good.addr()}},
+			body: make([]byte, 32<<20), wantStatus: 400, wantID: "limited"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := gateway.New(gateway.Options{Seed: 1})
 			// roundrobin starts at the first backend, so the failing one is tried first.
 			g.SetRoute(gateway.Route{Endpoint: "ep", Variants: []gateway.VariantRoute{{Name: "A", Weight: 1, RoutingStrategy: "roundrobin", Backends: tt.backends}}})
-			res, err := g.Invoke(context.Background(), gateway.Invocation{Endpoint: "ep"})
+			res, err := g.Invoke(context.Background(), gateway.Invocation{Endpoint: "ep", Body: tt.body})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -163,6 +163,15 @@ func (u *upstream) roundTrip(ctx context.Context, pc *upConn, path string, hdr h
 		stop = context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
 	}
 	if err := writeRequest(pc.bw, pc.addr, path, hdr, body); err != nil {
+		if ctx.Err() == nil {
+			if resp := readEarlyResponse(pc); resp != nil {
+				// The replica answered before it had read the whole body
+				// (one over its size limit) and closed the connection: that
+				// answer is the request's, not a connection failure.
+				resp.Body = &upBody{rc: resp.Body, pc: pc, u: u, stop: stop, ctx: ctx}
+				return resp, nil
+			}
+		}
 		stop()
 		return nil, ctxErr(ctx, fmt.Errorf("write request: %w", err))
 	}
@@ -177,6 +186,26 @@ func (u *upstream) roundTrip(ctx context.Context, pc *upConn, path string, hdr h
 	}
 	resp.Body = ub
 	return resp, nil
+}
+
+// earlyResponseWait bounds the read of an answer (head and body) a replica
+// sent before it stopped reading the request: that answer, a short error,
+// is already on its way or in the socket's buffer when the write fails, so
+// this only guards a peer that neither answers nor closes.
+const earlyResponseWait = 2 * time.Second
+
+// readEarlyResponse reads the response a replica wrote before closing a
+// connection whose request body it did not read to the end: net/http's
+// server does so for a handler that refuses an oversized body, and RFC 9112
+// §9.5 asks a client to watch for such an answer while it sends a body.
+// nil when there is none: the write failed because the connection was lost.
+func readEarlyResponse(pc *upConn) *http.Response {
+	_ = pc.nc.SetReadDeadline(time.Now().Add(earlyResponseWait))
+	resp, err := http.ReadResponse(pc.br, nil)
+	if err != nil || resp.StatusCode < 200 {
+		return nil
+	}
+	return resp
 }
 
 // ctxErr prefers the context's error: a read that failed because the

@@ -249,3 +249,40 @@ func TestUpstreamCancelMidBodySaysCancelled(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
+
+// A replica that refuses a body over its limit answers before reading it
+// all and closes the connection; the write then fails, and the answer (not
+// a connection error) is what the caller gets, the connection not reused.
+func TestUpstreamReturnsAnswerSentBeforeTheBodyWasRead(t *testing.T) {
+	const limit = 1 << 20
+	addr, conns, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, limit+1))
+		if len(b) > limit {
+			http.Error(w, "request body exceeds the limit", http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	u := newUpstream(clock.Real{})
+	resp, err := u.do(context.Background(), addr, "/", nil, make([]byte, 32<<20))
+	if err != nil {
+		t.Fatalf("err = %v, want the replica's 400", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "request body exceeds the limit") {
+		t.Fatalf("%d %q", resp.StatusCode, b)
+	}
+	resp, err = u.do(context.Background(), addr, "/", nil, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ok" {
+		t.Fatalf("second request: %q", b)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2 (the refused request's connection is not reused)", n)
+	}
+}
