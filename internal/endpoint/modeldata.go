@@ -41,18 +41,35 @@ const (
 	ProblemNoConfig     = "NoConfig"
 	ProblemNotFound     = "NotFound"
 	ProblemAccessDenied = "AccessDenied"
+	// ProblemTooLarge: the artifacts are past a size limit of the model
+	// cache; detail names the limit and its setting.
+	ProblemTooLarge = "TooLarge"
 )
+
+// ModelDataCache is implemented by a ModelSource whose fetched folders can
+// be removed once no model or endpoint uses them (*modelsource.Fetcher).
+type ModelDataCache interface {
+	// RemoveUnusedModelData removes the fetched folders that no folder of
+	// inUse (folders FetchModelData returned) is at, inside or around, and
+	// returns the folders removed. It never removes a folder while it is
+	// being fetched. Errors: the cache cannot tell what else uses it
+	// (nothing removed), or a folder could not be removed; the caller logs
+	// them.
+	RemoveUnusedModelData(ctx context.Context, inUse []string) (removed []string, err error)
+}
 
 // SetModelSource makes CreateModel fetch a model's artifacts
 // (PrimaryContainer.ModelDataUrl or ModelDataSource.S3DataSource) through f,
 // within timeout (0: DefaultModelDataTimeout), so the engine runs the
 // architecture of the model's own config.json. Without it, ModelDataUrl only
-// names a catalog model (see ResolveModel).
+// names a catalog model (see ResolveModel). When f is also a
+// ModelDataCache, DeleteModel removes the folders nothing uses any more.
 func (s *Service) SetModelSource(f ModelSource, timeout time.Duration) {
 	if timeout <= 0 {
 		timeout = DefaultModelDataTimeout
 	}
 	s.models, s.modelTimeout = f, timeout
+	s.modelCache, _ = f.(ModelDataCache)
 }
 
 // s3ModelDataSource is SageMaker's ModelDataSource.S3DataSource.
@@ -200,7 +217,7 @@ func modelDataError(md modelData, err error) error {
 	}
 	var text string
 	switch kind {
-	case ProblemNoConfig:
+	case ProblemNoConfig, ProblemTooLarge:
 		if !strings.Contains(msg, md.uri) {
 			msg = md.uri + ": " + msg
 		}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
@@ -32,6 +33,11 @@ type Service struct {
 	// not fetched; see SetModelSource).
 	models       ModelSource
 	modelTimeout time.Duration
+	// modelCache removes fetched folders nothing uses (nil: never); see
+	// modelcache.go for dataMu and dataEpoch.
+	modelCache ModelDataCache
+	dataMu     sync.Mutex
+	dataEpoch  uint64
 }
 
 // SetAlarms enables alarms in update policies, checked against a.
@@ -100,17 +106,19 @@ func (s *Service) CreateModel(ctx context.Context, m Model) (Model, error) {
 		}); err != nil {
 			return m, err
 		}
-		if err := s.resolveModelData(ctx, &m); err != nil {
-			return m, err
-		}
+		return m, s.fetchAndStoreModel(ctx, &m)
 	}
-	err := s.store.Update(func(tx *store.Tx) error {
+	return m, s.storeModel(m)
+}
+
+// storeModel stores m unless its name is taken.
+func (s *Service) storeModel(m Model) error {
+	return s.store.Update(func(tx *store.Tx) error {
 		if err := checkNameFree(tx, KindModel, ResModel, m.Name); err != nil {
 			return err
 		}
 		return tx.Put(KindModel, m.Name, m)
 	})
-	return m, err
 }
 
 // GetModel returns the named model.
@@ -127,14 +135,20 @@ func (s *Service) GetModel(_ context.Context, name string) (Model, error) {
 }
 
 // DeleteModel removes the named model. Running endpoints keep their resolved
-// model, as in SageMaker.
-func (s *Service) DeleteModel(_ context.Context, name string) error {
-	return s.store.Update(func(tx *store.Tx) error {
+// model, as in SageMaker. With a ModelDataCache, the fetched folders that no
+// stored model or endpoint uses any more are removed from the model cache
+// (see removeUnusedModelData); that cleanup never fails the call.
+func (s *Service) DeleteModel(ctx context.Context, name string) error {
+	err := s.store.Update(func(tx *store.Tx) error {
 		if !tx.Exists(KindModel, name) {
 			return notFound(ResModel, name)
 		}
 		return tx.Delete(KindModel, name)
 	})
+	if err == nil {
+		s.removeUnusedModelData(ctx)
+	}
+	return err
 }
 
 // ListModels returns every model in name order.

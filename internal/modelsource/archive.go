@@ -19,15 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// Archive limits (Options.MaxArchiveBytes / MaxArchiveEntries override them).
-const (
-	// DefaultMaxArchiveBytes bounds the extracted size of one model archive.
-	DefaultMaxArchiveBytes int64 = 64 << 30
-	// DefaultMaxArchiveEntries bounds the number of entries in one archive; a
-	// model archive holds tens of files.
-	DefaultMaxArchiveEntries = 10000
-)
-
 // ErrNoConfig is wrapped by the SourceError of a model folder or archive that
 // has no config.json (errors.Is(err, ErrNoConfig)).
 var ErrNoConfig = errors.New("no Hugging Face config.json")
@@ -100,7 +91,7 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 	}
 	etag, size := aws.ToString(head.ETag), aws.ToInt64(head.ContentLength)
 
-	rel := filepath.Join("s3-archive", src.Bucket, filepath.FromSlash(src.Location))
+	rel := filepath.Join(archiveDir, src.Bucket, filepath.FromSlash(src.Location))
 	if err := noSymlinkBelow(f.o.CacheDir, rel); err != nil {
 		return Result{}, srcErr(ReasonPathEscape, err, "the model cache folder for %s", where)
 	}
@@ -130,13 +121,20 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 	if err != nil {
 		return Result{}, srcErr(ReasonFetchFailed, err, "%s: creating a temporary folder in the model cache", where)
 	}
+	// The extraction counts against the per-archive limit, the compression
+	// ratio and the whole cache's limit as it writes; whatever a failed one
+	// wrote is removed and given back.
+	f.budget.begin()
+	defer f.budget.end()
+	q := &archiveQuota{maxBytes: f.limits.MaxArchiveBytes, compressed: size, ratioFloor: f.ratioFloor, cache: &f.budget}
 	keep := false
 	defer func() {
 		if !keep {
 			os.RemoveAll(tmp)
+			q.release()
 		}
 	}()
-	x, err := extractTarGz(ctx, out.Body, tmp, f.maxArchiveBytes(), f.maxArchiveEntries())
+	x, err := extractTarGz(ctx, out.Body, tmp, q, f.maxArchiveEntries())
 	if err != nil {
 		var se *SourceError
 		if errors.As(err, &se) {
@@ -209,13 +207,6 @@ func checkArchiveConfig(dir, where string, x extraction) error {
 	return checkConfig(root, where, shown)
 }
 
-func (f *Fetcher) maxArchiveBytes() int64 {
-	if f.o.MaxArchiveBytes > 0 {
-		return f.o.MaxArchiveBytes
-	}
-	return DefaultMaxArchiveBytes
-}
-
 func (f *Fetcher) maxArchiveEntries() int {
 	if f.o.MaxArchiveEntries > 0 {
 		return f.o.MaxArchiveEntries
@@ -277,12 +268,13 @@ type extraction struct {
 // extractTarGz writes the regular files and folders of a gzip tar stream
 // under dir. Every entry must be a plain relative path (no "..", not
 // absolute); links, devices, FIFOs and sparse files are refused
-// (PathEscape / InvalidSource), as are more than maxEntries entries or more
-// than maxBytes of content (checked against each header before writing and
-// enforced while copying). File modes are not taken from the archive.
-// Errors name the archive entry, never dir; an error that is not a
+// (PathEscape / InvalidSource), as are more than maxEntries entries. Content
+// is bounded by q (TooLarge, wrapping ErrTooLarge): each header is checked
+// before its file is created, and every write is counted before it is made,
+// so nothing is written past a limit. File modes are not taken from the
+// archive. Errors name the archive entry, never dir; an error that is not a
 // *SourceError is the stream's (the S3 read), for the caller to map.
-func extractTarGz(ctx context.Context, r io.Reader, dir string, maxBytes int64, maxEntries int) (x extraction, err error) {
+func extractTarGz(ctx context.Context, r io.Reader, dir string, q *archiveQuota, maxEntries int) (x extraction, err error) {
 	x.configs = map[string][]string{}
 	zr, err := gzip.NewReader(r)
 	if err != nil {
@@ -330,8 +322,11 @@ func extractTarGz(ctx context.Context, r io.Reader, dir string, maxBytes int64, 
 				return x, srcErr(ReasonFetchFailed, err, "extracting archive entry %q", h.Name)
 			}
 		case tar.TypeReg, tar.TypeRegA:
-			if h.Size < 0 || h.Size > maxBytes-x.bytes {
-				return x, srcErr(ReasonInvalidSource, nil, "the archive's content exceeds %d bytes (entry %q is %d bytes)", maxBytes, h.Name, h.Size)
+			if h.Size < 0 {
+				return x, srcErr(ReasonInvalidSource, nil, "archive entry %q has a negative size", h.Name)
+			}
+			if err := q.check(h.Size, h.Name); err != nil {
+				return x, err
 			}
 			if err := noSymlinkBelow(dir, name); err != nil {
 				return x, srcErr(ReasonPathEscape, err, "archive entry %q", h.Name)
@@ -343,9 +338,13 @@ func extractTarGz(ctx context.Context, r io.Reader, dir string, maxBytes int64, 
 			if err != nil {
 				return x, srcErr(ReasonFetchFailed, err, "extracting archive entry %q", h.Name)
 			}
-			n, err := io.Copy(fh, io.LimitReader(tr, h.Size))
+			n, err := io.Copy(&quotaWriter{w: fh, q: q, entry: h.Name}, io.LimitReader(tr, h.Size))
 			if cerr := fh.Close(); err == nil {
 				err = cerr
+			}
+			var se *SourceError
+			if errors.As(err, &se) {
+				return x, se // a limit
 			}
 			var local *fs.PathError
 			if errors.As(err, &local) {
@@ -414,14 +413,18 @@ func (f *Fetcher) FetchModelData(ctx context.Context, uri, compression string) (
 // ModelDataProblem classifies e for SageMaker's CreateModel (it implements
 // endpoint.ModelDataProblem): "NoConfig" when the folder or archive lacks a
 // usable config.json (none: ErrNoConfig; not one JSON object, or more than
-// one: ErrInvalidConfig), else the Reason; detail is the message without
-// the reason prefix, with the cause unless the reason is NotFound; without
-// an S3 endpoint, the settings to configure. No detail shows a path on this
-// machine (see srcErr).
+// one: ErrInvalidConfig), else the Reason ("TooLarge" for ErrTooLarge);
+// detail is the message without the reason prefix, with the cause unless
+// the reason is NotFound or TooLarge (the message names the limit and its
+// setting); without an S3 endpoint, the settings to configure. No detail
+// shows a path on this machine (see srcErr).
 func (e *SourceError) ModelDataProblem() (kind, detail string) {
 	kind, detail = e.Reason, e.Message
 	if errors.Is(e.Err, ErrNoConfig) || errors.Is(e.Err, ErrInvalidConfig) {
 		return "NoConfig", detail
+	}
+	if errors.Is(e.Err, ErrTooLarge) {
+		return ReasonTooLarge, detail
 	}
 	if errors.Is(e.Err, ErrS3NotConfigured) {
 		return kind, ErrS3NotConfigured.Error() // the caller names the field and the URI

@@ -170,7 +170,7 @@ func TestS3ArchiveAgainstMoto(t *testing.T) {
 			reason: ReasonNotFound, mention: []string{"s3://models/nocfg.tar.gz has no config.json"}, noCfg: true},
 		{name: "oversized", key: "big.tar.gz", body: tarGz(t,
 			tarEntry{name: "config.json", body: cfg}, tarEntry{name: "w.safetensors", body: w}),
-			opts: func(o *Options) { o.MaxArchiveBytes = int64(len(cfg)) + 1000 }, reason: ReasonInvalidSource, mention: []string{"exceeds", `"w.safetensors"`}},
+			opts: func(o *Options) { o.MaxArchiveBytes = int64(len(cfg)) + 1000 }, reason: ReasonTooLarge, mention: []string{"expands past", "modelSources.maxArchiveBytes", `"w.safetensors"`}},
 		{name: "too many entries", key: "many.tar.gz", body: tarGz(t,
 			tarEntry{name: "config.json", body: cfg}, tarEntry{name: "a", body: []byte("a")}, tarEntry{name: "b", body: []byte("b")}),
 			opts: func(o *Options) { o.MaxArchiveEntries = 2 }, reason: ReasonInvalidSource, mention: []string{"more than 2 entries"}},

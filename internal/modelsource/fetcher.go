@@ -62,9 +62,16 @@ type Options struct {
 	Clock clock.Clock
 	// ParallelDownloads bounds concurrent object downloads per fetch (default 4).
 	ParallelDownloads int
-	// MaxArchiveBytes and MaxArchiveEntries bound what one model archive
-	// (s3 Archive source) may extract to (default 64 GiB and 10 000 entries).
-	MaxArchiveBytes   int64
+	// MaxArchiveBytes bounds the bytes one model archive (s3 Archive source)
+	// may extract to; 0 = the smaller of DefaultMaxArchiveBytes (64 GiB) and
+	// half the space free in CacheDir's file system at New.
+	MaxArchiveBytes int64
+	// MaxCacheBytes bounds the whole cache: an extraction that would take
+	// it past this is refused; 0 = the smaller of DefaultMaxCacheBytes
+	// (1 TiB) and what the cache holds at New plus 80% of the space then
+	// free. Both are counted on the bytes written (see Limits).
+	MaxCacheBytes int64
+	// MaxArchiveEntries bounds the entries of one archive (default 10 000).
 	MaxArchiveEntries int
 }
 
@@ -95,6 +102,10 @@ type Fetcher struct {
 	hf  *http.Client
 	clk clock.Clock
 
+	limits     Limits
+	budget     cacheBudget // the cache's bytes, against limits.MaxCacheBytes
+	ratioFloor int64       // see MaxArchiveRatio (tests lower it)
+
 	mu       sync.Mutex
 	inflight map[string]*call
 	s3       map[string]s3API // by region
@@ -106,6 +117,9 @@ type call struct {
 	res     Result
 	err     error
 	waiters int // callers sharing this fetch (guarded by Fetcher.mu; read by tests)
+	// removal marks the slot of a folder being removed (removeArchive):
+	// a fetch of the source waits for it, then fetches afresh.
+	removal bool
 }
 
 // New checks the options, creates the cache directory and removes from it
@@ -158,6 +172,17 @@ func New(o Options) (*Fetcher, error) {
 		f.clk = clock.Real{}
 	}
 	f.openCache()
+	lim, err := computeLimits(o, o.CacheDir)
+	if err != nil {
+		f.log.Warn("model cache: free space unknown, default size limits not scaled to it", "dir", o.CacheDir, "err", err)
+	}
+	f.limits = lim
+	f.budget = cacheBudget{max: lim.MaxCacheBytes, dir: o.CacheDir}
+	f.ratioFloor = ratioFloor
+	f.log.Info("model cache limits", "dir", o.CacheDir,
+		"maxArchiveBytes", lim.MaxArchiveBytes, "maxArchiveBytesDefault", lim.ArchiveDefaulted,
+		"maxCacheBytes", lim.MaxCacheBytes, "maxCacheBytesDefault", lim.CacheDefaulted,
+		"freeBytes", lim.FreeBytes, "cacheBytes", lim.CacheBytes)
 	return f, nil
 }
 
@@ -170,19 +195,26 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source) (Result, error) {
 		return Result{}, err
 	}
 	k := src.key()
-	f.mu.Lock()
-	c, running := f.inflight[k]
-	if !running {
-		c = &call{done: make(chan struct{})}
-		f.inflight[k] = c
-	} else {
-		c.waiters++
-	}
-	f.mu.Unlock()
-	if running {
+	var c *call
+	for {
+		f.mu.Lock()
+		cur, running := f.inflight[k]
+		if !running {
+			c = &call{done: make(chan struct{})}
+			f.inflight[k] = c
+		} else if !cur.removal {
+			cur.waiters++
+		}
+		f.mu.Unlock()
+		if !running {
+			break
+		}
 		select {
-		case <-c.done:
-			return c.res, c.err
+		case <-cur.done:
+			if cur.removal {
+				continue // the folder was removed meanwhile: fetch it afresh
+			}
+			return cur.res, cur.err
 		case <-ctx.Done():
 			return Result{}, srcErr(ReasonFetchFailed, ctx.Err(), "waiting for the fetch of %s in progress", src)
 		}

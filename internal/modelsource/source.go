@@ -70,6 +70,7 @@ const (
 	ReasonChecksumMismatch = "ChecksumMismatch" // downloaded bytes do not match the object's checksum
 	ReasonFetchFailed      = "FetchFailed"      // anything else (I/O, protocol)
 	ReasonNotConfigured    = "NotConfigured"    // the server has no setting for this kind of storage (S3 endpoint)
+	ReasonTooLarge         = "TooLarge"         // an archive past a size limit of the model cache (ErrTooLarge)
 )
 
 // SourceError is every error Fetch returns.
