@@ -72,9 +72,12 @@ func (h *Handler) serveCBOR(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// cborError is the one place errors become smithy-rpc-v2-cbor errors.
 func (h *Handler) cborError(w http.ResponseWriter, op string, err error) {
-	we := h.wire(op, err)
+	writeCBORError(w, h.wire(op, err))
+}
+
+// writeCBORError is the one place errors become smithy-rpc-v2-cbor errors.
+func writeCBORError(w http.ResponseWriter, we *Error) {
 	b, _ := cborEnc.Marshal(map[string]string{"__type": "com.amazonaws.cloudwatch#" + we.Shape, we.messageMember(): we.Message})
 	w.Header().Set("Content-Type", cborContentType)
 	w.Header().Set("smithy-protocol", "rpc-v2-cbor")

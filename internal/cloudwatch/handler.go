@@ -72,13 +72,34 @@ func IsRequest(r *http.Request) bool {
 	return strings.EqualFold(strings.TrimSpace(ct), "application/x-www-form-urlencoded") || r.URL.Query().Has("Action")
 }
 
+// protocol is how a request speaks to CloudWatch.
+type protocol int
+
+const (
+	protoQuery protocol = iota
+	protoJSON           // awsJson1_0
+	protoCBOR           // smithy-rpc-v2-cbor
+)
+
+// protocolOf is the protocol of r, a request IsRequest accepts.
+func protocolOf(r *http.Request) protocol {
+	switch {
+	case strings.HasPrefix(r.URL.Path, CBORPathPrefix):
+		return protoCBOR
+	case r.Header.Get("X-Amz-Target") != "":
+		return protoJSON
+	default:
+		return protoQuery
+	}
+}
+
 // ServeHTTP picks the protocol from the request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-amzn-RequestId", h.reqID())
-	switch {
-	case strings.HasPrefix(r.URL.Path, CBORPathPrefix):
+	switch protocolOf(r) {
+	case protoCBOR:
 		h.serveCBOR(w, r)
-	case r.Header.Get("X-Amz-Target") != "":
+	case protoJSON:
 		h.serveJSON(w, r)
 	default:
 		h.serveQuery(w, r)
@@ -133,16 +154,17 @@ func queryErrorHeader(w http.ResponseWriter, e *Error) {
 	w.Header().Set("x-amzn-query-error", e.Code+";"+e.fault())
 }
 
-// WriteError answers r with an error of code (an authentication refusal made
-// before the request reaches the Handler) in r's protocol.
-func (h *Handler) WriteError(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+// WriteError answers r, a request IsRequest accepts, in its protocol with
+// an error of code (also its shape's name): a refusal made before the
+// request reaches a Handler (authentication, rate and body limits).
+func WriteError(w http.ResponseWriter, r *http.Request, status int, code, message string) {
 	e := &Error{Status: status, Code: code, Shape: code, Sender: status < 500, Message: message}
-	switch {
-	case strings.HasPrefix(r.URL.Path, CBORPathPrefix):
-		h.cborError(w, "", e)
-	case r.Header.Get("X-Amz-Target") != "":
-		h.jsonError(w, "", e)
+	switch protocolOf(r) {
+	case protoCBOR:
+		writeCBORError(w, e)
+	case protoJSON:
+		writeJSONError(w, e)
 	default:
-		h.queryError(w, "", e)
+		writeQueryError(w, e)
 	}
 }

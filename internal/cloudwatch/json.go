@@ -52,9 +52,12 @@ func (h *Handler) serveJSON(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// jsonError is the one place errors become awsJson1_0 errors.
 func (h *Handler) jsonError(w http.ResponseWriter, op string, err error) {
-	we := h.wire(op, err)
+	writeJSONError(w, h.wire(op, err))
+}
+
+// writeJSONError is the one place errors become awsJson1_0 errors.
+func writeJSONError(w http.ResponseWriter, we *Error) {
 	b, _ := json.Marshal(map[string]string{"__type": "com.amazonaws.cloudwatch#" + we.Shape, we.messageMember(): we.Message})
 	w.Header().Set("Content-Type", jsonContentType)
 	w.Header().Set("X-Amzn-ErrorType", we.Shape)

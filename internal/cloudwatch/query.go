@@ -75,9 +75,13 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// queryError is the one place errors become query-protocol ErrorResponses.
 func (h *Handler) queryError(w http.ResponseWriter, op string, err error) {
-	we := h.wire(op, err)
+	writeQueryError(w, h.wire(op, err))
+}
+
+// writeQueryError is the one place errors become query-protocol
+// ErrorResponses.
+func writeQueryError(w http.ResponseWriter, we *Error) {
 	var buf bytes.Buffer
 	buf.WriteString(xml.Header)
 	fmt.Fprintf(&buf, `<ErrorResponse xmlns="%s"><Error><Type>%s</Type><Code>`, xmlNamespace, we.fault())

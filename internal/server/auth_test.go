@@ -86,7 +86,7 @@ func TestEachSurfaceTakesItsOwnKey(t *testing.T) {
 		{"api keys only", config.Config{APIKeys: []string{testAPIKey}}, []check{
 			{"GET", "/v1/models", "Bearer " + testAPIKey, "", 200, ""},
 			{"POST", "/", "", "{}", 403, "set credentials"},
-			{"POST", "/endpoints/ep/invocations", "", "{}", 403, "UnrecognizedClientException"},
+			{"POST", "/endpoints/ep/invocations", "", "{}", 403, "set credentials"},
 			{"GET", manifests, "Bearer " + testAPIKey, "", 401, "set adminTokens"},
 		}},
 		{"no auth", config.Config{DevClock: true}, []check{

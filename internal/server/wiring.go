@@ -21,7 +21,7 @@ var (
 	autoScalingScope = sigv4.Scope{Service: "application-autoscaling", MaxBodyBytes: appautoscaling.DefaultMaxBodyBytes,
 		TooLargeCode: appautoscaling.CodeRequestTooLarge}
 	// runtimeapi answers an oversized Body with ValidationError (413).
-	runtimeScope = sigv4.Scope{Service: "sagemaker", MaxBodyBytes: runtimeapi.DefaultMaxBodyBytes, TooLargeCode: "ValidationError"}
+	runtimeScope = sigv4.Scope{Service: "sagemaker", MaxBodyBytes: runtimeapi.DefaultMaxBodyBytes, TooLargeCode: runtimeapi.CodeValidation}
 )
 
 // RuntimeAPI mounts the SageMaker runtime handler with the server's identity.

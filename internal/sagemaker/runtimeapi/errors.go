@@ -12,6 +12,10 @@ import (
 	"github.com/capstan-dev/capstan/internal/gateway"
 )
 
+// CodeValidation is the runtime's code for a request it refuses as
+// invalid, an oversized body included.
+const CodeValidation = codeValidation
+
 // Wire error codes of the SageMaker Runtime (reference §3.3).
 const (
 	codeValidation         = "ValidationError"
@@ -159,6 +163,15 @@ func truncate(s string, n int) string {
 	return s
 }
 
+// WriteError answers with a runtime error of code, in the shape of the
+// Handler's own (X-Amzn-ErrorType and a JSON {"Message"}): for a refusal
+// made before a request reaches the Handler (authentication, rate and body
+// limits).
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	writeWire(w, wireError{status, code, wireBody{Message: truncate(message, maxMessage)}})
+}
+
+// writeWire is the one place a runtime error goes on the wire.
 func writeWire(w http.ResponseWriter, we wireError) {
 	body, _ := json.Marshal(we.body)
 	h := w.Header()

@@ -8,5 +8,6 @@
 // bounded by the addressed API's limit, and handed on without a copy
 // (ReadBody). It owns no credentials store beyond the map it is given and
 // knows of the APIs only the Scope each is mounted with; refusals are written
-// in the AWS JSON error shape by one function (writeError).
+// by the Verifier's Refuse, or without one in the AWS JSON error shape by one
+// function (writeError).
 package sigv4

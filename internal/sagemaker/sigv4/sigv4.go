@@ -38,6 +38,11 @@ type Verifier struct {
 	Region string
 	// Clock is the time skew is measured against; nil is the real clock.
 	Clock clock.Clock
+	// Refuse answers a request the verifier refuses: the HTTP status, the
+	// AWS error code and its message. A server that mounts APIs of several
+	// protocols passes its own, to answer in the addressed API's shape; nil
+	// answers in AWS JSON 1.1 (writeError).
+	Refuse func(w http.ResponseWriter, r *http.Request, status int, code, message string)
 }
 
 // Scope is what one API expects of the requests addressed to it.
@@ -86,6 +91,10 @@ func (v *Verifier) Middleware(s Scope, next http.Handler) http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
 		body, err := v.verify(r, s)
 		if err != nil {
+			if v.Refuse != nil {
+				v.Refuse(w, r, err.Status, err.Code, err.Message)
+				return
+			}
 			writeError(w, err)
 			return
 		}
@@ -111,8 +120,9 @@ func ReadBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 }
 
-// writeError is the one place refusals become AWS JSON errors: the body's
-// __type for botocore, the X-Amzn-ErrorType header for the Go SDK.
+// writeError is the one place refusals become AWS JSON errors, unless the
+// Verifier has its own Refuse: the body's __type for botocore, the
+// X-Amzn-ErrorType header for the Go SDK.
 func writeError(w http.ResponseWriter, ae *authError) {
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	w.Header().Set("X-Amzn-ErrorType", ae.Code)
