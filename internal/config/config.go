@@ -123,6 +123,15 @@ type ModelSources struct {
 	FSxRoot string `json:"fsxRoot,omitempty"`
 	// HuggingFaceEndpoint is the hub URL (default https://huggingface.co).
 	HuggingFaceEndpoint string `json:"huggingFaceEndpoint,omitempty"`
+	// MaxArchiveBytes bounds what one model archive (a SageMaker
+	// model.tar.gz) may extract to, in bytes; 0 = the smaller of 64 GiB and
+	// half the space free in cacheDir's file system at start.
+	MaxArchiveBytes int64 `json:"maxArchiveBytes,omitempty"`
+	// MaxCacheBytes bounds the whole model cache, in bytes: an archive whose
+	// extraction would take it past this is refused; 0 = the smaller of
+	// 1 TiB and what the cache holds at start plus 80% of the space then
+	// free. See docs/model-sources.md.
+	MaxCacheBytes int64 `json:"maxCacheBytes,omitempty"`
 }
 
 // S3 is the server's one S3 server, for s3 model sources and asynchronous
@@ -164,12 +173,34 @@ type Limits struct {
 	// IdleTimeout closes keep-alive connections idle this long (default 120s).
 	IdleTimeout Duration `json:"idleTimeout,omitempty"`
 	// MaxConnections caps open client connections (default 512, below a
-	// typical 1024 file-descriptor limit); further ones wait to be accepted.
+	// typical 1024 file-descriptor limit). At the cap a new connection is
+	// admitted by closing the connection idle longest; with none idle it
+	// waits to be accepted.
 	MaxConnections int `json:"maxConnections,omitempty"`
+	// MaxConnectionsPerPeer caps the open connections of one remote IP
+	// (default a quarter of MaxConnections, at least 1). Past it the peer's
+	// own longest-idle connection is closed to admit the new one, or, with
+	// none idle, the new one is closed at once. Loopback peers are exempt
+	// unless LimitLoopback.
+	MaxConnectionsPerPeer int `json:"maxConnectionsPerPeer,omitempty"`
 	// MaxInflightBodyBytes caps the request-body bytes of all requests in
 	// flight together (default 256 MiB); a request that would pass it is
 	// answered 503 with Retry-After.
 	MaxInflightBodyBytes int64 `json:"maxInflightBodyBytes,omitempty"`
+	// MaxInflightBodyBytesPerCredential caps the share of that budget held
+	// by requests naming one configured credential: the access key id a
+	// SigV4 request claims (before its signature is checked), or an API key
+	// or admin token (default a quarter of MaxInflightBodyBytes).
+	MaxInflightBodyBytesPerCredential int64 `json:"maxInflightBodyBytesPerCredential,omitempty"`
+	// MaxInflightBodyBytesPerPeer caps the share held by one remote IP
+	// (default a quarter of MaxInflightBodyBytes). Loopback peers are exempt
+	// unless LimitLoopback.
+	MaxInflightBodyBytesPerPeer int64 `json:"maxInflightBodyBytesPerPeer,omitempty"`
+	// LimitLoopback applies the per-address limits (MaxConnectionsPerPeer,
+	// MaxInflightBodyBytesPerPeer, and the rate limit for requests without
+	// a configured credential) to loopback peers too. Off by default: a
+	// loopback peer is this host, often a reverse proxy relaying everyone.
+	LimitLoopback bool `json:"limitLoopback,omitempty"`
 	// RateLimit applies per credential (access key id, API key, admin
 	// token) and per remote IP for requests without a known one.
 	RateLimit RateLimit `json:"rateLimit,omitempty"`
@@ -301,8 +332,17 @@ func (c *Config) Default() {
 	if l.MaxConnections == 0 {
 		l.MaxConnections = 512
 	}
+	if l.MaxConnectionsPerPeer == 0 {
+		l.MaxConnectionsPerPeer = max(1, l.MaxConnections/4)
+	}
 	if l.MaxInflightBodyBytes == 0 {
 		l.MaxInflightBodyBytes = 256 << 20
+	}
+	if l.MaxInflightBodyBytesPerCredential == 0 {
+		l.MaxInflightBodyBytesPerCredential = max(1, l.MaxInflightBodyBytes/4)
+	}
+	if l.MaxInflightBodyBytesPerPeer == 0 {
+		l.MaxInflightBodyBytesPerPeer = max(1, l.MaxInflightBodyBytes/4)
 	}
 	if l.RateLimit.RequestsPerSecond == 0 {
 		l.RateLimit.RequestsPerSecond = 1000
@@ -425,6 +465,14 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 	if (c.ModelSources.S3.AccessKeyID == "") != (c.ModelSources.S3.SecretAccessKey == "") {
 		errs = append(errs, fmt.Errorf("modelSources.s3: accessKeyId and secretAccessKey go together"))
 	}
+	for _, b := range []struct {
+		field string
+		v     int64
+	}{{"modelSources.maxArchiveBytes", c.ModelSources.MaxArchiveBytes}, {"modelSources.maxCacheBytes", c.ModelSources.MaxCacheBytes}} {
+		if b.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: %d must be a byte count (0 or unset: the default, scaled to the free disk space)", b.field, b.v))
+		}
+	}
 	if err := alarm.Validate(c.Alarms); err != nil {
 		errs = append(errs, err)
 	}
@@ -479,8 +527,19 @@ func (l *Limits) validate() []error {
 	if l.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("limits.maxConnections: %d must be at least 1", l.MaxConnections))
 	}
+	if l.MaxConnectionsPerPeer < 1 || l.MaxConnectionsPerPeer > max(1, l.MaxConnections) {
+		errs = append(errs, fmt.Errorf("limits.maxConnectionsPerPeer: %d must be between 1 and limits.maxConnections (%d)", l.MaxConnectionsPerPeer, l.MaxConnections))
+	}
 	if l.MaxInflightBodyBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("limits.maxInflightBodyBytes: %d must be at least 1 MiB (1048576)", l.MaxInflightBodyBytes))
+	}
+	for _, b := range []struct {
+		field string
+		v     int64
+	}{{"limits.maxInflightBodyBytesPerCredential", l.MaxInflightBodyBytesPerCredential}, {"limits.maxInflightBodyBytesPerPeer", l.MaxInflightBodyBytesPerPeer}} {
+		if b.v < 1 || b.v > l.MaxInflightBodyBytes {
+			errs = append(errs, fmt.Errorf("%s: %d must be between 1 and limits.maxInflightBodyBytes (%d)", b.field, b.v, l.MaxInflightBodyBytes))
+		}
 	}
 	if l.RateLimit.RequestsPerSecond <= 0 {
 		errs = append(errs, fmt.Errorf("limits.rateLimit.requestsPerSecond: %v must be positive", l.RateLimit.RequestsPerSecond))

@@ -39,6 +39,9 @@ func TestParseDefaultValidate(t *testing.T) {
 		{"negative group count", "cluster: {instanceGroups: [{name: x, instanceType: ml.p5.48xlarge, count: -1}]}\n", "cluster.instanceGroups[0].count"},
 		{"bad s3 endpoint", "modelSources: {s3: {endpoint: 'localhost:5000'}}\n", "modelSources.s3.endpoint"},
 		{"half an s3 key", "modelSources: {s3: {accessKeyId: a}}\n", "modelSources.s3"},
+		{"model cache limits", "modelSources: {maxArchiveBytes: 1048576, maxCacheBytes: 1572864}\n", ""},
+		{"negative archive limit", "modelSources: {maxArchiveBytes: -1}\n", "modelSources.maxArchiveBytes: -1 must be a byte count"},
+		{"negative cache limit", "modelSources: {maxCacheBytes: -5}\n", "modelSources.maxCacheBytes: -5 must be a byte count"},
 		{"non-loopback with api keys only", "listen: 0.0.0.0:8080\napiKeys: [inference-key-0123456789]\n", ""},
 		{"non-loopback with admin tokens only", "listen: 0.0.0.0:8080\nadminTokens: [admin-token-0123456789]\n", ""},
 		{"keys", "credentials: [{accessKeyId: A, secretAccessKey: secret-access-key-0123}]\napiKeys: [inference-key-0123456789]\nadminTokens: [admin-token-0123456789]\n", ""},
@@ -57,6 +60,11 @@ func TestParseDefaultValidate(t *testing.T) {
 		{"negative header timeout", "limits: {readHeaderTimeout: -1s}\n", "limits.readHeaderTimeout"},
 		{"negative connections", "limits: {maxConnections: -1}\n", "limits.maxConnections"},
 		{"tiny body budget", "limits: {maxInflightBodyBytes: 1000}\n", "limits.maxInflightBodyBytes"},
+		{"fair shares", "limits: {maxConnections: 10, maxConnectionsPerPeer: 10, maxInflightBodyBytes: 2097152, maxInflightBodyBytesPerCredential: 1048576, maxInflightBodyBytesPerPeer: 2097152, limitLoopback: true}\n", ""},
+		{"peer connections over the cap", "limits: {maxConnections: 10, maxConnectionsPerPeer: 11}\n", "limits.maxConnectionsPerPeer"},
+		{"negative peer connections", "limits: {maxConnectionsPerPeer: -1}\n", "limits.maxConnectionsPerPeer"},
+		{"credential share over the budget", "limits: {maxInflightBodyBytes: 1048576, maxInflightBodyBytesPerCredential: 1048577}\n", "limits.maxInflightBodyBytesPerCredential"},
+		{"negative peer share", "limits: {maxInflightBodyBytesPerPeer: -1}\n", "limits.maxInflightBodyBytesPerPeer"},
 		{"negative rate", "limits: {rateLimit: {requestsPerSecond: -1}}\n", "limits.rateLimit.requestsPerSecond"},
 		{"negative burst", "limits: {rateLimit: {burst: -1}}\n", "limits.rateLimit.burst"},
 		{"alarms", "alarms:\n- {name: high-errors, metric: capstan_gateway_requests_total, labels: {status: 5xx}, comparison: GreaterThanThreshold, threshold: 5}\n- {name: slow, metric: capstan_gateway_request_duration_seconds, statistic: p99, comparison: GreaterThanThreshold, threshold: 2.5}\n", ""},
@@ -97,6 +105,9 @@ func TestDefaults(t *testing.T) {
 		l.WriteTimeout.Duration != 60*time.Second || l.IdleTimeout.Duration != 120*time.Second || l.MaxConnections != 512 ||
 		l.MaxInflightBodyBytes != 256<<20 || l.RateLimit.RequestsPerSecond != 1000 || l.RateLimit.Burst != 2000 {
 		t.Fatalf("limit defaults: %+v", l)
+	}
+	if l.MaxConnectionsPerPeer != 128 || l.MaxInflightBodyBytesPerCredential != 64<<20 || l.MaxInflightBodyBytesPerPeer != 64<<20 || l.LimitLoopback {
+		t.Fatalf("fair-share defaults: %+v", l)
 	}
 	if got := c.FleetCapacity(catalog.Default())["ml.p5.48xlarge"]["us-east-1a"]; got != 4 {
 		t.Fatalf("default fleet p5 in us-east-1a = %d", got)

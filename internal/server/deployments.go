@@ -44,8 +44,12 @@ type deploymentDeps struct {
 	models *modelsource.Fetcher
 }
 
-// The SageMaker door fetches models through the manifests' fetcher.
-var _ endpoint.ModelSource = (*modelsource.Fetcher)(nil)
+// The SageMaker door fetches models through the manifests' fetcher, and
+// DeleteModel removes the extracted archives no model or endpoint uses.
+var (
+	_ endpoint.ModelSource    = (*modelsource.Fetcher)(nil)
+	_ endpoint.ModelDataCache = (*modelsource.Fetcher)(nil)
+)
 
 // newModelSource builds the model-source fetcher from the serve config's
 // modelSources block. Manifests' deployments and SageMaker's CreateModel
@@ -57,6 +61,7 @@ func newModelSource(cfg config.Config, cat *catalog.Catalog, clk clock.Clock, lo
 		CacheDir: ms.CacheDir, FSxRoot: ms.FSxRoot, HuggingFaceEndpoint: ms.HuggingFaceEndpoint,
 		S3Endpoint: ms.S3.Endpoint, S3Region: ms.S3.Region,
 		S3AccessKeyID: ms.S3.AccessKeyID, S3SecretAccessKey: ms.S3.SecretAccessKey,
+		MaxArchiveBytes: ms.MaxArchiveBytes, MaxCacheBytes: ms.MaxCacheBytes,
 		Catalog: cat, Logger: log, Clock: clk,
 	})
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
-	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 
 	"github.com/capstan-dev/capstan/internal/clock"
@@ -23,15 +22,191 @@ import (
 // know no other time); rate limits follow the server's clock.
 
 // newHTTPServer wraps handler with the limits and returns the server and the
-// listener to serve it on: ln capped at MaxConnections (further connections
-// wait in the kernel's accept queue until one closes). No blanket read or
-// write timeout: streamed responses may last minutes. Instead request
-// bodies and response writes are bounded per read and per write (see
-// deadlines), and idle keep-alive connections close after IdleTimeout.
+// listener to serve it on: ln capped at MaxConnections, and at
+// MaxConnectionsPerPeer for one remote IP (see connLimiter). No blanket
+// read or write timeout: streamed responses may last minutes. Instead
+// request bodies and response writes are bounded per read and per write
+// (see deadlines), and idle keep-alive connections close after IdleTimeout,
+// or sooner when the cap needs their slot.
 func newHTTPServer(ln net.Listener, handler http.Handler, l config.Limits) (*http.Server, net.Listener) {
+	cl := newConnLimiter(ln, l)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: l.ReadHeaderTimeout.Duration, IdleTimeout: l.IdleTimeout.Duration,
-		MaxHeaderBytes: 64 << 10}
-	return srv, netutil.LimitListener(ln, l.MaxConnections)
+		MaxHeaderBytes: 64 << 10, ConnState: cl.connState}
+	return srv, cl
+}
+
+// connLimiter is the listener's cap on open connections. The server's
+// ConnState hook tells it which connections sit idle between requests, so
+// a full server makes room by closing the connection idle longest instead
+// of leaving newcomers queued behind keep-alives that may idle for the
+// whole IdleTimeout and renew it with every request. A connection that is
+// active, or new and still sending its first request (bounded by
+// ReadHeaderTimeout), is never closed to make room: with all of them busy
+// a newcomer waits in the kernel's accept queue, as before.
+//
+// One remote IP holds at most perPeer connections: past that its own
+// longest-idle connection makes room, and with none idle the new one is
+// closed at once (waiting would stall the accept loop for everyone).
+// Closing an idle connection races with a client that starts a request on
+// it just then, as IdleTimeout does; HTTP clients retry such a request on a
+// new connection.
+type connLimiter struct {
+	net.Listener
+	max, perPeer  int
+	limitLoopback bool
+
+	mu      sync.Mutex
+	changed *sync.Cond // a connection closed or went idle, or the listener closed
+	open    int
+	peers   map[string]int // open connections per capped peer
+	idle    *list.List     // idle *limitedConns, the longest idle first
+	closed  bool
+}
+
+func newConnLimiter(ln net.Listener, l config.Limits) *connLimiter {
+	cl := &connLimiter{Listener: ln, max: l.MaxConnections, perPeer: l.MaxConnectionsPerPeer, limitLoopback: l.LimitLoopback,
+		peers: map[string]int{}, idle: list.New()}
+	if cl.perPeer < 1 || cl.perPeer > cl.max {
+		cl.perPeer = cl.max
+	}
+	cl.changed = sync.NewCond(&cl.mu)
+	return cl
+}
+
+// limitedConn is an admitted connection; its fields are guarded by l.mu.
+type limitedConn struct {
+	net.Conn
+	l        *connLimiter
+	peer     string        // "" for a peer without a cap of its own
+	admitted bool          // counted in l.open; false once closed or evicted
+	idleAt   *list.Element // in l.idle while idle
+}
+
+// Close gives the connection's slot back (once) and closes it.
+func (c *limitedConn) Close() error {
+	c.l.mu.Lock()
+	c.l.drop(c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// Accept returns the next connection the caps admit.
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if lc := l.admit(c); lc != nil {
+			return lc, nil
+		}
+	}
+}
+
+// admit makes room for c and counts it, or closes it and returns nil (its
+// peer is at its cap with nothing idle, or the listener closed).
+func (l *connLimiter) admit(c net.Conn) *limitedConn {
+	lc := &limitedConn{Conn: c, l: l, peer: peerKey(c.RemoteAddr().String(), l.limitLoopback)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lc.peer != "" && l.peers[lc.peer] >= l.perPeer && !l.evictOldestIdle(lc.peer) {
+		_ = c.Close()
+		return nil
+	}
+	for l.open >= l.max {
+		if l.closed {
+			_ = c.Close()
+			return nil
+		}
+		if !l.evictOldestIdle("") {
+			l.changed.Wait()
+		}
+	}
+	lc.admitted = true
+	l.open++
+	if lc.peer != "" {
+		l.peers[lc.peer]++
+	}
+	return lc
+}
+
+// evictOldestIdle closes the connection idle longest (of peer, or of
+// anyone for ""); false when there is none. l.mu is held.
+func (l *connLimiter) evictOldestIdle(peer string) bool {
+	for e := l.idle.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*limitedConn); peer == "" || c.peer == peer {
+			l.drop(c)
+			// Its serve goroutine sees the read fail and ends it; that Close
+			// finds the slot already given back.
+			_ = c.Conn.Close()
+			return true
+		}
+	}
+	return false
+}
+
+// drop gives c's slot back, once. l.mu is held.
+func (l *connLimiter) drop(c *limitedConn) {
+	if !c.admitted {
+		return
+	}
+	c.admitted = false
+	if c.idleAt != nil {
+		l.idle.Remove(c.idleAt)
+		c.idleAt = nil
+	}
+	l.open--
+	if c.peer != "" {
+		if l.peers[c.peer]--; l.peers[c.peer] <= 0 {
+			delete(l.peers, c.peer)
+		}
+	}
+	l.changed.Broadcast()
+}
+
+// connState is the http.Server's ConnState hook: it keeps l.idle in the
+// order connections went idle. A hijacked connection leaves net/http's
+// care but keeps its slot until its new owner closes it.
+func (l *connLimiter) connState(c net.Conn, s http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !lc.admitted {
+		return
+	}
+	switch s {
+	case http.StateIdle:
+		if lc.idleAt == nil {
+			lc.idleAt = l.idle.PushBack(lc)
+			l.changed.Broadcast()
+		}
+	case http.StateActive, http.StateHijacked:
+		if lc.idleAt != nil {
+			l.idle.Remove(lc.idleAt)
+			lc.idleAt = nil
+		}
+	case http.StateClosed:
+		l.drop(lc)
+	}
+}
+
+// Close stops accepting, releasing an Accept that waits for room.
+func (l *connLimiter) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.changed.Broadcast()
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// counts reports the open and the idle connections (tests).
+func (l *connLimiter) counts() (open, idle int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open, l.idle.Len()
 }
 
 // deadlines bounds the two ways a client can hold a handler: a body that
@@ -115,30 +290,39 @@ func (w *deadlineWriter) FlushError() error {
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // bodyBudget caps the request-body bytes of all requests in flight
-// together. A request with a Content-Length takes its length up front, or
-// is refused at once with 503 and Retry-After (clients retry; waiting would
-// hold the connection and its headers for nothing). A chunked body takes
-// its bytes as they arrive; when the budget runs out mid-body the read
-// fails with errBodyBudget, which the API answers as a bad body. Bytes are
-// given back when the handler returns: until then they may be held (the
-// gateway keeps a body to retry on another replica).
-func bodyBudget(next http.Handler, max int64) http.Handler {
-	sem := semaphore.NewWeighted(max)
+// together, and the share of them one configured credential or one peer
+// holds (the budget is taken before authentication, so a request's
+// credential is the one it claims). A request with a Content-Length takes
+// its length up front, or is refused at once, with Retry-After (clients
+// retry; waiting would hold the connection and its headers for nothing):
+// 503 when the whole budget is spent, the door's throttling answer when
+// its credential's or peer's share is. A chunked body takes its bytes as
+// they arrive; when the budget runs out mid-body the read fails with
+// errBodyBudget, which the API answers as a bad body. Bytes are given back
+// when the handler returns: until then they may be held (the gateway keeps
+// a body to retry on another replica).
+func bodyBudget(next http.Handler, p *principals, l config.Limits) http.Handler {
+	b := newBudget(l)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch n := r.ContentLength; {
-		case n > max:
-			doorOf(r.URL.Path).write(w, refusal{kind: refuseTooLarge,
-				msg: fmt.Sprintf("The request body of %d bytes exceeds the server's limit of %d bytes (limits.maxInflightBodyBytes).", n, max)})
+		n := r.ContentLength
+		if n == 0 || r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
 			return
-		case n > 0:
-			if !sem.TryAcquire(n) {
-				doorOf(r.URL.Path).write(w, refusal{kind: refuseBusy, retryAfter: time.Second,
-					msg: "The server is busy: too many request bytes in flight (limits.maxInflightBodyBytes); retry shortly."})
+		}
+		sh := share{cred: p.credential(r), peer: peerKey(r.RemoteAddr, p.limitLoopback)}
+		if n > 0 {
+			if limit, field := b.capFor(sh); n > limit {
+				refuse(w, r, refusal{kind: refuseTooLarge,
+					msg: fmt.Sprintf("The request body of %d bytes exceeds the server's limit of %d bytes (limits.%s).", n, limit, field)})
 				return
 			}
-			defer sem.Release(n)
-		case n < 0 && r.Body != nil:
-			cb := &countedBody{ReadCloser: r.Body, sem: sem}
+			if field := b.take(sh, n); field != "" {
+				refuse(w, r, busyRefusal(field))
+				return
+			}
+			defer b.give(sh, n)
+		} else {
+			cb := &countedBody{ReadCloser: r.Body, b: b, sh: sh}
 			defer cb.release()
 			r = withBody(r, cb)
 		}
@@ -146,36 +330,195 @@ func bodyBudget(next http.Handler, max int64) http.Handler {
 	})
 }
 
-// errBodyBudget is a chunked body's read once the server's body budget is spent.
-var errBodyBudget = errors.New("the server is busy: too many request bytes in flight (limits.maxInflightBodyBytes); retry shortly")
+// busyRefusal is the answer when field's budget has no room: the whole
+// budget's is the server's (503), a share's is the client's (throttled).
+func busyRefusal(field string) refusal {
+	if field == "maxInflightBodyBytes" {
+		return refusal{kind: refuseBusy, retryAfter: time.Second,
+			msg: "The server is busy: too many request bytes in flight (limits.maxInflightBodyBytes); retry shortly."}
+	}
+	return refusal{kind: refuseThrottled, retryAfter: time.Second,
+		msg: fmt.Sprintf("Too many request bytes in flight for this client (limits.%s); retry shortly.", field)}
+}
+
+// errBodyBudget is a chunked body's read once the server's body budget, or
+// the client's share of it, is spent.
+var errBodyBudget = errors.New("the server is busy: too many request bytes in flight (limits.maxInflightBodyBytes, or this client's share of it); retry shortly")
+
+// budget counts the body bytes in flight: in all, per credential and per
+// peer, each against its cap.
+type budget struct {
+	total, perCred, perPeer int64
+
+	mu   sync.Mutex
+	used int64
+	held map[string]int64 // "cred:"+credential or "peer:"+peer → bytes; no zero entries
+}
+
+// share names whom a request's bytes count against beyond the whole
+// budget: its claimed configured credential and its peer ("" for none).
+type share struct{ cred, peer string }
+
+func newBudget(l config.Limits) *budget {
+	b := &budget{total: l.MaxInflightBodyBytes, perCred: l.MaxInflightBodyBytesPerCredential, perPeer: l.MaxInflightBodyBytesPerPeer,
+		held: map[string]int64{}}
+	if b.perCred <= 0 || b.perCred > b.total {
+		b.perCred = b.total
+	}
+	if b.perPeer <= 0 || b.perPeer > b.total {
+		b.perPeer = b.total
+	}
+	return b
+}
+
+// parts are the budgets sh draws on besides the whole one: key, cap, field.
+func (b *budget) parts(sh share) []struct {
+	key   string
+	limit int64
+	field string
+} {
+	type part = struct {
+		key   string
+		limit int64
+		field string
+	}
+	ps := make([]part, 0, 2)
+	if sh.cred != "" {
+		ps = append(ps, part{"cred:" + sh.cred, b.perCred, "maxInflightBodyBytesPerCredential"})
+	}
+	if sh.peer != "" {
+		ps = append(ps, part{"peer:" + sh.peer, b.perPeer, "maxInflightBodyBytesPerPeer"})
+	}
+	return ps
+}
+
+// capFor is the most sh may ever hold, and the setting that says so.
+func (b *budget) capFor(sh share) (int64, string) {
+	limit, field := b.total, "maxInflightBodyBytes"
+	for _, p := range b.parts(sh) {
+		if p.limit < limit {
+			limit, field = p.limit, p.field
+		}
+	}
+	return limit, field
+}
+
+// take reserves n bytes for sh, all or nothing; when they do not fit it
+// takes none and names the setting that refused them.
+func (b *budget) take(sh share, n int64) string {
+	ps := b.parts(sh)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.total {
+		return "maxInflightBodyBytes"
+	}
+	for _, p := range ps {
+		if b.held[p.key]+n > p.limit {
+			return p.field
+		}
+	}
+	b.used += n
+	for _, p := range ps {
+		b.held[p.key] += n
+	}
+	return ""
+}
+
+// give returns n bytes sh took.
+func (b *budget) give(sh share, n int64) {
+	ps := b.parts(sh)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	for _, p := range ps {
+		if b.held[p.key] -= n; b.held[p.key] <= 0 {
+			delete(b.held, p.key)
+		}
+	}
+}
 
 // countedBody takes the bytes of a body without Content-Length from the
 // budget as they are read.
 type countedBody struct {
 	io.ReadCloser
-	sem  *semaphore.Weighted
+	b    *budget
+	sh   share
 	mu   sync.Mutex
 	held int64
 }
 
-func (b *countedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
+func (c *countedBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
 	if n > 0 {
-		if !b.sem.TryAcquire(int64(n)) {
+		if c.b.take(c.sh, int64(n)) != "" {
 			return 0, errBodyBudget
 		}
-		b.mu.Lock()
-		b.held += int64(n)
-		b.mu.Unlock()
+		c.mu.Lock()
+		c.held += int64(n)
+		c.mu.Unlock()
 	}
 	return n, err
 }
 
-func (b *countedBody) release() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sem.Release(b.held)
-	b.held = 0
+func (c *countedBody) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.b.give(c.sh, c.held)
+	c.held = 0
+}
+
+// principals says whom a request counts against, as the limits see it
+// before any authentication: the configured credential it names, and the
+// peer it comes from.
+type principals struct {
+	akids         map[string]bool     // configured access key ids
+	keys          map[[32]byte]string // digest of a configured bearer key → its name
+	limitLoopback bool
+}
+
+func newPrincipals(cfg config.Config) *principals {
+	p := &principals{akids: map[string]bool{}, keys: map[[32]byte]string{}, limitLoopback: cfg.Limits.LimitLoopback}
+	for _, c := range cfg.Credentials {
+		p.akids[c.AccessKeyID] = true
+	}
+	for i, k := range cfg.APIKeys {
+		p.keys[keyDigest(k)] = fmt.Sprintf("apiKeys[%d]", i)
+	}
+	for i, k := range cfg.AdminTokens {
+		p.keys[keyDigest(k)] = fmt.Sprintf("adminTokens[%d]", i)
+	}
+	return p
+}
+
+// credential names the configured credential r claims, "" for none: the
+// access key id of its SigV4 Authorization (unverified), or the name of
+// the API key or admin token it bears. Made-up keys name none, so they
+// cannot multiply the per-credential limits.
+func (p *principals) credential(r *http.Request) string {
+	if akid, ok := sigv4KeyID(r.Header.Get("Authorization")); ok && p.akids[akid] {
+		return "akid:" + akid
+	}
+	if tok, ok := bearerToken(r); ok {
+		if name, ok := p.keys[keyDigest(tok)]; ok {
+			return name
+		}
+	}
+	return ""
+}
+
+// peerKey is the remote IP of hostport for the per-address limits, "" for
+// a loopback peer unless limitLoopback: that is this host, where the
+// operator (and its benchmarks and tests, or a reverse proxy relaying
+// every client) already has the whole machine.
+func peerKey(hostport string, limitLoopback bool) string {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() && !limitLoopback {
+		return ""
+	}
+	return "ip:" + host
 }
 
 // rateLimiter is a token bucket per credential: the access key id a SigV4
@@ -187,26 +530,15 @@ type rateLimiter struct {
 	clk   clock.Clock
 	limit rate.Limit
 	burst int
-	akids map[string]bool     // configured access key ids
-	keys  map[[32]byte]string // digest of a configured bearer key → its name
+	who   *principals
 	mu    sync.Mutex
 	bkts  map[string]*rate.Limiter
 	sweep int // sweep full buckets when bkts grows past this
 }
 
 func newRateLimiter(cfg config.Config, clk clock.Clock) *rateLimiter {
-	rl := &rateLimiter{clk: clk, limit: rate.Limit(cfg.Limits.RateLimit.RequestsPerSecond), burst: cfg.Limits.RateLimit.Burst,
-		akids: map[string]bool{}, keys: map[[32]byte]string{}, bkts: map[string]*rate.Limiter{}, sweep: minSweep}
-	for _, c := range cfg.Credentials {
-		rl.akids[c.AccessKeyID] = true
-	}
-	for i, k := range cfg.APIKeys {
-		rl.keys[keyDigest(k)] = fmt.Sprintf("apiKeys[%d]", i)
-	}
-	for i, k := range cfg.AdminTokens {
-		rl.keys[keyDigest(k)] = fmt.Sprintf("adminTokens[%d]", i)
-	}
-	return rl
+	return &rateLimiter{clk: clk, limit: rate.Limit(cfg.Limits.RateLimit.RequestsPerSecond), burst: cfg.Limits.RateLimit.Burst,
+		who: newPrincipals(cfg), bkts: map[string]*rate.Limiter{}, sweep: minSweep}
 }
 
 // minSweep is the bucket count below which idle buckets are left alone.
@@ -215,25 +547,12 @@ const minSweep = 4096
 // key names the bucket r is counted in, "" for none. Only configured
 // credentials get their own bucket, so made-up keys cannot grow the map
 // beyond one bucket per remote IP. Loopback callers without a configured
-// credential are not limited: they are this host, where the operator (and
-// its benchmarks and tests) already has the whole machine.
+// credential are not limited unless limits.limitLoopback (see peerKey).
 func (rl *rateLimiter) key(r *http.Request) string {
-	if akid, ok := sigv4KeyID(r.Header.Get("Authorization")); ok && rl.akids[akid] {
-		return "akid:" + akid
+	if cred := rl.who.credential(r); cred != "" {
+		return cred
 	}
-	if tok, ok := bearerToken(r); ok {
-		if name, ok := rl.keys[keyDigest(tok)]; ok {
-			return name
-		}
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return ""
-	}
-	return "ip:" + host
+	return peerKey(r.RemoteAddr, rl.who.limitLoopback)
 }
 
 // sigv4KeyID reads the access key id out of a SigV4 Authorization header
@@ -295,7 +614,7 @@ func (rl *rateLimiter) middleware(next http.Handler) http.Handler {
 		}
 		if key := rl.key(r); key != "" {
 			if ok, wait := rl.allow(key); !ok {
-				doorOf(r.URL.Path).write(w, refusal{kind: refuseThrottled, retryAfter: wait,
+				refuse(w, r, refusal{kind: refuseThrottled, retryAfter: wait,
 					msg: fmt.Sprintf("Rate exceeded: at most %g requests/s (burst %d) per credential or client address (limits.rateLimit).", float64(rl.limit), rl.burst)})
 				return
 			}
@@ -307,5 +626,5 @@ func (rl *rateLimiter) middleware(next http.Handler) http.Handler {
 // guard is the whole chain of limits around the server's routes.
 func guard(mux http.Handler, cfg config.Config, clk clock.Clock) http.Handler {
 	rl := newRateLimiter(cfg, clk)
-	return deadlines(rl.middleware(bodyBudget(mux, cfg.Limits.MaxInflightBodyBytes)), cfg.Limits)
+	return deadlines(rl.middleware(bodyBudget(mux, rl.who, cfg.Limits)), cfg.Limits)
 }

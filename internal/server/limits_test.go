@@ -80,34 +80,6 @@ func TestIdleConnectionClosed(t *testing.T) {
 	}
 }
 
-// Connections beyond maxConnections wait until one closes.
-func TestConnectionCap(t *testing.T) {
-	l := shortLimits()
-	l.MaxConnections = 4
-	l.IdleTimeout = config.Duration{Duration: time.Minute}
-	h := startHarness(t, config.Config{Limits: l})
-	var held []net.Conn
-	for i := 0; i < l.MaxConnections; i++ {
-		c := stall(t, h.srv.Addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("connection %d: %v %v", i, resp, err)
-		}
-		held = append(held, c) // kept alive and idle
-	}
-	extra := stall(t, h.srv.Addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	br := bufio.NewReader(extra)
-	_ = extra.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	if resp, err := http.ReadResponse(br, nil); err == nil {
-		t.Fatalf("connection %d was served past maxConnections %d: %s", l.MaxConnections+1, l.MaxConnections, resp.Status)
-	}
-	held[0].Close()
-	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("waiting connection not served once a slot freed: %v %v", resp, err)
-	}
-}
-
 // /healthz answers while more clients than maxConnections stall: in their
 // headers or their bodies, they are cut and the slots come back.
 func TestHealthzAnswersWhileClientsStall(t *testing.T) {

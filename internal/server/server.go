@@ -224,7 +224,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			secrets[c.AccessKeyID] = c.SecretAccessKey
 		}
 		// Wall time even under --dev-clock: clients sign with theirs.
-		v := &sigv4.Verifier{Secrets: secrets, Region: cfg.Region, Clock: clock.Real{}}
+		v := &sigv4.Verifier{Secrets: secrets, Region: cfg.Region, Clock: clock.Real{}, Refuse: refuseSigV4}
 		control = awsJSONDispatch(v.Middleware(sagemakerScope, api), v.Middleware(autoScalingScope, aas))
 		control = cloudwatchDispatch(v.Middleware(cloudwatchScope, cwAPI), control)
 		runtimeH = v.Middleware(runtimeScope, runtimeH)
@@ -237,40 +237,42 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if len(cfg.Credentials) == 0 {
 			control, runtimeH = sigv4Closed(), sigv4Closed()
 		}
-		front = bearerAuth(front, doorOpenAI, "apiKeys", cfg.APIKeys)
-		manifestsH = bearerAuth(manifestsH, doorManifests, "adminTokens", cfg.AdminTokens)
-		nodeAPIH = bearerAuth(nodeAPIH, doorManifests, "adminTokens", cfg.AdminTokens)
-		workspacesH = bearerAuth(workspacesH, doorManifests, "adminTokens", cfg.AdminTokens)
-		metricsH = bearerAuth(metricsH, doorAdmin, "adminTokens", cfg.AdminTokens)
-		targetsH = bearerAuth(targetsH, doorAdmin, "adminTokens", cfg.AdminTokens)
-		clockH = bearerAuth(clockH, doorAdmin, "adminTokens", cfg.AdminTokens)
+		front = bearerAuth(front, "apiKeys", cfg.APIKeys)
+		manifestsH = bearerAuth(manifestsH, "adminTokens", cfg.AdminTokens)
+		nodeAPIH = bearerAuth(nodeAPIH, "adminTokens", cfg.AdminTokens)
+		workspacesH = bearerAuth(workspacesH, "adminTokens", cfg.AdminTokens)
+		metricsH = bearerAuth(metricsH, "adminTokens", cfg.AdminTokens)
+		targetsH = bearerAuth(targetsH, "adminTokens", cfg.AdminTokens)
+		clockH = bearerAuth(clockH, "adminTokens", cfg.AdminTokens)
 	}
 	// The console is static assets plus config.json; what it shows comes
 	// through the handlers above, with their authentication.
 	consoleH := console.Handler(console.Options{Region: cfg.Region, SigV4: cfg.AuthConfigured(),
 		AdminToken: cfg.AuthConfigured(), DevClock: cfg.DevClock, Clock: clk})
-	mux := http.NewServeMux()
-	mux.Handle("/", toConsole(control))
-	mux.Handle(console.Path, consoleH)
-	mux.Handle("/endpoints/", runtimeH)
-	mux.Handle("/apis/", manifestsH)
-	mux.Handle(manifestapi.WorkspaceBasePath, workspacesH)
-	mux.Handle(manifestapi.WorkspaceBasePath+"/", workspacesH)
+	// Each route names its door: the API whose error shape its refusals
+	// take (routes.classify, door.write).
+	rs := newRoutes()
+	rs.handle("/", doorControl, toConsole(control))
+	rs.handle(console.Path, doorAdmin, consoleH)
+	rs.handle("/endpoints/", doorRuntime, runtimeH)
+	rs.handle("/apis/", doorManifests, manifestsH)
+	rs.handle(manifestapi.WorkspaceBasePath, doorManifests, workspacesH)
+	rs.handle(manifestapi.WorkspaceBasePath+"/", doorManifests, workspacesH)
 	// Spaces check their own credentials (a browser opens them) and, with
 	// none configured, serve only loopback.
-	mux.Handle(spaceproxy.Path, spaceproxy.New(spaceproxy.Options{Spaces: spc, RequireToken: cfg.AuthConfigured(), AdminTokens: cfg.AdminTokens,
+	rs.handle(spaceproxy.Path, doorAdmin, spaceproxy.New(spaceproxy.Options{Spaces: spc, RequireToken: cfg.AuthConfigured(), AdminTokens: cfg.AdminTokens,
 		LoopbackOnly: !cfg.AuthConfigured(), Logger: log}))
 	for _, p := range []string{nodeapi.CapstanPath, nodeapi.NodePoolPath, nodeapi.NodeClassPath} {
-		mux.Handle(p, nodeAPIH)
+		rs.handle(p, doorManifests, nodeAPIH)
 	}
-	mux.Handle("/metrics", metricsH)
-	mux.Handle(observability.DiscoveryPath, targetsH)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.Handle("/_capstan/clock", clockH)
+	rs.handle("/metrics", doorAdmin, metricsH)
+	rs.handle(observability.DiscoveryPath, doorAdmin, targetsH)
+	rs.handle("/healthz", doorAdmin, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }))
+	rs.handle("/_capstan/clock", doorAdmin, clockH)
 	for _, p := range openai.Paths() {
-		mux.Handle(p, front)
+		rs.handle(p, doorOpenAI, front)
 	}
-	httpSrv, limited := newHTTPServer(ln, cloudwatchRefusals(cwAPI, guard(mux, cfg, clk)), cfg.Limits)
+	httpSrv, limited := newHTTPServer(ln, rs.serve(guard(rs.mux, cfg, clk)), cfg.Limits)
 
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: ln.Addr().String(), Clock: clk, Gateway: gw, Service: svc, Deployments: dep, cfg: cfg, log: log, store: st, rt: rt,
