@@ -200,6 +200,8 @@ const earlyResponseWait = 2 * time.Second
 // §9.5 asks a client to watch for such an answer while it sends a body.
 // nil when there is none: the write failed because the connection was lost.
 func readEarlyResponse(pc *upConn) *http.Response {
+	// A socket deadline is the kernel's wall time, not the gateway's clock:
+	// a dev clock's jump must not expire it.
 	_ = pc.nc.SetReadDeadline(time.Now().Add(earlyResponseWait))
 	resp, err := http.ReadResponse(pc.br, nil)
 	if err != nil || resp.StatusCode < 200 {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/capstan-dev/capstan/internal/fslock"
 )
 
 // cacheLockFile, at the top of the cache dir, is held shared by every live
@@ -31,7 +33,7 @@ func (f *Fetcher) openCache() {
 		f.log.Warn("model cache: not removing leftovers of interrupted downloads", "dir", f.o.CacheDir, "err", err)
 		return
 	}
-	err = flockFile(lock, syscall.LOCK_EX|syscall.LOCK_NB)
+	err = fslock.Flock(lock, syscall.LOCK_EX|syscall.LOCK_NB)
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		f.log.Info("model cache: in use by another fetcher, leftovers of interrupted downloads stay", "dir", f.o.CacheDir)
@@ -46,7 +48,7 @@ func (f *Fetcher) openCache() {
 	// Shared from now on (waiting, if another New is cleaning, for it to
 	// finish): a later New sees this Fetcher alive and leaves its temporary
 	// files alone.
-	if err := flockFile(lock, syscall.LOCK_SH); err != nil {
+	if err := fslock.Flock(lock, syscall.LOCK_SH); err != nil {
 		f.log.Warn("model cache: lock", "dir", f.o.CacheDir, "err", err)
 		lock.Close()
 		return
@@ -85,26 +87,6 @@ func removeLeftovers(root *os.Root) (removed int, first error) {
 		return nil
 	})
 	return removed, first
-}
-
-// flockFile applies flock(2) operation how to f, retrying on EINTR.
-func flockFile(f *os.File, how int) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var opErr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			opErr = syscall.Flock(int(fd), how)
-			if !errors.Is(opErr, syscall.EINTR) {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return opErr
 }
 
 // Close releases the Fetcher's hold on its cache dir, after which a new

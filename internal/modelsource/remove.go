@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/capstan-dev/capstan/internal/fslock"
 )
 
 // archiveDir is the cache folder of archive sources.
@@ -184,8 +186,8 @@ func (f *Fetcher) lockCacheAlone() (unlock func(), err error) {
 	if lock == nil {
 		return nil, errNoCacheLock
 	}
-	if err := flockFile(lock, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if rerr := flockFile(lock, syscall.LOCK_SH); rerr != nil {
+	if err := fslock.Flock(lock, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if rerr := fslock.Flock(lock, syscall.LOCK_SH); rerr != nil {
 			f.log.Warn("model cache: lock", "dir", f.o.CacheDir, "err", rerr)
 		}
 		if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -194,7 +196,7 @@ func (f *Fetcher) lockCacheAlone() (unlock func(), err error) {
 		return nil, err
 	}
 	return func() {
-		if err := flockFile(lock, syscall.LOCK_SH); err != nil {
+		if err := fslock.Flock(lock, syscall.LOCK_SH); err != nil {
 			f.log.Warn("model cache: lock", "dir", f.o.CacheDir, "err", err)
 		}
 	}, nil

@@ -16,13 +16,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/aws/smithy-go"
-
-	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // orderedTarGz builds a gzip tar archive of regular files in the order given
@@ -51,21 +47,7 @@ func orderedTarGz(t *testing.T, files ...[2]string) []byte {
 
 func TestCreateModelRefusesBadConfigJSON(t *testing.T) {
 	ctx := context.Background()
-	motoURL := testutil.StartMotoS3(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_REGION", "us-east-1")
-	s3c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(motoURL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
-	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("models")}); err != nil {
-		t.Fatal(err)
-	}
-	put := func(key string, body []byte) {
-		t.Helper()
-		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("models"), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	motoURL, put := modelBucket(t)
 	put("badjson/model.tar.gz", orderedTarGz(t, [2]string{"config.json", `{"model_type": "llama", "hidden_size": 2560,`}))
 	put("twice/model.tar.gz", orderedTarGz(t, [2]string{"config.json", customConfig}, [2]string{"./config.json", `{"model_type": "gpt2"}`}))
 	put("good/model.tar.gz", orderedTarGz(t, [2]string{"config.json", customConfig}))

@@ -21,15 +21,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	smr "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 	"github.com/aws/smithy-go"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
-	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // customConfig is a ~2.8B-parameter architecture (3B by its weights' header) that is in no catalog:
@@ -87,22 +84,7 @@ func wantValidation(t *testing.T, err error, mentions ...string) {
 
 func TestE2EModelFromS3(t *testing.T) {
 	ctx := context.Background()
-	motoURL := testutil.StartMotoS3(t)
-	// The server reads S3 credentials from the AWS environment (moto takes any).
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_REGION", "us-east-1")
-	s3c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(motoURL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
-	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("models")}); err != nil {
-		t.Fatal(err)
-	}
-	put := func(key string, body []byte) {
-		t.Helper()
-		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("models"), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	motoURL, put := modelBucket(t)
 	// The weights are a header-only safetensors stub: its header says 3e9
 	// parameters, which the engine takes over the count derived from config.json.
 	hdr := `{"__metadata__":{"format":"pt"},"model.weight":{"dtype":"BF16","shape":[3000000,1000],"data_offsets":[0,6000000000]}}`

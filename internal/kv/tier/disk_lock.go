@@ -1,10 +1,11 @@
 package tier
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/capstan-dev/capstan/internal/fslock"
 )
 
 // flock takes an exclusive lock on f, blocking until it is free. flock locks
@@ -13,31 +14,15 @@ import (
 // the kernel drops the lock of a process that dies holding it. Goroutines
 // sharing one Disk share its description: Disk.mu orders them.
 func flock(f *os.File) error {
-	return flockOp(f, syscall.LOCK_EX)
+	if err := fslock.Flock(f, syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("tier: tieredstorage lock: %w", err)
+	}
+	return nil
 }
 
 func funlock(f *os.File) error {
-	return flockOp(f, syscall.LOCK_UN)
-}
-
-func flockOp(f *os.File, how int) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var opErr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			opErr = syscall.Flock(int(fd), how)
-			if !errors.Is(opErr, syscall.EINTR) {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	if opErr != nil {
-		return fmt.Errorf("tier: tieredstorage lock: %w", opErr)
+	if err := fslock.Flock(f, syscall.LOCK_UN); err != nil {
+		return fmt.Errorf("tier: tieredstorage lock: %w", err)
 	}
 	return nil
 }
