@@ -61,6 +61,13 @@ export CAPSTAN_BIN="$PWD/bin/capstan"
 CAPSTAN_K8S_BIN="$(test/k8s/binaries.sh)"
 export CAPSTAN_K8S_BIN
 
+# The real-engine tests run llama.cpp's llama-server on a tiny GGUF model,
+# built from the npm registry's node-llama-cpp with Debian's cmake into
+# ~/.cache/capstan/engines (about 10 minutes the first time on 2 cores,
+# then cached, keyed by version and CPU; CAPSTAN_ENGINE_CACHE moves it).
+CAPSTAN_LLAMACPP_DIR="$(test/engines/llamacpp.sh | tail -1)"
+export CAPSTAN_LLAMACPP_DIR
+
 # -p 1 keeps process-heavy packages from competing for the 2 CI cores.
 go test -p 1 -count=1 -timeout 30m $(go list ./... | grep -v '/test/chaos$')
 

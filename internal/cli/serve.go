@@ -88,7 +88,7 @@ state in --data-dir. Flags override capstan.yaml (--config).`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			srv, err := server.Start(ctx, server.Options{Config: cfg, Logger: log, Stdout: cmd.OutOrStdout(),
-				Runtime: server.LocalRuntime(bin), RuntimeAPI: server.RuntimeAPI(cfg)})
+				Runtime: server.LocalRuntime(bin, cfg.Engines), RuntimeAPI: server.RuntimeAPI(cfg)})
 			if err != nil {
 				return err
 			}

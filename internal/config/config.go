@@ -18,6 +18,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/alarm"
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/fleet"
 )
 
@@ -45,9 +46,12 @@ type Config struct {
 	// clock (/_capstan/clock, capstan clock) and /metrics.
 	AdminTokens []string `json:"adminTokens,omitempty"`
 	// Limits bound connections, request bodies and request rates.
-	Limits    Limits    `json:"limits,omitempty"`
-	Engine    Engine    `json:"engine,omitempty"`
-	Endpoints Endpoints `json:"endpoints,omitempty"`
+	Limits Limits `json:"limits,omitempty"`
+	Engine Engine `json:"engine,omitempty"`
+	// Engines say where the real engines (llamacpp, vllm, sglang, tgi) live
+	// on this machine: container images select them (docs/engines.md).
+	Engines   engines.Machine `json:"engines,omitempty"`
+	Endpoints Endpoints       `json:"endpoints,omitempty"`
 	// Fleet is instance type → zone → count; empty means the default fleet
 	// (fleet.DefaultPerZone of every catalog type in each of fleet.DefaultZones).
 	Fleet map[string]map[string]int `json:"fleet,omitempty"`
@@ -392,6 +396,7 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 	if c.Engine.TimeScale <= 0 || c.Engine.TimeScale > 1000 {
 		errs = append(errs, fmt.Errorf("engine.timeScale: %v must be in (0, 1000]", c.Engine.TimeScale))
 	}
+	errs = append(errs, c.validateEngines()...)
 	if c.Endpoints.StartTimeout.Duration < 0 {
 		errs = append(errs, fmt.Errorf("endpoints.startTimeout: must not be negative"))
 	}
@@ -569,4 +574,39 @@ func validLayout(cat *catalog.Catalog, it catalog.InstanceType, layout string) e
 		return fmt.Errorf("%s on %s: %w", layout, it.Name, err)
 	}
 	return nil
+}
+
+// Bounds of engines.<name>.args.
+const (
+	maxEngineArgs     = 64
+	maxEngineArgBytes = 4096
+)
+
+// validateEngines checks capstan.yaml's engines map: known real engines
+// only (the simulator is engine:), a binary that is there when one is
+// named, bounded extra flags.
+func (c *Config) validateEngines() []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(c.Engines)) {
+		inst := c.Engines[name]
+		a, err := engines.ByName(name)
+		if err != nil || a.Name == engines.Sim {
+			errs = append(errs, fmt.Errorf("engines.%s: not an engine; want one of llamacpp, vllm, sglang, tgi (the simulator is configured under engine:)", name))
+			continue
+		}
+		if inst.Binary != "" {
+			if _, err := a.Resolve(inst); err != nil {
+				errs = append(errs, fmt.Errorf("engines.%s.binary: %w", name, err))
+			}
+		}
+		if len(inst.Args) > maxEngineArgs {
+			errs = append(errs, fmt.Errorf("engines.%s.args: %d flags, at most %d", name, len(inst.Args), maxEngineArgs))
+		}
+		for i, arg := range inst.Args {
+			if len(arg) > maxEngineArgBytes || strings.ContainsRune(arg, 0) {
+				errs = append(errs, fmt.Errorf("engines.%s.args[%d]: longer than %d bytes or holds a NUL", name, i, maxEngineArgBytes))
+			}
+		}
+	}
+	return errs
 }

@@ -275,7 +275,7 @@ func (c *Controller) Prime() error {
 	for i := range recs {
 		rec := &recs[i]
 		o := rec.obj()
-		p, err := planFor(o)
+		p, err := planFor(o, c.o.Engines)
 		if err != nil || rec.Deleting || !c.holdsName(rec, p) {
 			continue
 		}
@@ -351,7 +351,7 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 	if rec.Deleting {
 		return c.reconcileDelete(ctx, k, &rec, st)
 	}
-	p, err := planFor(obj)
+	p, err := planFor(obj, c.o.Engines)
 	if err != nil {
 		return c.writeStatus(ctx, k, &rec, st, nil, &failure{manifest.ReasonInvalidSpec, err.Error()})
 	}
@@ -359,6 +359,9 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 		st.warnedGen = gen
 		for _, w := range p.warnings {
 			c.event(k, manifest.EventWarning, manifest.ReasonIgnoredField, w)
+		}
+		for _, w := range p.engineWarnings {
+			c.event(k, manifest.EventWarning, w.reason, w.message)
 		}
 	}
 
@@ -511,6 +514,7 @@ func (c *Controller) resolveModel(ctx context.Context, k string, obj manifest.Ob
 	var srcErr error
 	if c.o.Models != nil {
 		src, srcErr = modelsource.FromManifest(obj)
+		src.Format = p.format
 	}
 	b, _ := json.Marshal(src)
 	sk := string(b) + "|" + p.modelHint
@@ -972,20 +976,17 @@ func (c *Controller) runs(id string) bool {
 // on node, with a tieredstorage budget of tiered bytes when the plan has
 // that tier; the engine adds its own flags and the KV events port.
 func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, node string, tiered int64, res modelsource.Result) runtime.ReplicaSpec {
-	var args []string
+	var tiers runtime.KVTiers
 	if p.l1 {
-		args = append(args, "--cpu-cache-bytes="+strconv.FormatInt(p.l1Bytes(it), 10))
+		tiers.CPUBytes = p.l1Bytes(it)
 	}
 	if p.tiered {
 		// One store directory per node, shared by every replica on it (of
 		// any deployment); each model has its own file there, bounded by
 		// the budget (replicas given another budget open another file).
-		args = append(args, "--tiered-storage-dir="+tieredDir(c.o.DataDir, p.cluster, node),
-			"--tiered-storage-bytes="+strconv.FormatInt(tiered, 10))
+		tiers.StorageDir, tiers.StorageBytes = tieredDir(c.o.DataDir, p.cluster, node), tiered
 	}
-	if p.l2URL != "" {
-		args = append(args, "--shared-cache="+p.l2URL)
-	}
+	tiers.RedisURL = p.l2URL
 	var env map[string]string
 	if len(p.env) > 0 {
 		env = make(map[string]string, len(p.env))
@@ -994,8 +995,8 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, no
 		}
 	}
 	return runtime.ReplicaSpec{ID: id, Endpoint: p.route, Variant: VariantName, Controller: runtime.ControllerDeployment,
-		Engine: "sim", Model: res.Model, ModelDir: res.Dir, ServedModelName: p.route, GPU: it.Device(), TensorParallel: p.tensorParallel(it),
-		MIGProfile: p.req.MIGProfile, Args: args, Env: env,
+		Engine: p.engine, Model: res.Model, ModelDir: res.Dir, ServedModelName: p.route, GPU: it.Device(), TensorParallel: p.tensorParallel(it),
+		MIGProfile: p.req.MIGProfile, KVTiers: tiers, Env: env,
 		Labels: map[string]string{"namespace": p.namespace, "deployment": p.name, "kind": p.kind, "endpoint": p.route, "instance_type": it.Name}}
 }
 
@@ -1091,7 +1092,7 @@ func (c *Controller) reconcileDelete(ctx context.Context, k string, rec *record,
 		}
 		c.event(k, manifest.EventNormal, "Deleting", "draining and stopping replicas")
 	}
-	p, _ := planFor(o)
+	p, _ := planFor(o, c.o.Engines)
 	// Only the route this object serves goes; one of the same name served by
 	// another object (which holds the name) stays.
 	c.mu.Lock()

@@ -114,7 +114,7 @@ func TestStatusAndReplicaSpec(t *testing.T) {
 		s.ModelDir != "/models/s3/models/llama-3.1-8b-instruct" {
 		t.Fatalf("spec %+v", s)
 	}
-	args := strings.Join(s.Args, " ")
+	args := strings.Join(engineArgs(s), " ")
 	for _, want := range []string{"--time-scale=0",
 		"--cpu-cache-bytes=32212254720", "--shared-cache=redis://127.0.0.1:6379", "--kv-events=tcp://*:"} {
 		if !strings.Contains(args, want) {
@@ -594,7 +594,7 @@ func TestExampleManifest(t *testing.T) {
 	if !ok || r.Activator == nil || r.Variants[0].RoutingStrategy != manifest.RoutingPrefixAware || len(r.Variants[0].Backends) != 2 {
 		t.Fatalf("route %+v", r)
 	}
-	if args := strings.Join(h.rt.Starts()[0].Args, " "); !strings.Contains(args, "--shared-cache=redis://127.0.0.1:6379") {
+	if args := strings.Join(engineArgs(h.rt.Starts()[0]), " "); !strings.Contains(args, "--shared-cache=redis://127.0.0.1:6379") {
 		t.Fatalf("args %s", args)
 	}
 }

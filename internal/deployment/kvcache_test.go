@@ -1,6 +1,8 @@
 package deployment
 
 import (
+	"github.com/capstan-dev/capstan/internal/engines"
+
 	"context"
 	"errors"
 	"os"
@@ -21,10 +23,16 @@ func withDataDir(dir string) harnessOpt {
 // plentyOfDisk fakes a file system with 10 TB free.
 func plentyOfDisk(string) (int64, error) { return 10e12, nil }
 
+// engineArgs is the command line the runtime runs for a replica's start
+// (its engine adapter's flags, then the spec's).
+func engineArgs(s runtime.ReplicaSpec) []string {
+	return engines.MustByName(s.Engine).Args(engines.Launch{Spec: s, Host: "127.0.0.1", ExtraArgs: s.Args})
+}
+
 // kvArgs are the KV flags of a replica's start, in order.
 func kvArgs(s runtime.ReplicaSpec) []string {
 	var out []string
-	for _, a := range s.Args {
+	for _, a := range engineArgs(s) {
 		for _, f := range []string{"--cpu-cache-bytes=", "--tiered-storage-dir=", "--tiered-storage-bytes=", "--shared-cache="} {
 			if strings.HasPrefix(a, f) {
 				out = append(out, a)
@@ -122,7 +130,7 @@ func TestKVCacheArgsJSM(t *testing.T) {
 func TestKVCacheRollout(t *testing.T) {
 	h := newHarness(t, withDataDir(t.TempDir()))
 	h.svc.Controller().diskFree = plentyOfDisk
-	p0, err := planFor(mustLoad(t, iec("demo", 1, 1, "  kvCacheSpec: {enableL1Cache: true}\n")))
+	p0, err := planFor(mustLoad(t, iec("demo", 1, 1, "  kvCacheSpec: {enableL1Cache: true}\n")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +200,7 @@ func TestTieredStorageDefaultShrinks(t *testing.T) {
 	h.apply(iec("demo", 1, 1, "  kvCacheSpec: {enableL2Cache: true, l2CacheSpec: {l2CacheBackend: tieredstorage}}\n"))
 	h.reconcile(kIEC("demo"))
 	starts := h.rt.Starts()
-	if len(starts) != 1 || !slices.Contains(starts[0].Args, "--tiered-storage-bytes=32212254720") {
+	if len(starts) != 1 || !slices.Contains(engineArgs(starts[0]), "--tiered-storage-bytes=32212254720") {
 		t.Fatalf("starts %+v", starts)
 	}
 	if reasons := h.eventReasons(manifest.KindInferenceEndpointConfig, "demo"); slices.Index(reasons, "TieredStorageSized") < 0 {

@@ -5,29 +5,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
-// The engine's series a KV report reads. The tier label of the capstan_*
-// series is "l1", "tieredstorage" or "l2" (Redis). The used/capacity
-// gauges are read when an engine exports them (by these names) and the
-// tier's use shows "-" otherwise.
+// The simulator's KV tier series a KV report reads, beyond what the
+// engine's adapter maps (usage, cache size, prefix hits). Their tier label
+// is "l1", "tieredstorage" or "l2" (Redis). The used/capacity gauges are
+// read when an engine exports them (by these names) and the tier's use
+// shows "-" otherwise.
 const (
-	metricKVUsage      = "vllm:kv_cache_usage_perc"
-	metricCacheConfig  = "vllm:cache_config_info"
-	metricPrefixQuery  = "vllm:prefix_cache_queries_total"
-	metricPrefixHits   = "vllm:prefix_cache_hits_total"
 	metricTierHits     = "capstan_engine_kv_tier_hits_total"
 	metricTierBytes    = "capstan_engine_kv_tier_bytes_total"
 	metricTierUsed     = "capstan_engine_kv_tier_used_bytes"
@@ -58,6 +52,7 @@ type engineKV struct {
 // scraped, its metrics.
 type kvReplica struct {
 	id, addr, model, node string
+	engine                string
 	l1Bytes, tieredBytes  int64
 	redis                 bool
 	m                     *engineKV
@@ -96,25 +91,15 @@ func (s *Service) KVCache(ctx context.Context, kind, namespace, name string) (ma
 		reps = append(reps, kr)
 	}
 	c.scrapeKV(ctx, reps)
-	p, _ := planFor(rec.obj()) // nil: no tier beyond what the replicas run
+	p, _ := planFor(rec.obj(), c.o.Engines) // nil: no tier beyond what the replicas run
 	return c.kvReport(p, reps), nil
 }
 
 // replicaFlags reads the KV tiers a replica was started with.
 func replicaFlags(rep runtime.Replica) *kvReplica {
-	kr := &kvReplica{id: rep.Spec.ID, addr: rep.Addr, model: rep.Spec.Model}
-	for _, a := range rep.Spec.Args {
-		k, v, _ := strings.Cut(a, "=")
-		switch k {
-		case "--cpu-cache-bytes":
-			kr.l1Bytes, _ = strconv.ParseInt(v, 10, 64)
-		case "--tiered-storage-bytes":
-			kr.tieredBytes, _ = strconv.ParseInt(v, 10, 64)
-		case "--shared-cache":
-			kr.redis = v != ""
-		}
-	}
-	return kr
+	t := rep.Spec.KVTiers
+	return &kvReplica{id: rep.Spec.ID, addr: rep.Addr, model: rep.Spec.Model, engine: rep.Spec.Engine,
+		l1Bytes: t.CPUBytes, tieredBytes: t.StorageBytes, redis: t.RedisURL != ""}
 }
 
 // scrapeKV reads every replica's /metrics, a few at a time.
@@ -126,7 +111,7 @@ func (c *Controller) scrapeKV(ctx context.Context, reps []*kvReplica) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			m, err := scrapeKV(ctx, r.addr)
+			m, err := scrapeKV(ctx, r.addr, engines.MustByName(r.engine).Metrics)
 			if err != nil {
 				c.log.Debug("kv report: scrape", "replica", r.id, "err", err)
 				return
@@ -139,7 +124,7 @@ func (c *Controller) scrapeKV(ctx context.Context, reps []*kvReplica) {
 
 var kvClient = &http.Client{Timeout: kvScrapeTimeout}
 
-func scrapeKV(ctx context.Context, addr string) (*engineKV, error) {
+func scrapeKV(ctx context.Context, addr string, mm engines.MetricMap) (*engineKV, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -152,35 +137,20 @@ func scrapeKV(ctx context.Context, addr string) (*engineKV, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
-	return parseEngineKV(io.LimitReader(resp.Body, 8<<20))
+	return parseEngineKV(resp.Body, mm)
 }
 
-// parseEngineKV reads the KV series of one engine's exposition.
-func parseEngineKV(r io.Reader) (*engineKV, error) {
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := tp.TextToMetricFamilies(r)
+// parseEngineKV reads the KV series of one engine's exposition, mapped by
+// its adapter (the simulator's tier counters are read by their own names).
+func parseEngineKV(r io.Reader, mm engines.MetricMap) (*engineKV, error) {
+	st, err := engines.ReadMetrics(r, mm)
 	if err != nil {
 		return nil, fmt.Errorf("parse /metrics: %w", err)
 	}
-	m := &engineKV{tierHits: map[string]float64{}, tierLoad: map[string]float64{}, tierUsed: map[string]float64{}, tierCap: map[string]float64{}}
-	sum := func(name string) float64 {
-		v := 0.0
-		for _, s := range fams[name].GetMetric() {
-			v += sampleValue(s)
-		}
-		return v
-	}
-	m.usage, m.queries, m.hits = sum(metricKVUsage), sum(metricPrefixQuery), sum(metricPrefixHits)
-	for _, s := range fams[metricCacheConfig].GetMetric() {
-		for _, l := range s.GetLabel() {
-			switch l.GetName() {
-			case "num_gpu_blocks":
-				m.gpuBlocks, _ = strconv.ParseInt(l.GetValue(), 10, 64)
-			case "block_size":
-				m.blockSize, _ = strconv.ParseInt(l.GetValue(), 10, 64)
-			}
-		}
-	}
+	fams := st.Families
+	m := &engineKV{tierHits: map[string]float64{}, tierLoad: map[string]float64{}, tierUsed: map[string]float64{}, tierCap: map[string]float64{},
+		usage: st.KVUsage, queries: st.PrefixQueries, hits: st.PrefixHits,
+		gpuBlocks: int64(st.NumGPUBlocks), blockSize: int64(st.BlockSize)}
 	byTier := func(name string, into map[string]float64, keep func(*dto.Metric) bool) {
 		for _, s := range fams[name].GetMetric() {
 			if keep != nil && !keep(s) {

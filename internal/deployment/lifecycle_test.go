@@ -38,7 +38,7 @@ func TestEveryReplicaPublishesKVEvents(t *testing.T) {
 			}
 			args := map[string][]string{}
 			for _, s := range h.rt.Starts() {
-				args[s.ID] = s.Args
+				args[s.ID] = engineArgs(s)
 			}
 			for _, b := range r.Variants[0].Backends {
 				if !strings.HasPrefix(b.KVEventsEndpoint, "tcp://127.0.0.1:") {

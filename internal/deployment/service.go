@@ -1,6 +1,8 @@
 package deployment
 
 import (
+	"github.com/capstan-dev/capstan/internal/engines"
+
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +55,9 @@ type Options struct {
 	Engine  *serving.Engine
 	Cluster *cluster.Cluster
 	Gateway *gateway.Gateway
+	// Engines are the real engines installed here (capstan.yaml engines):
+	// worker.image picks one (engines.Machine.Choose).
+	Engines engines.Machine
 	// Models resolves model sources; nil resolves JumpStart ids and IEC
 	// modelNames against the catalog only (no download).
 	Models ModelFetcher

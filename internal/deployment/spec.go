@@ -1,6 +1,8 @@
 package deployment
 
 import (
+	"github.com/capstan-dev/capstan/internal/engines"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -54,14 +56,42 @@ type plan struct {
 	// warnings are the manifest's ignored fields (manifest.IgnoredFields),
 	// one Warning event each per generation.
 	warnings []string
+	// engine is the adapter replicas run (worker.image through
+	// engines.Machine.Choose), format the model folder it loads, and
+	// engineWarnings what the engine changes or cannot do, one Warning
+	// event each per generation.
+	engine         string
+	format         engines.ModelFormat
+	engineWarnings []engineWarning
 }
+
+// engineWarning is a Warning event about the engine a deployment runs.
+type engineWarning struct{ reason, message string }
+
+// Reasons of engine warnings.
+const (
+	// ReasonEngineSimulated: the image's engine is not installed and the
+	// simulator stands in.
+	ReasonEngineSimulated = "EngineSimulated"
+	// ReasonKVEventsUnsupported: kvaware routing asked of an engine that
+	// publishes no KV events; prefixaware routes instead.
+	ReasonKVEventsUnsupported = "KVEventsUnsupported"
+	// ReasonKVTiersUnsupported: KV tiers asked of an engine without them.
+	ReasonKVTiersUnsupported = "KVTiersUnsupported"
+)
 
 // owner is how the SageMaker registration names the manifest.
 func (p *plan) owner() string { return p.kind + "/" + p.namespace + "/" + p.name }
 
-func planFor(obj manifest.Object) (*plan, error) {
+// planFor reads obj into a plan; installed says which real engines this
+// machine has.
+func planFor(obj manifest.Object, installed engines.Machine) (*plan, error) {
 	m := obj.GetMeta()
 	p := &plan{kind: obj.GetKind(), namespace: m.Namespace, name: m.Name, env: map[string]string{}, cluster: manifest.ClusterOf(m)}
+	image := "" // JumpStart models run on the simulator
+	if iec, ok := obj.(*manifest.InferenceEndpointConfig); ok && iec.Spec.Worker != nil {
+		image = iec.Spec.Worker.Image
+	}
 	if p.cluster == "" {
 		p.cluster = cluster.DefaultName
 	}
@@ -148,7 +178,36 @@ func planFor(obj manifest.Object) (*plan, error) {
 	default:
 		p.strategy = "LEAST_OUTSTANDING_REQUESTS"
 	}
+	if err := p.chooseEngine(image, installed); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// chooseEngine picks the engine for image and adapts the plan to it:
+// kvaware routing needs KV events, KV tiers need an engine that has them.
+func (p *plan) chooseEngine(image string, installed engines.Machine) error {
+	ch, err := installed.Choose(image)
+	if err != nil {
+		return fmt.Errorf("spec.worker.image: %w", err)
+	}
+	p.engine, p.format = ch.Engine, engines.FormatHF
+	if ch.Note != "" {
+		p.engineWarnings = append(p.engineWarnings, engineWarning{ReasonEngineSimulated, ch.Note})
+	}
+	a := engines.MustByName(ch.Engine)
+	p.format = a.Format
+	if p.kvaware && !a.KVEvents {
+		p.kvaware, p.strategy = false, manifest.RoutingPrefixAware
+		p.engineWarnings = append(p.engineWarnings, engineWarning{ReasonKVEventsUnsupported,
+			fmt.Sprintf("%s publishes no KV cache events: kvaware routing falls back to prefixaware", a.Title)})
+	}
+	if (p.l1 || p.tiered || p.l2URL != "") && !a.TieredKV {
+		p.l1, p.tiered, p.l2URL, p.l1Size, p.l2Size = false, false, "", 0, 0
+		p.engineWarnings = append(p.engineWarnings, engineWarning{ReasonKVTiersUnsupported,
+			fmt.Sprintf("%s has no KV cache tiers below the GPU: spec.kvCacheSpec has no effect", a.Title)})
+	}
+	return nil
 }
 
 // kvCache reads the KV tiers of kvs (validated: a size that does not

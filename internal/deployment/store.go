@@ -1,6 +1,8 @@
 package deployment
 
 import (
+	"github.com/capstan-dev/capstan/internal/engines"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -175,6 +177,9 @@ func (s *Service) Apply(ctx context.Context, obj manifest.Object) (manifest.Appl
 	if err := s.checkSource(next); err != nil {
 		return manifest.ApplyResult{}, err
 	}
+	if err := s.checkEngine(next); err != nil {
+		return manifest.ApplyResult{}, err
+	}
 	k := key(next.GetKind(), nm.Namespace, nm.Name)
 	res := manifest.ApplyResult{Kind: next.GetKind(), Namespace: nm.Namespace, Name: nm.Name, Warnings: manifest.IgnoredFieldMessages(next)}
 	now := s.clock.Now().UTC().Truncate(time.Second)
@@ -243,6 +248,28 @@ func (s *Service) Apply(ctx context.Context, obj manifest.Object) (manifest.Appl
 			"action", res.Action, "generation", res.Generation)
 	}
 	return res, nil
+}
+
+// checkEngine refuses, as a field error before anything is stored, a
+// worker.image no engine serves here (no adapter, a configured binary
+// missing, an engine the simulator cannot stand in for), and a GGUF engine
+// without a model source to load its file from.
+func (s *Service) checkEngine(obj manifest.Object) error {
+	iec, ok := obj.(*manifest.InferenceEndpointConfig)
+	if !ok || iec.Spec.Worker == nil {
+		return nil
+	}
+	ch, err := s.ctrl.o.Engines.Choose(iec.Spec.Worker.Image)
+	if err != nil {
+		return manifest.ErrorList{{Path: "spec.worker.image", Message: err.Error()}}
+	}
+	if ch.Engine != engines.Sim && ch.Adapter.Format == engines.FormatGGUF {
+		if _, err := modelsource.FromManifest(obj); err != nil || s.models == nil {
+			return manifest.ErrorList{{Path: "spec.modelSourceConfig", Message: fmt.Sprintf(
+				"%s loads a .gguf file: give a modelSourceConfig (s3Storage or fsxStorage) holding it", ch.Adapter.Title)}}
+		}
+	}
+	return nil
 }
 
 // checkSource refuses a model source the server has no settings for (an s3

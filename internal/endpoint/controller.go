@@ -305,7 +305,11 @@ func replicaID(ep string, v *VariantState, gen, i int) string {
 
 // spec is the replica spec of one member of v.
 func (c *Controller) spec(ep *Endpoint, v *VariantState, id string) runtime.ReplicaSpec {
-	return runtime.ReplicaSpec{ID: id, Endpoint: ep.Name, Variant: v.Name, Engine: c.opts.Engine,
+	eng := v.Engine
+	if eng == "" {
+		eng = c.opts.Engine
+	}
+	return runtime.ReplicaSpec{ID: id, Endpoint: ep.Name, Variant: v.Name, Engine: eng,
 		Model: v.Model, ModelDir: v.ModelDir, GPU: v.GPU, TensorParallel: max(v.GPUCount, 1),
 		Labels: map[string]string{"endpoint": ep.Name, "variant": v.Name, "instance_type": v.InstanceType}}
 }
@@ -341,6 +345,21 @@ func (c *Controller) startMissing(ctx context.Context, ep *Endpoint, dep *Deploy
 		}
 	}
 	return started, errors.Join(errs...)
+}
+
+// CrashLoopFailures is how many failed starts in a row of one replica
+// fail an endpoint's creation or update before its start timeout.
+const CrashLoopFailures = 3
+
+// crashLooping returns the first of ids whose runs failed CrashLoopFailures
+// times in a row.
+func (c *Controller) crashLooping(ids []string) (string, runtime.Replica, bool) {
+	for _, id := range ids {
+		if r, ok := c.eng.Replica(id); ok && r.Failures >= CrashLoopFailures && r.State != runtime.StateHealthy {
+			return id, r, true
+		}
+	}
+	return "", runtime.Replica{}, false
 }
 
 func variantOf(d *Deployment, name string) *VariantState {
@@ -530,6 +549,12 @@ func (c *Controller) reconcileRollout(ctx context.Context, ep *Endpoint, pass in
 					waiting = fmt.Sprintf("replica %s is %s: %s", id, r.State, r.Message)
 				}
 			}
+		}
+		// A replica that keeps failing before it is ever healthy (an
+		// engine that cannot load its model) fails the change now, with
+		// the engine's own words, rather than at the start timeout.
+		if id, r, ok := c.crashLooping(v.Replicas); ok {
+			return c.fail(ctx, ep, fmt.Sprintf("instance %s failed %d times in a row while starting: %s", id, r.Failures, r.LastFailure))
 		}
 		// Start timeout: recorded replicas that are not all healthy since
 		// the step that recorded them.

@@ -1,6 +1,8 @@
 package endpoint
 
 import (
+	"github.com/capstan-dev/capstan/internal/engines"
+
 	"context"
 	"fmt"
 	"os"
@@ -52,10 +54,14 @@ func (s *Service) fetchAndStoreModel(ctx context.Context, m *Model) error {
 	}
 }
 
-// modelDirPresent reports whether dir still holds its config.json.
+// modelDirPresent reports whether dir still holds its model: config.json,
+// or a .gguf file.
 func modelDirPresent(dir string) bool {
-	fi, err := os.Stat(filepath.Join(dir, "config.json"))
-	return err == nil && fi.Mode().IsRegular()
+	if fi, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && fi.Mode().IsRegular() {
+		return true
+	}
+	_, err := engines.GGUFFile(dir)
+	return err == nil
 }
 
 // removeUnusedModelData has the model cache remove the fetched folders no

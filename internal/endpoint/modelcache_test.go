@@ -1,6 +1,8 @@
 package endpoint
 
 import (
+	"github.com/capstan-dev/capstan/internal/engines"
+
 	"context"
 	"errors"
 	"os"
@@ -31,7 +33,7 @@ var (
 	_ ModelDataCache = (*fakeCache)(nil)
 )
 
-func (f *fakeCache) FetchModelData(_ context.Context, uri, _ string) (string, string, error) {
+func (f *fakeCache) FetchModelData(_ context.Context, uri, _ string, _ engines.ModelFormat) (string, string, error) {
 	dir := filepath.Join(f.root, strings.TrimPrefix(uri, "s3://b/"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/engines"
 )
 
 // DefaultModelDataTimeout bounds the download and extraction of a model's
@@ -22,10 +23,11 @@ const DefaultModelDataTimeout = 5 * time.Minute
 type ModelSource interface {
 	// FetchModelData fetches the artifacts at uri (an s3:// URI) with
 	// SageMaker's CompressionType compression ("" when the request gave
-	// none: ModelDataUrl) and returns the folder holding config.json and
+	// none: ModelDataUrl) and returns the folder holding the model in
+	// format (config.json, or a .gguf file for llama.cpp) and
 	// the catalog model it is ("" when none). Errors may implement
 	// ModelDataProblem to say what went wrong.
-	FetchModelData(ctx context.Context, uri, compression string) (dir, catalogModel string, err error)
+	FetchModelData(ctx context.Context, uri, compression string, format engines.ModelFormat) (dir, catalogModel string, err error)
 }
 
 // ModelDataProblem is implemented by ModelSource errors: kind is
@@ -191,16 +193,20 @@ func (s *Service) resolveModelData(ctx context.Context, m *Model) error {
 	if err != nil || md.uri == "" {
 		return err
 	}
-	if _, ok := catalogPreset(s.catalog, c); ok {
-		return nil // the catalog preset wins, as before; ResolveModel picks it
-	}
-	if id, ok := jumpStartArtifacts(s.catalog, md.uri); ok {
-		m.ResolvedModel = id
-		return nil
+	// The simulator needs no files for a catalog model; a real engine
+	// always loads the artifacts.
+	if m.Engine == "" || m.Engine == engines.Sim {
+		if _, ok := catalogPreset(s.catalog, c); ok {
+			return nil // the catalog preset wins, as before; ResolveModel picks it
+		}
+		if id, ok := jumpStartArtifacts(s.catalog, md.uri); ok {
+			m.ResolvedModel = id
+			return nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.modelTimeout)
 	defer cancel()
-	dir, id, err := s.models.FetchModelData(ctx, md.uri, md.compression)
+	dir, id, err := s.models.FetchModelData(ctx, md.uri, md.compression, modelFormat(m))
 	if err != nil {
 		return modelDataError(md, err)
 	}

@@ -1,6 +1,8 @@
 package endpoint
 
 import (
+	"github.com/capstan-dev/capstan/internal/engines"
+
 	"context"
 	"encoding/json"
 	"strings"
@@ -95,7 +97,7 @@ type fakeProblem struct{ kind, detail string }
 func (p *fakeProblem) Error() string                      { return p.kind + ": " + p.detail }
 func (p *fakeProblem) ModelDataProblem() (string, string) { return p.kind, p.detail }
 
-func (f *fakeSource) FetchModelData(_ context.Context, uri, _ string) (string, string, error) {
+func (f *fakeSource) FetchModelData(_ context.Context, uri, _ string, _ engines.ModelFormat) (string, string, error) {
 	f.calls++
 	if d, ok := f.dirs[uri]; ok {
 		return d[0], d[1], nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/fleet"
 	"github.com/capstan-dev/capstan/internal/placement"
 	"github.com/capstan-dev/capstan/internal/serving"
@@ -38,6 +39,8 @@ type Service struct {
 	modelCache ModelDataCache
 	dataMu     sync.Mutex
 	dataEpoch  uint64
+	// engines are the real engines installed here (see SetEngines).
+	engines engines.Machine
 }
 
 // SetAlarms enables alarms in update policies, checked against a.
@@ -99,6 +102,13 @@ func checkNameFree(tx *store.Tx, kind, res, name string) error {
 func (s *Service) CreateModel(ctx context.Context, m Model) (Model, error) {
 	m.CreationTime = s.clock.Now().UTC().Truncate(1e6)
 	m.ModelDir, m.ResolvedModel = "", ""
+	ch, err := s.chooseEngine(&m)
+	if err != nil {
+		return m, err
+	}
+	if ch.Note != "" {
+		s.log.Warn("engine simulated", "model", m.Name, "note", ch.Note)
+	}
 	if s.models != nil {
 		// A duplicate name is refused before any download.
 		if err := s.store.View(func(tx *store.Tx) error {
@@ -645,7 +655,7 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 			return nil, notFound(ResModel, v.ModelName)
 		}
 		vs := VariantState{Name: v.VariantName, ModelName: v.ModelName, InstanceType: v.InstanceType,
-			Weight: v.Weight(), DesiredWeight: v.Weight(), DesiredCount: v.InitialInstanceCount}
+			Weight: v.Weight(), DesiredWeight: v.Weight(), DesiredCount: v.InitialInstanceCount, Engine: m.Engine}
 		if v.RoutingConfig != nil {
 			vs.RoutingStrategy = v.RoutingConfig.RoutingStrategy
 		}

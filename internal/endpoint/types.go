@@ -114,6 +114,11 @@ type Model struct {
 	// the one a JumpStart artifacts URI names ("" when not in the catalog).
 	ModelDir      string `json:"capstanModelDir,omitempty"`
 	ResolvedModel string `json:"capstanResolvedModel,omitempty"`
+	// Engine is the engine adapter its replicas run, chosen from the
+	// container image (package engines; "" in records older than engines:
+	// the simulator). EngineNote says why the simulator stands in, when it does.
+	Engine     string `json:"capstanEngine,omitempty"`
+	EngineNote string `json:"capstanEngineNote,omitempty"`
 }
 
 // RoutingConfig picks the replica strategy inside a variant.
@@ -234,6 +239,8 @@ type VariantState struct {
 	// ModelDir is the model folder replicas run (--model-dir), when the
 	// model's artifacts were fetched; Model then only names it.
 	ModelDir string `json:"modelDir,omitempty"`
+	// Engine is the engine adapter its replicas run (the model's Engine).
+	Engine   string `json:"engine,omitempty"`
 	GPU      string `json:"gpu,omitempty"`
 	GPUCount int    `json:"gpuCount,omitempty"`
 

@@ -30,6 +30,10 @@ type Backend struct {
 	// KVEventsReplay is the replica's optional replay endpoint, used to fill
 	// a gap in sequence numbers instead of forgetting the replica's blocks.
 	KVEventsReplay string
+	// Engine is the replica's engine adapter (package engines; "" is the
+	// simulator): it says how to read the replica's /metrics and whether
+	// SageMaker bodies must be translated for it.
+	Engine string
 	// Node is the node the replica runs on ("" when unknown): replicas on
 	// one node share its tieredstorage KV tier, so a block one of them
 	// stored there is near to all of them.
@@ -634,7 +638,7 @@ func (g *Gateway) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		}
 		if resp.StatusCode >= 500 {
 			g.failed(c.Backend.ID)
-		} else {
+		} else if !isLocalAnswer(resp) {
 			g.tracker.succeeded(c.Backend.ID)
 		}
 		lastTry := attempt == g.maxTries-1 || len(req.Tried) == len(v.route.Backends)
@@ -738,11 +742,20 @@ func (g *Gateway) failed(id string) {
 }
 
 // forward sends one attempt; on success the response body releases the
-// backend's in-flight count and the gauge when closed.
+// backend's in-flight count and the gauge when closed. The request is
+// translated for the backend's engine (translate.go) from inv, the
+// caller's, on every attempt: a retry may reach another engine.
 func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, es *epStats, v *variantState) (*http.Response, error) {
 	path := inv.Path
 	if path == "" || path[0] != '/' {
 		path = "/" + path
+	}
+	tr := translate(b.Engine, path, inv)
+	if tr.local != nil {
+		return tr.local, nil // refused here: nothing reaches the backend
+	}
+	if tr.path != "" {
+		path, inv.Body, inv.Header = tr.path, tr.body, tr.header
 	}
 	g.acquire(b.ID)
 	// The backend was picked from the route as it was when this request read
@@ -768,6 +781,9 @@ func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, es *ep
 		return nil, fmt.Errorf("backend %s (%s): %w", b.ID, b.Addr, err)
 	}
 	resp.Body = &trackedBody{ReadCloser: resp.Body, done: done}
+	if tr.tgi != nil {
+		translateResponse(resp, tr.tgi)
+	}
 	return resp, nil
 }
 

@@ -6,22 +6,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/capstan-dev/capstan/internal/engines"
 )
 
 // BackendStats is what the gateway last read from a backend's /metrics
-// (vLLM names) and /v1/models.
+// (mapped from the engine's own names by its adapter, package engines) and
+// /v1/models.
 type BackendStats struct {
 	Scraped      bool
-	Waiting      int     // vllm:num_requests_waiting
-	Running      int     // vllm:num_requests_running
-	KVUsage      float64 // vllm:kv_cache_usage_perc, 0..1
+	Waiting      int     // requests queued (vllm:num_requests_waiting)
+	Running      int     // requests decoding (vllm:num_requests_running)
+	KVUsage      float64 // KV cache in use, 0..1 (vllm:kv_cache_usage_perc)
 	BlockSize    int     // vllm:cache_config_info{block_size}
 	NumGPUBlocks int     // vllm:cache_config_info{num_gpu_blocks}
 	ModelRoot    string  // /v1/models data[0].root: the catalog model id
@@ -212,7 +210,7 @@ func (g *Gateway) probe(ctx context.Context, b Backend) bool {
 	return resp.StatusCode < 500
 }
 
-// scrape reads the vLLM gauges the routing policies use.
+// scrape reads the engine gauges the routing policies use.
 func (g *Gateway) scrape(ctx context.Context, b Backend) (BackendStats, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.Addr+"/metrics", nil)
 	if err != nil {
@@ -226,10 +224,12 @@ func (g *Gateway) scrape(ctx context.Context, b Backend) (BackendStats, error) {
 	if resp.StatusCode != http.StatusOK {
 		return BackendStats{}, fmt.Errorf("scrape %s: status %d", b.ID, resp.StatusCode)
 	}
-	st, err := parseVLLMMetrics(io.LimitReader(resp.Body, 8<<20))
+	m, err := engines.ReadMetrics(resp.Body, engines.MustByName(b.Engine).Metrics)
 	if err != nil {
 		return BackendStats{}, fmt.Errorf("scrape %s: %w", b.ID, err)
 	}
+	st := BackendStats{Scraped: true, Waiting: m.Waiting, Running: m.Running, KVUsage: m.KVUsage,
+		BlockSize: m.BlockSize, NumGPUBlocks: m.NumGPUBlocks}
 	if g.tracker.modelRoot(b.ID) == "" {
 		st.ModelRoot = g.modelRoot(ctx, b)
 	}
@@ -255,51 +255,4 @@ func (g *Gateway) modelRoot(ctx context.Context, b Backend) string {
 		return ""
 	}
 	return body.Data[0].Root
-}
-
-// parseVLLMMetrics reads Prometheus text exposition for the vLLM gauges.
-func parseVLLMMetrics(r io.Reader) (BackendStats, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
-	if err != nil {
-		return BackendStats{}, err
-	}
-	st := BackendStats{Scraped: true}
-	sum := func(name string) float64 {
-		f, ok := fams[name]
-		if !ok {
-			return 0
-		}
-		v := 0.0
-		for _, m := range f.GetMetric() {
-			v += value(m)
-		}
-		return v
-	}
-	st.Waiting = int(sum("vllm:num_requests_waiting"))
-	st.Running = int(sum("vllm:num_requests_running"))
-	st.KVUsage = sum("vllm:kv_cache_usage_perc")
-	if f, ok := fams["vllm:cache_config_info"]; ok && len(f.GetMetric()) > 0 {
-		for _, lp := range f.GetMetric()[0].GetLabel() {
-			switch lp.GetName() {
-			case "block_size":
-				st.BlockSize, _ = strconv.Atoi(lp.GetValue())
-			case "num_gpu_blocks":
-				st.NumGPUBlocks, _ = strconv.Atoi(lp.GetValue())
-			}
-		}
-	}
-	return st, nil
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetUntyped() != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return 0
 }

@@ -15,25 +15,6 @@ import (
 	"github.com/capstan-dev/capstan/internal/kv/events"
 )
 
-func TestParseVLLMMetrics(t *testing.T) {
-	f, err := os.Open("testdata/sim-metrics.txt") // captured from `capstan engine sim`, gauges edited
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	got, err := parseVLLMMetrics(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := BackendStats{Scraped: true, Waiting: 3, Running: 5, KVUsage: 0.42, BlockSize: 16, NumGPUBlocks: 18692}
-	if got != want {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-	if _, err := parseVLLMMetrics(strings.NewReader("not metrics {")); err == nil {
-		t.Fatal("garbage parsed")
-	}
-}
-
 func TestScrapeOnceAndHealth(t *testing.T) {
 	metrics, _ := os.ReadFile("testdata/sim-metrics.txt")
 	healthy := true

@@ -17,6 +17,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/capstan-dev/capstan/internal/engines"
 )
 
 // ErrNoConfig is wrapped by the SourceError of a model folder or archive that
@@ -96,11 +98,15 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 		return Result{}, srcErr(ReasonPathEscape, err, "the model cache folder for %s", where)
 	}
 	final := filepath.Join(f.o.CacheDir, rel)
+	format := formatOf(src)
 	if st := readArchiveState(final); st.Source == where && st.ETag == etag && st.Size == size && etag != "" {
-		// An extraction cached by an older capstan that did not check
-		// config.json is fetched again, and refused.
-		if dir, err := modelRoot(final); err == nil && checkConfig(dir, where, "config.json") == nil {
-			return Result{Dir: dir, Model: f.catalogModel(nameOrPath(dir)), Files: st.Files, Bytes: st.Bytes}, nil
+		// The check is the one for the format asked for: one archive may be
+		// fetched as a Hugging Face folder and as a GGUF model, into the
+		// same folder. An extraction that fails it (cached by an older
+		// capstan that did not check config.json, or fetched for the other
+		// format) is fetched again, and refused; the cached one is kept.
+		if dir, err := f.archiveModelDir(final, where, format); err == nil {
+			return Result{Dir: dir, Model: f.archiveCatalogModel(final, dir, format), Files: st.Files, Bytes: st.Bytes}, nil
 		}
 	}
 
@@ -143,7 +149,12 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 		}
 		return Result{}, s3Error(err, src.Bucket, src.Location, where)
 	}
-	if err := checkArchiveConfig(tmp, where, x); err != nil {
+	if format == engines.FormatGGUF {
+		err = checkArchiveGGUF(tmp, where, x)
+	} else {
+		err = checkArchiveConfig(tmp, where, x)
+	}
+	if err != nil {
 		return Result{}, err
 	}
 	st := archiveState{Source: where, ETag: etag, Size: size, Files: x.files, Bytes: x.bytes}
@@ -169,11 +180,44 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 	if old != "" {
 		os.RemoveAll(old)
 	}
-	dir, err := modelRoot(final)
-	if err != nil {
+	var dir string
+	if format == engines.FormatGGUF {
+		if dir, err = ggufRoot(final); err != nil {
+			return Result{}, ggufRootError(err, where, "archive")
+		}
+	} else if dir, err = modelRoot(final); err != nil {
 		return Result{}, srcErr(ReasonNotFound, ErrNoConfig, "%s has no config.json", where)
 	}
-	return Result{Dir: dir, Model: f.catalogModel(nameOrPath(dir)), Files: x.files, Bytes: x.bytes, Downloaded: 1}, nil
+	return Result{Dir: dir, Model: f.archiveCatalogModel(final, dir, format), Files: x.files, Bytes: x.bytes, Downloaded: 1}, nil
+}
+
+// archiveModelDir is the model folder of a cached extraction (final) when
+// it passes the checks of format, else the check's error: for FormatGGUF
+// the folder holding the .gguf (checkGGUF), else the one holding
+// config.json (checkConfig).
+func (f *Fetcher) archiveModelDir(final, where string, format engines.ModelFormat) (string, error) {
+	if format == engines.FormatGGUF {
+		dir, err := ggufRoot(final)
+		if err != nil {
+			return "", ggufRootError(err, where, "archive")
+		}
+		return dir, checkGGUF(dir, where, shownPrefix(final, dir))
+	}
+	dir, err := modelRoot(final)
+	if err != nil {
+		return "", err
+	}
+	return dir, checkConfig(dir, where, "config.json")
+}
+
+// archiveCatalogModel names the catalog model of an extraction's model
+// folder dir: by config.json's _name_or_path, or, for a GGUF model (which
+// has none), by the name of the folder inside the archive that holds it.
+func (f *Fetcher) archiveCatalogModel(final, dir string, format engines.ModelFormat) string {
+	if format == engines.FormatGGUF {
+		return f.ggufCatalogModel(final, dir)
+	}
+	return f.catalogModel(nameOrPath(dir))
 }
 
 // checkArchiveConfig refuses an extraction (in dir) whose config.json the
@@ -263,6 +307,8 @@ type extraction struct {
 	// config.json at the top or one folder down: more than one name means
 	// the archive holds that file twice, and only the last one would count.
 	configs map[string][]string
+	// ggufs is the same for every .gguf file, at any depth.
+	ggufs map[string][]string
 }
 
 // extractTarGz writes the regular files and folders of a gzip tar stream
@@ -276,6 +322,7 @@ type extraction struct {
 // *SourceError is the stream's (the S3 read), for the caller to map.
 func extractTarGz(ctx context.Context, r io.Reader, dir string, q *archiveQuota, maxEntries int) (x extraction, err error) {
 	x.configs = map[string][]string{}
+	x.ggufs = map[string][]string{}
 	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return x, srcErr(ReasonInvalidSource, err, "not a gzip archive (a model.tar.gz is a gzip-compressed tar; use CompressionType None for an uncompressed prefix)")
@@ -361,6 +408,9 @@ func extractTarGz(ctx context.Context, r io.Reader, dir string, q *archiveQuota,
 			if path.Base(name) == "config.json" && strings.Count(name, "/") <= 1 {
 				x.configs[name] = append(x.configs[name], h.Name)
 			}
+			if ggufArchiveEntry(name) {
+				x.ggufs[name] = append(x.ggufs[name], h.Name)
+			}
 		case tar.TypeSymlink, tar.TypeLink:
 			return x, srcErr(ReasonPathEscape, nil, "refusing archive entry %q: links are not allowed in a model archive", h.Name)
 		default:
@@ -395,14 +445,17 @@ func writeArchiveState(dir string, st archiveState) error {
 }
 
 // FetchModelData fetches a SageMaker model's artifacts (FromModelData, then
-// Fetch) and returns the model folder and its catalog model id ("" when not
-// in the catalog); it implements endpoint.ModelSource. Errors are
+// Fetch) as a model of format (the engine's: "" or engines.FormatHF for a
+// folder with config.json, engines.FormatGGUF for llama.cpp's .gguf file)
+// and returns the model folder and its catalog model id ("" when not in
+// the catalog); it implements endpoint.ModelSource. Errors are
 // *SourceError.
-func (f *Fetcher) FetchModelData(ctx context.Context, uri, compression string) (dir, catalogModel string, err error) {
+func (f *Fetcher) FetchModelData(ctx context.Context, uri, compression string, format engines.ModelFormat) (dir, catalogModel string, err error) {
 	src, err := FromModelData(uri, compression)
 	if err != nil {
 		return "", "", err
 	}
+	src.Format = format
 	res, err := f.Fetch(ctx, src)
 	if err != nil {
 		return "", "", err
@@ -413,14 +466,15 @@ func (f *Fetcher) FetchModelData(ctx context.Context, uri, compression string) (
 // ModelDataProblem classifies e for SageMaker's CreateModel (it implements
 // endpoint.ModelDataProblem): "NoConfig" when the folder or archive lacks a
 // usable config.json (none: ErrNoConfig; not one JSON object, or more than
-// one: ErrInvalidConfig), else the Reason ("TooLarge" for ErrTooLarge);
+// one: ErrInvalidConfig) or, for a GGUF model, a usable .gguf file (none:
+// ErrNoGGUF; two models, or not a GGUF file: ErrInvalidGGUF), else the Reason ("TooLarge" for ErrTooLarge);
 // detail is the message without the reason prefix, with the cause unless
 // the reason is NotFound or TooLarge (the message names the limit and its
 // setting); without an S3 endpoint, the settings to configure. No detail
 // shows a path on this machine (see srcErr).
 func (e *SourceError) ModelDataProblem() (kind, detail string) {
 	kind, detail = e.Reason, e.Message
-	if errors.Is(e.Err, ErrNoConfig) || errors.Is(e.Err, ErrInvalidConfig) {
+	if errors.Is(e.Err, ErrNoConfig) || errors.Is(e.Err, ErrInvalidConfig) || errors.Is(e.Err, ErrNoGGUF) || errors.Is(e.Err, ErrInvalidGGUF) {
 		return "NoConfig", detail
 	}
 	if errors.Is(e.Err, ErrTooLarge) {

@@ -17,7 +17,7 @@ import (
 // (ModelDataProblem's kind and detail).
 func archiveProblem(t *testing.T, f *Fetcher, key string) (err error, kind, detail string) {
 	t.Helper()
-	_, _, err = f.FetchModelData(context.Background(), "s3://models/"+key, "")
+	_, _, err = f.FetchModelData(context.Background(), "s3://models/"+key, "", "")
 	var se *SourceError
 	if !errors.As(err, &se) {
 		t.Fatalf("FetchModelData(%s) = %v, want a *SourceError", key, err)
@@ -125,7 +125,7 @@ func TestArchiveConfigJSONChecked(t *testing.T) {
 	t.Run("uncompressed prefix", func(t *testing.T) {
 		put(t, c, "models", "plain-bad/config.json", []byte(`{"model_type": "llama"`), false)
 		f := newS3Fetcher(t, ep)
-		_, _, err := f.FetchModelData(context.Background(), "s3://models/plain-bad/", CompressionNone)
+		_, _, err := f.FetchModelData(context.Background(), "s3://models/plain-bad/", CompressionNone, "")
 		wantReason(t, err, ReasonInvalidSource, "s3://models/plain-bad/: config.json is not valid JSON")
 		var se *SourceError
 		if !errors.As(err, &se) || !errors.Is(err, ErrInvalidConfig) {
@@ -151,7 +151,7 @@ func TestArchiveConfigJSONChecked(t *testing.T) {
 			key := strings.ReplaceAll(tc.name, " ", "-") + "/model.tar.gz"
 			put(t, c, "models", key, tarGz(t, tc.entries...), false)
 			f := newS3Fetcher(t, ep)
-			dir, _, err := f.FetchModelData(context.Background(), "s3://models/"+key, "")
+			dir, _, err := f.FetchModelData(context.Background(), "s3://models/"+key, "", "")
 			if err != nil {
 				t.Fatal(err)
 			}

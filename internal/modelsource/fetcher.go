@@ -15,6 +15,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/engines"
 )
 
 // Defaults for Options.
@@ -77,10 +78,12 @@ type Options struct {
 
 // Result is a fetched model folder.
 type Result struct {
-	// Dir holds config.json (and, for s3/fsx, everything under the prefix).
+	// Dir holds config.json (and, for s3/fsx, everything under the prefix);
+	// for a GGUF source, the .gguf file (engines.GGUFFile(Dir) finds it).
 	Dir string
 	// Model is the catalog model id when the model is known to the catalog
-	// ("" otherwise); the architecture itself always comes from Dir/config.json.
+	// ("" otherwise); the architecture itself always comes from
+	// Dir/config.json. A GGUF model's is found by its folder's name only.
 	Model string
 	// Files and Bytes count what Dir holds from the source: for s3 every
 	// object (downloaded or already current), for fsx every regular file, for
@@ -120,6 +123,9 @@ type call struct {
 	// removal marks the slot of a folder being removed (removeArchive):
 	// a fetch of the source waits for it, then fetches afresh.
 	removal bool
+	// format is what the fetch checks the folder for (formatOf): a caller
+	// asking for another format waits for it, then fetches afresh.
+	format engines.ModelFormat
 }
 
 // New checks the options, creates the cache directory and removes from it
@@ -186,23 +192,25 @@ func New(o Options) (*Fetcher, error) {
 	return f, nil
 }
 
-// Fetch makes src available as a local folder holding config.json. Errors are
-// always *SourceError. A second call for the same source while one runs waits
-// for it and shares its result (or returns ctx's error if ctx ends first);
-// a later call re-checks the source and transfers only what changed.
+// Fetch makes src available as a local folder holding config.json (or, for
+// a GGUF source, a .gguf file). Errors are always *SourceError. A second
+// call for the same source and format while one runs waits for it and
+// shares its result (or returns ctx's error if ctx ends first); one for
+// another format waits, then fetches itself, as a later call does: it
+// re-checks the source and transfers only what changed.
 func (f *Fetcher) Fetch(ctx context.Context, src Source) (Result, error) {
 	if err := src.Validate(); err != nil {
 		return Result{}, err
 	}
-	k := src.key()
+	k, format := src.key(), formatOf(src)
 	var c *call
 	for {
 		f.mu.Lock()
 		cur, running := f.inflight[k]
 		if !running {
-			c = &call{done: make(chan struct{})}
+			c = &call{done: make(chan struct{}), format: format}
 			f.inflight[k] = c
-		} else if !cur.removal {
+		} else if !cur.removal && cur.format == format {
 			cur.waiters++
 		}
 		f.mu.Unlock()
@@ -211,8 +219,8 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source) (Result, error) {
 		}
 		select {
 		case <-cur.done:
-			if cur.removal {
-				continue // the folder was removed meanwhile: fetch it afresh
+			if cur.removal || cur.format != format {
+				continue // the folder was removed meanwhile, or fetched for another format: fetch it afresh
 			}
 			return cur.res, cur.err
 		case <-ctx.Done():
@@ -267,9 +275,14 @@ func (f *Fetcher) fetch(ctx context.Context, src Source) (Result, error) {
 	}
 	if err == nil {
 		// The engine reads config.json when it starts: one that is not a
-		// JSON object fails the fetch now, not the endpoint later.
+		// JSON object fails the fetch now, not the endpoint later; llama.cpp
+		// loads the .gguf file, which must be one model in GGUF.
 		// (Archives are checked before they enter the cache.)
-		err = checkConfig(res.Dir, src.String(), "config.json")
+		if formatOf(src) == engines.FormatGGUF {
+			err = checkGGUF(res.Dir, src.String(), "")
+		} else {
+			err = checkConfig(res.Dir, src.String(), "config.json")
+		}
 	}
 	if err != nil {
 		var se *SourceError

@@ -6,12 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/capstan-dev/capstan/internal/engines"
 )
 
 // fetchFSx resolves FSxRoot/<fileSystemId>/<mountName>/<modelLocation> and
 // uses it in place (no copy). The folder and every file in it must resolve,
 // through any symbolic links, to somewhere inside FSxRoot, and it must hold a
-// config.json.
+// config.json, or for a GGUF source a .gguf file (at the top or one folder
+// down: Result.Dir is the folder that holds it).
 func (f *Fetcher) fetchFSx(src Source) (Result, error) {
 	if f.o.FSxRoot == "" {
 		return Result{}, srcErr(ReasonInvalidSource, nil, "an fsx model source needs modelSources.fsxRoot (where FSx file systems are mounted) to be configured")
@@ -37,17 +40,27 @@ func (f *Fetcher) fetchFSx(src Source) (Result, error) {
 	if err != nil || !fi.IsDir() {
 		return Result{}, srcErr(ReasonNotFound, err, "%s is not a folder", where)
 	}
-	cfg, err := filepath.EvalSymlinks(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return Result{}, srcErr(ReasonNotFound, nil, "no config.json in %s (a model folder needs a Hugging Face config.json)", where)
+	gguf := formatOf(src) == engines.FormatGGUF
+	modelDir := dir
+	if gguf {
+		// The .gguf files engines.GGUFFile finds are regular files (not
+		// links), inside dir and so inside fsxRoot.
+		if modelDir, err = ggufRoot(dir); err != nil {
+			return Result{}, ggufRootError(err, where, "folder")
+		}
+	} else {
+		cfg, err := filepath.EvalSymlinks(filepath.Join(dir, "config.json"))
+		if err != nil {
+			return Result{}, srcErr(ReasonNotFound, nil, "no config.json in %s (a model folder needs a Hugging Face config.json)", where)
+		}
+		if ci, err := os.Stat(cfg); err != nil || !ci.Mode().IsRegular() {
+			return Result{}, srcErr(ReasonNotFound, err, "config.json in %s is not a regular file", where)
+		}
+		if !inside(root, cfg) {
+			return Result{}, srcErr(ReasonPathEscape, nil, "config.json in %s links to %s, outside fsxRoot %s", where, cfg, root)
+		}
 	}
-	if ci, err := os.Stat(cfg); err != nil || !ci.Mode().IsRegular() {
-		return Result{}, srcErr(ReasonNotFound, err, "config.json in %s is not a regular file", where)
-	}
-	if !inside(root, cfg) {
-		return Result{}, srcErr(ReasonPathEscape, nil, "config.json in %s links to %s, outside fsxRoot %s", where, cfg, root)
-	}
-	res := Result{Dir: dir}
+	res := Result{Dir: modelDir}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -73,6 +86,13 @@ func (f *Fetcher) fetchFSx(src Source) (Result, error) {
 			return Result{}, se
 		}
 		return Result{}, srcErr(ReasonFetchFailed, err, "reading %s", where)
+	}
+	if gguf {
+		if err := checkGGUF(modelDir, where, shownPrefix(dir, modelDir)); err != nil {
+			return Result{}, err
+		}
+		res.Model = f.ggufCatalogModel(dir, modelDir, loc)
+		return res, nil
 	}
 	res.Model = f.catalogModel(nameOrPath(dir), loc)
 	return res, nil

@@ -80,7 +80,7 @@ func TestArchiveSizeLimits(t *testing.T) {
 		put(t, c, "models", "a/model.tar.gz", tarGz(t, tarEntry{name: "config.json", body: cfg}, tarEntry{name: "w.bin", body: noise(800<<10, 3)}), false)
 		put(t, c, "models", "b/model.tar.gz", tarGz(t, tarEntry{name: "config.json", body: cfg}, tarEntry{name: "w.bin", body: noise(800<<10, 4)}), false)
 		f := newLimitedFetcher(t, ep, 1<<20, 3<<19) // 1 MiB each, 1.5 MiB in all
-		dirA, _, err := f.FetchModelData(context.Background(), "s3://models/a/model.tar.gz", "")
+		dirA, _, err := f.FetchModelData(context.Background(), "s3://models/a/model.tar.gz", "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestArchiveSizeLimits(t *testing.T) {
 		if err != nil || len(removed) != 1 || removed[0] != dirA {
 			t.Fatalf("RemoveUnusedModelData = %v, %v; want a's folder %s", removed, err, dirA)
 		}
-		if _, _, err := f.FetchModelData(context.Background(), "s3://models/b/model.tar.gz", ""); err != nil {
+		if _, _, err := f.FetchModelData(context.Background(), "s3://models/b/model.tar.gz", "", ""); err != nil {
 			t.Fatalf("b after a was removed: %v", err)
 		}
 	})
@@ -105,7 +105,7 @@ func TestArchiveSizeLimits(t *testing.T) {
 		f := newLimitedFetcher(t, ep, 64<<20, 64<<20)
 		f.ratioFloor = 64 << 10
 		wantTooLarge(t, f, "zeros/model.tar.gz", "the archive expands past 100 times its compressed size", `"zeros.bin"`, "likely decompression bomb", "CompressionType None")
-		if _, _, err := f.FetchModelData(context.Background(), "s3://models/dense/model.tar.gz", ""); err != nil {
+		if _, _, err := f.FetchModelData(context.Background(), "s3://models/dense/model.tar.gz", "", ""); err != nil {
 			t.Fatalf("an archive of incompressible weights: %v", err)
 		}
 	})
@@ -199,7 +199,7 @@ func TestRemoveUnusedModelData(t *testing.T) {
 	f := newLimitedFetcher(t, ep, 0, 0)
 	fetch := func(uri, comp string) string {
 		t.Helper()
-		dir, _, err := f.FetchModelData(ctx, uri, comp)
+		dir, _, err := f.FetchModelData(ctx, uri, comp, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func TestRemoveUnusedModelData(t *testing.T) {
 		defer func() { f.mu.Lock(); f.s3["us-east-1"] = client; f.mu.Unlock() }()
 		put(t, c, "models", "k2/model.tar.gz", tarGz(t, tarEntry{name: "m/config.json", body: cfg}, tarEntry{name: "m/new.bin", body: []byte("x")}), false)
 		done := make(chan error, 1)
-		go func() { _, _, err := f.FetchModelData(ctx, "s3://models/k2/model.tar.gz", ""); done <- err }()
+		go func() { _, _, err := f.FetchModelData(ctx, "s3://models/k2/model.tar.gz", "", ""); done <- err }()
 		for gate.gets.Load() == 0 {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -263,7 +263,7 @@ func TestRemoveUnusedModelData(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, _, fetchErr = f.FetchModelData(ctx, "s3://models/k2/model.tar.gz", "")
+				_, _, fetchErr = f.FetchModelData(ctx, "s3://models/k2/model.tar.gz", "", "")
 				close(fetched)
 			}()
 			select {

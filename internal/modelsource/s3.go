@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -24,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/capstan-dev/capstan/internal/engines"
 )
 
 // MaxS3Objects bounds how many objects one model prefix may hold; a model
@@ -169,14 +172,20 @@ func (f *Fetcher) fetchS3(ctx context.Context, src Source) (Result, error) {
 	if len(objs) == 0 {
 		return Result{}, srcErr(ReasonNotFound, nil, "no objects under %s (bucket %q, prefix %q): check modelLocation", where, src.Bucket, prefix)
 	}
-	hasConfig := false
+	gguf := formatOf(src) == engines.FormatGGUF
+	hasConfig, hasGGUF := false, false
 	for _, o := range objs {
 		if err := safeRel(o.rel); err != nil {
 			return Result{}, srcErr(ReasonPathEscape, err, "refusing object key %q in bucket %q: it would not stay inside the model directory", o.key, src.Bucket)
 		}
 		hasConfig = hasConfig || o.rel == "config.json"
+		// ggufRoot looks at the top and one folder down.
+		hasGGUF = hasGGUF || (isGGUFName(path.Base(o.rel)) && strings.Count(o.rel, "/") <= 1)
 	}
-	if !hasConfig {
+	switch {
+	case gguf && !hasGGUF:
+		return Result{}, srcErr(ReasonNotFound, ErrNoGGUF, "no .gguf file under %s: a llama.cpp model folder holds one .gguf file (or the shards of one split model), at the top of the prefix or one folder down", where)
+	case !gguf && !hasConfig:
 		return Result{}, srcErr(ReasonNotFound, ErrNoConfig, "no config.json under %s: object key %q does not exist in bucket %q (a model folder needs a Hugging Face config.json)", where, prefix+"config.json", src.Bucket)
 	}
 
@@ -226,10 +235,19 @@ func (f *Fetcher) fetchS3(ctx context.Context, src Source) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{
-		Dir: dir, Model: f.catalogModel(nameOrPath(dir), strings.TrimSuffix(prefix, "/")),
-		Files: len(objs), Bytes: total, Downloaded: len(todo),
-	}, nil
+	res := Result{Dir: dir, Files: len(objs), Bytes: total, Downloaded: len(todo)}
+	if gguf {
+		if res.Dir, err = ggufRoot(dir); err != nil {
+			return Result{}, ggufRootError(err, where, "prefix")
+		}
+		if err := checkGGUF(res.Dir, where, shownPrefix(dir, res.Dir)); err != nil {
+			return Result{}, err
+		}
+		res.Model = f.ggufCatalogModel(dir, res.Dir, strings.TrimSuffix(prefix, "/"))
+		return res, nil
+	}
+	res.Model = f.catalogModel(nameOrPath(dir), strings.TrimSuffix(prefix, "/"))
+	return res, nil
 }
 
 func contains(objs []s3Object, rel string) bool {

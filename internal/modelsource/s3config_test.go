@@ -37,7 +37,7 @@ func TestS3WithoutEndpointContactsNothing(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, _, err = f.FetchModelData(context.Background(), tt.uri, tt.compression)
+				_, _, err = f.FetchModelData(context.Background(), tt.uri, tt.compression, "")
 				wantReason(t, err, ReasonNotConfigured, tt.uri, "modelSources.s3.endpoint", "--s3-endpoint",
 					"modelSources.s3.accessKeyId", "modelSources.s3.secretAccessKey")
 				if !errors.Is(err, ErrS3NotConfigured) {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/manifest"
 )
 
@@ -35,6 +36,12 @@ type Source struct {
 	// ("spec.modelSourceConfig.s3Storage"), for errors that are about the
 	// field rather than the storage ("" = none: the caller names it).
 	Field string
+	// Format is what the engine loads from the folder, and so what the
+	// fetch requires of it: engines.FormatHF ("" too) a Hugging Face
+	// config.json, engines.FormatGGUF (llama.cpp) one .gguf file or split
+	// model, starting with the GGUF magic bytes, and no config.json. Only
+	// s3 and fsx sources hold GGUF models.
+	Format engines.ModelFormat
 }
 
 // String is a short human form, e.g. "s3://models/llama-3.1-8b-instruct/".
@@ -56,7 +63,10 @@ func (s Source) String() string {
 }
 
 // key identifies a fetch for de-duplication: the same key means the same
-// local folder.
+// local folder. Format is not part of it: one archive fetched as a Hugging
+// Face folder and as a GGUF model is one folder, so the two fetches must
+// not run at once (they would swap extractions under each other); Fetch
+// shares a result only between callers asking for the same format.
 func (s Source) key() string { return s.String() }
 
 // Reasons carried by SourceError; the deployment controller shows them as
@@ -170,6 +180,15 @@ var (
 // Validate checks the fields the Type needs; errors are *SourceError with
 // Reason InvalidSource (or PathEscape for locations that climb out).
 func (s Source) Validate() error {
+	switch s.Format {
+	case "", engines.FormatHF:
+	case engines.FormatGGUF:
+		if s.Type == TypeHuggingFace || s.Type == TypeJumpStart {
+			return srcErr(ReasonInvalidSource, nil, "%s: a GGUF model (llama.cpp) comes from s3 or fsx: a %s source gives a Hugging Face config.json, no .gguf file", s, s.Type)
+		}
+	default:
+		return srcErr(ReasonInvalidSource, nil, "model format %q is not one of %s, %s", s.Format, engines.FormatHF, engines.FormatGGUF)
+	}
 	switch s.Type {
 	case TypeS3:
 		if !bucketRE.MatchString(s.Bucket) || strings.Contains(s.Bucket, "..") {

@@ -19,7 +19,8 @@ type ReplicaSpec struct {
 	// SageMaker endpoint controller, ControllerDeployment for manifests. Each
 	// controller touches only its own replicas.
 	Controller string
-	// Engine is "sim" (the only engine so far).
+	// Engine names the engine adapter (package engines): "sim" (also ""),
+	// "llamacpp", "vllm", "sglang" or "tgi".
 	Engine string
 	// Model is a catalog model id or alias (e.g. a Hugging Face name). It may
 	// be empty when ModelDir is set.
@@ -35,7 +36,16 @@ type ReplicaSpec struct {
 	GPU            string
 	TensorParallel int
 	MIGProfile     string
-	// Args are extra engine flags (e.g. "--time-scale=0.01", "--kv-events=…").
+	// Devices are the GPU indices or MIG device UUIDs the replica may use
+	// (CUDA_VISIBLE_DEVICES of a CUDA engine); empty: the engine's default.
+	Devices []string
+	// KVEventsEndpoint, when set, is where an engine that publishes KV
+	// cache events binds them (ZMQ, tcp://*:PORT).
+	KVEventsEndpoint string
+	// KVTiers are the KV cache tiers below the GPU the replica keeps; each
+	// engine adapter turns them into its own flags (or warns it has none).
+	KVTiers KVTiers
+	// Args are extra engine flags (e.g. "--time-scale=0.01").
 	Args []string
 	// Env is extra environment for the engine process.
 	Env map[string]string
@@ -45,6 +55,21 @@ type ReplicaSpec struct {
 	// deployment. The runtime does not read them.
 	Labels map[string]string
 }
+
+// KVTiers are a replica's KV cache tiers below the GPU; zero values are off.
+type KVTiers struct {
+	// CPUBytes is the node-CPU (l1) tier's size.
+	CPUBytes int64
+	// StorageDir and StorageBytes are the node's shared tieredstorage file
+	// folder and this model's budget in it.
+	StorageDir   string
+	StorageBytes int64
+	// RedisURL is the shared (l2) Redis store.
+	RedisURL string
+}
+
+// Any reports whether a tier is on.
+func (t KVTiers) Any() bool { return t.CPUBytes > 0 || t.StorageBytes > 0 || t.RedisURL != "" }
 
 // ControllerDeployment owns the replicas of InferenceEndpointConfig and
 // JumpStartModel deployments.
@@ -68,7 +93,13 @@ type Replica struct {
 	State    State
 	Message  string // why it is Failed, or what it waits for
 	Restarts int
-	Since    time.Time // when State last changed
+	// Failures counts the runs in a row that ended in failure without the
+	// replica becoming healthy (a crash loop, e.g. an engine that cannot
+	// load its model); LastFailure is the latest one's Message, kept while
+	// the replica restarts.
+	Failures    int
+	LastFailure string
+	Since       time.Time // when State last changed
 }
 
 // ErrNotFound is returned for an unknown replica id.

@@ -49,7 +49,7 @@ func TestAsyncInferenceConfigWire(t *testing.T) {
 	var logs syncBuf
 	srv := httptest.NewServer(NewAPI(svc, Options{Catalog: cat, Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 	defer srv.Close()
-	if status, _, body := call(t, srv.URL, "CreateModel", `{"ModelName":"m","PrimaryContainer":{"Image":"sim","Environment":{"HF_MODEL_ID":"meta-llama/Llama-3.1-8B-Instruct"}}}`); status != 200 {
+	if status, _, body := call(t, srv.URL, "CreateModel", `{"ModelName":"m","PrimaryContainer":{"Image":"capstan/sim","Environment":{"HF_MODEL_ID":"meta-llama/Llama-3.1-8B-Instruct"}}}`); status != 200 {
 		t.Fatalf("create model: %d %s", status, body)
 	}
 	const variants = `"ProductionVariants":[{"VariantName":"AllTraffic","ModelName":"m","InstanceType":"ml.g5.xlarge","InitialInstanceCount":1}]`

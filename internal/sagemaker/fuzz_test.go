@@ -289,7 +289,7 @@ func FuzzDispatch(f *testing.F) {
 	)
 	// Valid requests of the golden tests, and their error cases.
 	seeds = append(seeds,
-		[2]string{"CreateModel", `{"ModelName":"My-Model","PrimaryContainer":{"Image":"sim","Environment":{"HF_MODEL_ID":"meta-llama/Llama-3.1-8B-Instruct"}},"ExecutionRoleArn":"arn:aws:iam::123456789012:role/r"}`},
+		[2]string{"CreateModel", `{"ModelName":"My-Model","PrimaryContainer":{"Image":"capstan/sim","Environment":{"HF_MODEL_ID":"meta-llama/Llama-3.1-8B-Instruct"}},"ExecutionRoleArn":"arn:aws:iam::123456789012:role/r"}`},
 		[2]string{"CreateEndpointConfig", `{"EndpointConfigName":"cfg","ProductionVariants":[{"VariantName":"AllTraffic","ModelName":"m","InstanceType":"ml.g5.xlarge","InitialInstanceCount":2,"InitialVariantWeight":0.5,"RoutingConfig":{"RoutingStrategy":"RANDOM"}}]}`},
 		[2]string{"CreateEndpointConfig", `{"EndpointConfigName":"x_y","ProductionVariants":[{"VariantName":"v","ModelName":"My-Model","InstanceType":"ml.nope","InitialInstanceCount":0,"InitialVariantWeight":-1}]}`},
 		[2]string{"CreateEndpoint", `{"EndpointName":"Ep-1","EndpointConfigName":"cfg","Tags":[{"Key":"k","Value":"v"}]}`},

@@ -49,7 +49,7 @@ func TestWireGolden(t *testing.T) {
 		name, op, body string
 		status         int
 	}{
-		{"create_model", "CreateModel", `{"ModelName":"My-Model","PrimaryContainer":{"Image":"sim","Environment":{"HF_MODEL_ID":"meta-llama/Llama-3.1-8B-Instruct"}},"ExecutionRoleArn":"arn:aws:iam::123456789012:role/r"}`, 200},
+		{"create_model", "CreateModel", `{"ModelName":"My-Model","PrimaryContainer":{"Image":"capstan/sim","Environment":{"HF_MODEL_ID":"meta-llama/Llama-3.1-8B-Instruct"}},"ExecutionRoleArn":"arn:aws:iam::123456789012:role/r"}`, 200},
 		{"describe_model", "DescribeModel", `{"ModelName":"My-Model"}`, 200},
 		{"create_endpoint_config", "CreateEndpointConfig", `{"EndpointConfigName":"cfg","ProductionVariants":[{"VariantName":"AllTraffic","ModelName":"My-Model","InstanceType":"ml.g5.xlarge","InitialInstanceCount":2,"RoutingConfig":{"RoutingStrategy":"RANDOM"}}]}`, 200},
 		{"describe_endpoint_config", "DescribeEndpointConfig", `{"EndpointConfigName":"cfg"}`, 200},

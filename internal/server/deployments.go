@@ -73,7 +73,7 @@ func newModelSource(cfg config.Config, cat *catalog.Catalog, clk clock.Clock, lo
 func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
 	return deployment.New(deployment.Options{
 		Store: d.store, Clock: d.clock, Logger: d.log, Registerer: d.reg,
-		Engine: d.eng, Cluster: d.pool, NodeEvents: d.nodeEvents, Provisioned: d.provisioned, Groups: d.groups, Gateway: d.gw, Models: d.models, Endpoints: d.endpoints,
+		Engine: d.eng, Engines: d.cfg.Engines, Cluster: d.pool, NodeEvents: d.nodeEvents, Provisioned: d.provisioned, Groups: d.groups, Gateway: d.gw, Models: d.models, Endpoints: d.endpoints,
 		Triggers: triggers.Build, Catalog: d.cat, StartTimeout: d.cfg.Endpoints.StartTimeout.Duration,
 		Resync: o.Resync, GatewayURL: d.gatewayURL, Region: d.cfg.Region, AccountID: d.cfg.AccountID, DataDir: d.cfg.DataDir,
 	})

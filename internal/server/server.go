@@ -124,6 +124,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	svc := endpoint.NewService(st, fl, cat, clk, log)
 	svc.SetReservations(fl)
+	svc.SetEngines(cfg.Engines)
+	logEngines(log, cfg.Engines)
 	models, err := newModelSource(cfg, cat, clk, log)
 	if err != nil {
 		_ = rt.Close(context.Background())

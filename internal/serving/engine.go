@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
@@ -33,7 +34,9 @@ type Options struct {
 	// DrainTimeout bounds the wait for in-flight requests on a leaving
 	// replica (default 60s).
 	DrainTimeout time.Duration
-	// EngineArgs are extra flags for every replica (e.g. "--time-scale=0.01").
+	// EngineArgs are extra flags for every simulated replica (e.g.
+	// "--time-scale=0.01"); real engines take theirs from capstan.yaml's
+	// engines.<name>.args, through the runtime.
 	EngineArgs []string
 }
 
@@ -67,18 +70,28 @@ func (e *Engine) Runtime() runtime.Runtime { return e.o.Runtime }
 func (e *Engine) Router() Router { return e.o.Router }
 
 // Ensure starts replica spec.ID unless the runtime already runs it, adding
-// the engine-wide flags and a KV events port: every replica publishes its
-// KV cache events, whichever door created it, so every routing policy works
-// for every endpoint. started is false when it was already running.
+// the simulator's engine-wide flags and, for an engine that publishes KV
+// cache events, a port for them: every such replica publishes, whichever
+// door created it, so every routing policy works for every endpoint.
+// started is false when it was already running.
 func (e *Engine) Ensure(ctx context.Context, spec runtime.ReplicaSpec) (started bool, err error) {
 	if r, err := e.o.Runtime.Get(spec.ID); err == nil && r.State != runtime.StateStopped {
 		return false, nil
 	}
-	port, err := e.kvPort(spec.ID)
+	a, err := engines.ByName(spec.Engine)
 	if err != nil {
-		return false, fmt.Errorf("replica %s: kv events port: %w", spec.ID, err)
+		return false, fmt.Errorf("replica %s: %w", spec.ID, err)
 	}
-	spec.Args = append(append(append([]string(nil), e.o.EngineArgs...), spec.Args...), "--kv-events="+kvBindEndpoint(port))
+	if a.KVEvents {
+		port, err := e.kvPort(spec.ID)
+		if err != nil {
+			return false, fmt.Errorf("replica %s: kv events port: %w", spec.ID, err)
+		}
+		spec.KVEventsEndpoint = kvBindEndpoint(port)
+	}
+	if a.Name == engines.Sim {
+		spec.Args = append(append([]string(nil), e.o.EngineArgs...), spec.Args...)
+	}
 	if err := e.o.Runtime.Start(ctx, spec); err != nil {
 		return false, err
 	}
@@ -140,7 +153,7 @@ func (e *Engine) Backends(ids []string) []gateway.Backend {
 		if err != nil || r.State != runtime.StateHealthy || r.Addr == "" {
 			continue
 		}
-		b := gateway.Backend{ID: id, Addr: r.Addr}
+		b := gateway.Backend{ID: id, Addr: r.Addr, Engine: r.Spec.Engine}
 		e.mu.Lock()
 		if p, ok := e.kvPorts[id]; ok {
 			b.KVEventsEndpoint = kvEndpoint(p)

@@ -36,13 +36,34 @@ func TestEnsureStartsOnceWithKVEvents(t *testing.T) {
 	args := starts[0].Args
 	// The replica binds its publisher (vLLM binds only an endpoint with
 	// "*"); the gateway connects to the same port on loopback.
-	port, ok := strings.CutPrefix(args[2], "--kv-events=tcp://*:")
-	if args[0] != "--time-scale=0.01" || args[1] != "--x" || !ok {
-		t.Fatalf("args = %q", args)
+	port, ok := strings.CutPrefix(starts[0].KVEventsEndpoint, "tcp://*:")
+	if len(args) != 2 || args[0] != "--time-scale=0.01" || args[1] != "--x" || !ok {
+		t.Fatalf("args = %q, kv events %q", args, starts[0].KVEventsEndpoint)
 	}
 	bs := e.Backends([]string{"ep.v.gen1.0", "unknown"})
 	if len(bs) != 1 || bs[0].KVEventsEndpoint != "tcp://127.0.0.1:"+port {
 		t.Fatalf("backends = %+v, want the replica with its KV events endpoint tcp://127.0.0.1:%s", bs, port)
+	}
+}
+
+// A real engine gets neither the simulator's flags nor, without KV events,
+// a KV events port; its backend carries its engine for the gateway.
+func TestEnsureRealEngine(t *testing.T) {
+	e, rt, _ := newEngine(t)
+	spec := runtime.ReplicaSpec{ID: "r", Engine: "llamacpp", ModelDir: "/m", Args: []string{"-t", "1"}}
+	if _, err := e.Ensure(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	got := rt.Starts()[0]
+	if strings.Join(got.Args, " ") != "-t 1" || got.KVEventsEndpoint != "" {
+		t.Fatalf("args %q, kv events %q; want only the spec's args and no KV events", got.Args, got.KVEventsEndpoint)
+	}
+	bs := e.Backends([]string{"r"})
+	if len(bs) != 1 || bs[0].Engine != "llamacpp" || bs[0].KVEventsEndpoint != "" {
+		t.Fatalf("backends = %+v", bs)
+	}
+	if _, err := e.Ensure(context.Background(), runtime.ReplicaSpec{ID: "x", Engine: "nope"}); err == nil {
+		t.Fatal("an unknown engine started")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/procenv"
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
@@ -51,8 +53,12 @@ type Options struct {
 	MaxBackoff time.Duration
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL (default 10s).
 	StopGrace time.Duration
-	// EngineArgs are appended to every replica's command line, before spec.Args.
+	// EngineArgs are appended to every simulated replica's command line,
+	// before spec.Args.
 	EngineArgs []string
+	// Engines say where each real engine lives (capstan.yaml engines);
+	// an engine not named here is looked up on PATH by its default name.
+	Engines map[string]engines.Installed
 	// Catalog validates model and GPU names (default catalog.Default()).
 	Catalog *catalog.Catalog
 }
@@ -169,19 +175,32 @@ func (r *Runtime) validate(spec runtime.ReplicaSpec) error {
 	if err := procenv.Check(spec.Env); err != nil {
 		return fmt.Errorf("replica %s: env: %w", spec.ID, err)
 	}
-	if spec.Engine != "" && spec.Engine != "sim" {
-		return fmt.Errorf("replica %s: engine %q not supported (only \"sim\")", spec.ID, spec.Engine)
+	a, err := engines.ByName(spec.Engine)
+	if err != nil {
+		return fmt.Errorf("replica %s: %w", spec.ID, err)
 	}
 	switch {
 	case spec.Model == "" && spec.ModelDir == "":
 		return fmt.Errorf("replica %s: neither a model nor a model folder", spec.ID)
 	case spec.ModelDir != "" && !filepath.IsAbs(spec.ModelDir):
 		return fmt.Errorf("replica %s: model folder %q is not an absolute path", spec.ID, spec.ModelDir)
-	case spec.Model != "" && spec.ModelDir == "":
+	case a.Format == engines.FormatGGUF && spec.ModelDir == "":
+		return fmt.Errorf("replica %s: engine %s loads a .gguf file and the replica has no model folder", spec.ID, a.Name)
+	case a.Name == engines.Sim && spec.Model != "" && spec.ModelDir == "":
 		// With a folder the engine reads the architecture from its
 		// config.json; Model then only names it.
 		if _, err := r.opts.Catalog.Model(spec.Model); err != nil {
 			return fmt.Errorf("replica %s: model: %w", spec.ID, err)
+		}
+	}
+	if a.Name != engines.Sim {
+		if _, err := a.Resolve(r.opts.Engines[a.Name]); err != nil {
+			return fmt.Errorf("replica %s: %w", spec.ID, err)
+		}
+		if spec.ModelDir != "" {
+			if _, err := a.ModelPath(spec.ModelDir); err != nil {
+				return fmt.Errorf("replica %s: %w", spec.ID, err)
+			}
 		}
 	}
 	gpu, err := r.opts.Catalog.GPU(spec.GPU)
@@ -243,44 +262,51 @@ var inherited = []string{"LANG", "LC_ALL", "TZ"}
 // or loader variable of the server ever reaches a replica. spec.Env comes
 // last and so wins over the inherited locale; validate has already refused
 // any name that could override PATH, HOME or TMPDIR.
-func (r *Runtime) env(spec runtime.ReplicaSpec, dir string) []string {
+func (r *Runtime) env(spec runtime.ReplicaSpec, engineEnv map[string]string, dir string) []string {
 	env := []string{"PATH=" + safePath, "HOME=" + dir, "TMPDIR=" + filepath.Join(dir, "tmp")}
 	for _, k := range inherited {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
 	}
-	keys := make([]string, 0, len(spec.Env))
-	for k := range spec.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+spec.Env[k])
+	// The engine's own (device selection) before the spec's, which wins.
+	for _, m := range []map[string]string{engineEnv, spec.Env} {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			env = append(env, k+"="+m[k])
+		}
 	}
 	return env
 }
 
-// args builds the engine command line for spec.
-func (r *Runtime) args(spec runtime.ReplicaSpec) []string {
-	args := []string{"engine", "sim", "--gpu", spec.GPU, "--host", r.opts.Host, "--port", "0"}
-	if spec.Model != "" {
-		args = append(args, "--model", spec.Model)
+// command is the replica's executable and arguments, listening on port.
+func (r *Runtime) command(spec runtime.ReplicaSpec, port int) (string, []string, map[string]string, error) {
+	a, err := engines.ByName(spec.Engine)
+	if err != nil {
+		return "", nil, nil, err
 	}
-	if spec.ModelDir != "" {
-		args = append(args, "--model-dir", spec.ModelDir)
+	l := engines.Launch{Spec: spec, Host: r.opts.Host, Port: port}
+	if a.Name == engines.Sim {
+		l.Binary = r.opts.Binary
+		l.ExtraArgs = append(append([]string(nil), r.opts.EngineArgs...), spec.Args...)
+	} else {
+		inst := r.opts.Engines[a.Name]
+		if l.Binary, err = a.Resolve(inst); err != nil {
+			return "", nil, nil, err
+		}
+		l.ModelPath = spec.Model
+		if spec.ModelDir != "" {
+			if l.ModelPath, err = a.ModelPath(spec.ModelDir); err != nil {
+				return "", nil, nil, err
+			}
+		}
+		l.ExtraArgs = append(append([]string(nil), inst.Args...), spec.Args...)
 	}
-	if spec.TensorParallel > 0 {
-		args = append(args, "--tensor-parallel", strconv.Itoa(spec.TensorParallel))
-	}
-	if spec.MIGProfile != "" {
-		args = append(args, "--mig-profile", spec.MIGProfile)
-	}
-	if spec.ServedModelName != "" {
-		args = append(args, "--served-model-name", spec.ServedModelName)
-	}
-	args = append(args, r.opts.EngineArgs...)
-	return append(args, spec.Args...)
+	return l.Binary, a.Args(l), a.Env(l), nil
 }
 
 // Start validates spec and launches the replica's supervisor. Starting an id
@@ -292,8 +318,10 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.ReplicaSpec) error {
 	if err := r.validate(spec); err != nil {
 		return err
 	}
-	if _, err := os.Stat(r.opts.Binary); err != nil {
-		return fmt.Errorf("replica %s: engine binary: %w", spec.ID, err)
+	if spec.Engine == "" || spec.Engine == engines.Sim {
+		if _, err := os.Stat(r.opts.Binary); err != nil {
+			return fmt.Errorf("replica %s: engine binary: %w", spec.ID, err)
+		}
 	}
 	if _, err := r.prepareWorkDir(spec.ID); err != nil {
 		return err
@@ -451,7 +479,9 @@ func (r *Runtime) supervise(rep *replica) {
 		failures++
 		delay := backoff(failures, r.opts.MaxBackoff)
 		log.Warn("replica failed; restarting after backoff", "reason", out.msg, "backoff", delay)
-		r.setState(rep, runtime.StateFailed, out.msg)
+		r.update(rep, func(v *runtime.Replica) {
+			v.State, v.Message, v.Failures, v.LastFailure = runtime.StateFailed, out.msg, failures, out.msg
+		})
 		t := r.opts.Clock.NewTimer(delay)
 		select {
 		case <-rep.stop:
@@ -491,9 +521,24 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 		return outcome{msg: fmt.Sprintf("open log %s: %v", rep.logPath, err)}
 	}
 	defer logf.Close()
-	args := r.args(rep.spec)
+	a := engines.MustByName(rep.spec.Engine)
+	// An engine that announces the port it bound gets port 0; the others
+	// are handed a free port, taken afresh on every attempt.
+	port := 0
+	if !a.AnnouncesPort {
+		if port, err = freePort(r.opts.Host); err != nil {
+			return outcome{msg: fmt.Sprintf("no free port: %v", err)}
+		}
+	}
+	bin, args, engineEnv, err := r.command(rep.spec, port)
+	if err != nil {
+		return outcome{msg: err.Error()}
+	}
+	// Where this attempt's output begins: a failure quotes the engine's own
+	// last lines from here on.
+	logStart, _ := logf.Seek(0, io.SeekEnd)
 	fmt.Fprintf(logf, "--- capstan: launch attempt %d at %s: %s %s\n", attempt+1,
-		r.opts.Clock.Now().UTC().Format(time.RFC3339Nano), r.opts.Binary, strings.Join(args, " "))
+		r.opts.Clock.Now().UTC().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
 
 	dir, err := r.prepareWorkDir(rep.spec.ID)
 	if err != nil {
@@ -503,22 +548,22 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 	if err != nil {
 		return outcome{msg: fmt.Sprintf("pipe: %v", err)}
 	}
-	cmd := exec.Command(r.opts.Binary, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = r.env(rep.spec, dir)
+	cmd.Env = r.env(rep.spec, engineEnv, dir)
 	cmd.Stdout, cmd.Stderr = pw, logf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
-		return outcome{msg: fmt.Sprintf("launch %s: %v (log: %s)", r.opts.Binary, err, rep.logPath)}
+		return outcome{msg: fmt.Sprintf("launch %s: %v (log: %s)", bin, err, rep.logPath)}
 	}
 	pw.Close()
 	pid := cmd.Process.Pid
 	log.Info("replica launched", "pid", pid, "attempt", attempt+1, "log", rep.logPath)
 
 	announce := make(chan string, 1)
-	go copyStdout(pr, logf, announce)
+	go copyStdout(pr, logf, announce, a.AnnouncesPort)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
@@ -559,6 +604,10 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 	ticker := r.opts.Clock.NewTicker(r.opts.HealthInterval)
 	defer func() { ticker.Stop() }()
 	addr := ""
+	if !a.AnnouncesPort {
+		addr = net.JoinHostPort(r.opts.Host, strconv.Itoa(port))
+		r.update(rep, func(v *runtime.Replica) { v.Addr, v.Message = addr, "waiting for "+a.HealthPath })
+	}
 	healthy := false
 	fails := 0
 	for {
@@ -568,7 +617,11 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 			return outcome{stopped: true}
 		case err := <-exited:
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			return outcome{wasHealthy: healthy, msg: fmt.Sprintf("engine %s (log: %s)", exitText(err), rep.logPath)}
+			msg := fmt.Sprintf("engine %s (log: %s)", exitText(err), rep.logPath)
+			if last := lastLines(rep.logPath, logStart, failureLines); last != "" {
+				msg = fmt.Sprintf("engine %s: %s (log: %s)", exitText(err), last, rep.logPath)
+			}
+			return outcome{wasHealthy: healthy, msg: msg}
 		case a, ok := <-announce:
 			if !ok {
 				announce = nil // stdout closed; exit is reported by the exited case
@@ -579,7 +632,7 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 		case <-ticker.C():
 			var err error = errNotAnnounced
 			if addr != "" {
-				err = r.check(ctx, addr)
+				err = r.check(ctx, addr, a.HealthPath)
 			}
 			switch {
 			case err == nil && !healthy:
@@ -610,9 +663,9 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 
 var errNotAnnounced = errors.New("no announce line (\"" + announcePrefix + "HOST:PORT\") on stdout yet")
 
-// check GETs /health; only 200 counts as healthy.
-func (r *Runtime) check(ctx context.Context, addr string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/health", nil)
+// check GETs the engine's health path; only 200 counts as healthy.
+func (r *Runtime) check(ctx context.Context, addr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return err
 	}
@@ -623,19 +676,19 @@ func (r *Runtime) check(ctx context.Context, addr string) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/health answered %d", resp.StatusCode)
+		return fmt.Errorf("%s answered %d", path, resp.StatusCode)
 	}
 	return nil
 }
 
-// copyStdout copies the engine's stdout into its log and sends the address
-// from the first announce line.
-func copyStdout(pr *os.File, logf *os.File, announce chan<- string) {
+// copyStdout copies the engine's stdout into its log and, for an engine
+// that announces its port, sends the address from the first announce line.
+func copyStdout(pr *os.File, logf *os.File, announce chan<- string, announces bool) {
 	defer pr.Close()
 	defer close(announce)
 	sc := bufio.NewScanner(pr)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	found := false
+	found := !announces
 	for sc.Scan() {
 		line := sc.Text()
 		_, _ = logf.WriteString(line + "\n")
@@ -659,4 +712,48 @@ func exitText(err error) string {
 		return "exited: exit status 0"
 	}
 	return "wait failed: " + err.Error()
+}
+
+// failureLines is how many of the engine's last log lines a failure quotes.
+const failureLines = 3
+
+// lastLines returns the last n non-empty lines written to the log at path
+// since offset, joined with " | ", reading at most 16 KiB.
+func lastLines(path string, offset int64, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	const window = 16 << 10
+	start := max(offset, fi.Size()-window)
+	b := make([]byte, fi.Size()-start)
+	if _, err := f.ReadAt(b, start); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--- capstan:") {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.Join(out, " | ")
+}
+
+// freePort asks the kernel for a free TCP port on host, for an engine that
+// cannot bind port 0 and say which port it got.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
