@@ -250,3 +250,34 @@ func TestGGUFFile(t *testing.T) {
 		})
 	}
 }
+
+// TestVLLMHelpers: the exported flag names, KV events config and LMCache
+// environment (which the Kubernetes operator patches a manifest's args
+// with) are what the adapter's own command line and environment carry.
+func TestVLLMHelpers(t *testing.T) {
+	tiers := runtime.KVTiers{CPUBytes: 12 << 30, RedisURL: "redis://r:6379"}
+	l := Launch{Spec: runtime.ReplicaSpec{ServedModelName: "llama", TensorParallel: 2, KVTiers: tiers, KVEventsEndpoint: "tcp://*:5557"},
+		Host: "h", Port: 1, ModelPath: "/m"}
+	a := MustByName(VLLM)
+	args := a.Args(l)
+	for flag, want := range map[string]string{
+		VLLMFlagServedModelName:  "llama",
+		VLLMFlagTensorParallel:   "2",
+		VLLMFlagKVTransferConfig: VLLMLMCacheTransferConfig,
+		VLLMFlagKVEventsConfig:   VLLMKVEventsConfig("tcp://*:5557", VLLMKVEventsTopic),
+	} {
+		i := slices.Index(args, flag)
+		if i < 0 || i+1 >= len(args) || args[i+1] != want {
+			t.Errorf("args %q: %s is not %s", args, flag, want)
+		}
+	}
+	if got := VLLMKVEventsConfig("tcp://*:5557", "kv@10.0.0.1@llama"); got != `{"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","topic":"kv@10.0.0.1@llama"}` {
+		t.Errorf("kv events config = %s", got)
+	}
+	if got := LMCacheEnv(tiers); !mapsEqual(got, a.Env(l)) || got["LMCACHE_CHUNK_SIZE"] != "256" {
+		t.Errorf("LMCacheEnv = %v, adapter env %v", got, a.Env(l))
+	}
+	if got := LMCacheEnv(runtime.KVTiers{}); got != nil {
+		t.Errorf("no tiers: %v", got)
+	}
+}

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // fileTimeout bounds one file's whole session; the docs keep each file well
@@ -49,6 +51,7 @@ type doc struct {
 	blocks    []block
 	serveArgs []string // from <!-- docs-test: serve ARGS -->
 	s3        bool     // <!-- docs-test: s3 -->
+	llamacpp  bool     // <!-- docs-test: llamacpp -->
 	links     []link   // links to a loopback address, in order
 	problems  []string // file:line: message, each one fails the file
 }
@@ -125,6 +128,8 @@ func parse(path, name string) (*doc, error) {
 				d.serveArgs = append(d.serveArgs, strings.Fields(rest)...)
 			case "s3":
 				d.s3 = true
+			case "llamacpp":
+				d.llamacpp = true
 			case "skip-open":
 				if rest == "" {
 					d.problems = append(d.problems, fmt.Sprintf("%s:%d: skip-open marker without a reason", path, i+1))
@@ -574,6 +579,12 @@ func runDoc(t *testing.T, bin string, d *doc) string {
 		s3 := startMoto(t, tmp, env)
 		env = append(env, "S3_ENDPOINT="+s3)
 		serveArgs = append(serveArgs, "--s3-endpoint", s3)
+	}
+	if d.llamacpp {
+		// llama-server on PATH (server and session), and the directory
+		// with the tiny model as LLAMACPP_DIR.
+		dir := testutil.LlamaCppDir(t)
+		env = append(env, "PATH="+dir+string(os.PathListSeparator)+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "LLAMACPP_DIR="+dir)
 	}
 	addr := startServer(t, bin, tmp, work, env, serveArgs)
 	// The safety net: an aws call that forgot $EP still reaches the server.
