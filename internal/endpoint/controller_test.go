@@ -214,6 +214,41 @@ func TestCreateBecomesInServiceOnlyWhenAllHealthy(t *testing.T) {
 	}
 }
 
+// An engine that cannot load its model crashes at every start: the
+// endpoint fails after CrashLoopFailures of them, with the engine's words,
+// long before the start timeout; fewer failures keep it Creating.
+func TestCreateFailsOnCrashLoop(t *testing.T) {
+	e := newEnv(t, true, 4) // replicas stay Starting until told
+	e.model("m", "meta-llama/Llama-3.1-8B-Instruct")
+	e.config("c1", "m", "ml.g5.xlarge", 1)
+	if _, err := e.svc.CreateEndpoint(e.ctx, "ep", "c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile("ep")
+	starts := e.rt.Starts()
+	if len(starts) != 1 {
+		t.Fatalf("%d starts, want 1", len(starts))
+	}
+	id := starts[0].ID
+	var ep Endpoint
+	const why = "engine exited: exit status 1: llama_server: exiting due to model loading error"
+	for i := 1; i <= CrashLoopFailures; i++ {
+		if err := e.rt.SetState(id, runtime.StateFailed, why); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.rt.SetState(id, runtime.StateStarting, "restarting"); err != nil {
+			t.Fatal(err)
+		}
+		ep = e.reconcile("ep")
+		if i < CrashLoopFailures && ep.Status != StatusCreating {
+			t.Fatalf("after %d failures: status %s, want Creating", i, ep.Status)
+		}
+	}
+	if ep.Status != StatusFailed || !strings.Contains(ep.FailureReason, "failed 3 times in a row while starting: "+why) {
+		t.Fatalf("status %s reason %q, want Failed with the engine's error", ep.Status, ep.FailureReason)
+	}
+}
+
 func TestCreateFails(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -17,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
+	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
 // Labels the operator puts on everything it makes; the pod selector is
@@ -90,7 +92,7 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		replicas int32
 		deadline int32
 		port     corev1.ContainerPort
-		health   = manifest.DefaultHealthCheckPath
+		health   string
 		metrics  *manifest.Metrics
 		scaling  *manifest.AutoScalingSpec
 	)
@@ -105,7 +107,11 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		if err := workerContainer(&c, &pod, s); err != nil {
 			return nil, err
 		}
-		configureEngine(&c, &pod, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.ModelName, instanceType: iecInstanceType(s)})
+		a, known := engineAdapter(&c)
+		if health == "" {
+			health = readinessPath(a, known)
+		}
+		configureEngine(&c, &pod, a, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.ModelName, instanceType: iecInstanceType(s)})
 		port = c.Ports[0]
 		if err := placeIEC(&pod, s); err != nil {
 			return nil, err
@@ -121,7 +127,11 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		if err := jumpStartContainer(&c, &pod, s, port, opts); err != nil {
 			return nil, err
 		}
-		configureEngine(&c, &pod, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.Model.ModelID, instanceType: s.Server.InstanceType})
+		a, known := engineAdapter(&c)
+		if health == "" {
+			health = readinessPath(a, known)
+		}
+		configureEngine(&c, &pod, a, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.Model.ModelID, instanceType: s.Server.InstanceType})
 	default:
 		return nil, fmt.Errorf("operator: unknown manifest kind %T", obj)
 	}
@@ -355,20 +365,22 @@ func jumpStartContainer(c *corev1.Container, pod *corev1.PodSpec, s *manifest.Ju
 		return fmt.Errorf("operator: spec.server.instanceType: %w", err)
 	}
 	c.Image = opts.ModelImage
-	c.Args = []string{"engine", "sim", "--model", s.Model.ModelID, "--gpu", it.Device(),
-		"--host", "0.0.0.0", "--port", strconv.Itoa(int(port.ContainerPort))}
 	c.Ports = []corev1.ContainerPort{port}
+	spec := runtime.ReplicaSpec{Model: s.Model.ModelID, GPU: it.Device()}
 	res := corev1.ResourceList{}
 	switch mig := s.Server.MIGProfile(); {
 	case mig != "":
-		c.Args = append(c.Args, "--mig-profile", mig)
+		spec.MIGProfile = mig
 		res[corev1.ResourceName(manifest.ResourceMIGPrefix+mig)] = resource.MustParse("1")
 	case it.GPUCount > 0:
 		// A JumpStart replica takes the whole instance's GPUs, as the
 		// single-machine controller places it.
-		c.Args = append(c.Args, "--tensor-parallel", strconv.Itoa(it.GPUCount))
+		spec.TensorParallel = it.GPUCount
 		res[manifest.ResourceGPU] = *resource.NewQuantity(int64(it.GPUCount), resource.DecimalSI)
 	}
+	// The simulated engine's command line is the local runtime's, from the
+	// same adapter (the capstan image's entrypoint is capstan).
+	c.Args = engines.MustByName(engines.Sim).Args(engines.Launch{Spec: spec, Host: "0.0.0.0", Port: int(port.ContainerPort)})
 	if len(res) > 0 {
 		c.Resources = corev1.ResourceRequirements{Requests: res, Limits: maps.Clone(res)}
 	}

@@ -1,8 +1,7 @@
 package operator
 
 import (
-	"encoding/json"
-	"math"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
 // What the engine mapping adds to a pod (docs/operator.md, "Engines in
@@ -21,10 +22,9 @@ const (
 	// publisher: vLLM's default endpoint tcp://*:5557 (KVEventsConfig).
 	KVEventsPortName = "kv-events"
 	KVEventsPort     = 5557
-	// LMCacheChunkSize is LMCACHE_CHUNK_SIZE: LMCache's own default (256
-	// tokens), set so the chunk the router and the cache agree on is
-	// written down in the pod.
-	LMCacheChunkSize = 256
+	// LMCacheChunkSize is LMCACHE_CHUNK_SIZE, which engines.LMCacheEnv
+	// writes down in the pod as in the local runtime's vLLM replicas.
+	LMCacheChunkSize = engines.LMCacheChunkSize
 	// DefaultL1Bytes is the L1 size when neither l1CacheSize, a memory
 	// request nor a known instance type gives one: LMCache's default
 	// max_local_cpu_size of 5 GB.
@@ -64,6 +64,39 @@ func (in engineInputs) kvEventsOn() bool {
 	return in.routingOn() && in.routing.RoutingStrategy == manifest.RoutingKVAware
 }
 
+// engineAdapter is the adapter of internal/engines (the table the local
+// runtime starts every replica from) whose flags the model container gets,
+// and whether the container selected it (known):
+//   - capstan's simulated engine when the args run `engine sim`: the
+//     capstan image (a JumpStartModel's, --model-image), which no image
+//     pattern names;
+//   - else the adapter the image selects, engines.ForImage, as `capstan
+//     serve` picks a replica's engine;
+//   - else vLLM, not known: an image the table does not know (a custom
+//     vLLM build, the AWS vLLM DLC) is taken to be vLLM-based, as the
+//     reference's kvCacheSpec and intelligentRoutingSpec require.
+func engineAdapter(c *corev1.Container) (a *engines.Adapter, known bool) {
+	if isSimEngine(c) {
+		return engines.MustByName(engines.Sim), true
+	}
+	if a, err := engines.ForImage(c.Image); err == nil {
+		return a, true
+	}
+	return engines.MustByName(engines.VLLM), false
+}
+
+// readinessPath is the readiness probe's path when the manifest names no
+// loadBalancer.healthCheckPath: the engine's own health route (the
+// adapter's HealthPath, 200 once the model is loaded, which the local
+// runtime waits on too), else SageMaker's /ping for an image the adapter
+// table does not know.
+func readinessPath(a *engines.Adapter, known bool) string {
+	if known && a.HealthPath != "" {
+		return a.HealthPath
+	}
+	return manifest.DefaultHealthCheckPath
+}
+
 // isSimEngine reports whether the container runs capstan's simulated engine:
 // its arguments (after the command) start `engine sim`, as the capstan
 // image's JumpStartModel pods do, or the command is capstan itself.
@@ -76,20 +109,28 @@ func isSimEngine(c *corev1.Container) bool {
 }
 
 // configureEngine adds to the model container the flags and environment
-// that make its engine serve kvCacheSpec and intelligentRoutingSpec: vLLM's
-// flags and LMCache's environment for any image, or `capstan engine sim`'s
+// that make its engine, a (engineAdapter), serve kvCacheSpec and
+// intelligentRoutingSpec: vLLM's flags and LMCache's environment for vLLM
+// (and images the adapter table does not know), `capstan engine sim`'s
 // flags for capstan's own. A flag the manifest's args already set and an
 // environment variable it already names are left as the manifest has them.
-func configureEngine(c *corev1.Container, pod *corev1.PodSpec, in engineInputs) {
+// Engines without KV events or KV tiers (SGLang, TGI, llama.cpp) get
+// nothing: as under `capstan serve`, kvCacheSpec has no effect on them and
+// kvaware routing has no events to read, where vLLM's flags would stop them
+// starting.
+func configureEngine(c *corev1.Container, pod *corev1.PodSpec, a *engines.Adapter, in engineInputs) {
 	if in.kv == nil && !in.routingOn() {
 		return
 	}
-	if isSimEngine(c) {
+	switch a.Name {
+	case engines.Sim:
 		simEngine(c, pod, in)
-	} else {
-		vllmEngine(c, in)
+	case engines.VLLM:
+		vllmEngine(c, a, in)
+	default:
+		return
 	}
-	if in.kvEventsOn() && !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == KVEventsPortName }) {
+	if in.kvEventsOn() && a.KVEvents && !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == KVEventsPortName }) {
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: KVEventsPortName, ContainerPort: KVEventsPort, Protocol: corev1.ProtocolTCP})
 	}
 }
@@ -99,43 +140,58 @@ func lmcacheOn(kv *manifest.KVCacheSpec) bool {
 	return kv != nil && (kv.L1On() || kv.L2On() || kv.CacheConfigFile != "")
 }
 
-func vllmEngine(c *corev1.Container, in engineInputs) {
+// vllmPrefixCachingFlag turns on vLLM's prefix cache. Only the operator
+// sets it (as the reference does for kvCacheSpec and routing); the local
+// runtime leaves vLLM's default, which is on.
+const vllmPrefixCachingFlag = "--enable-prefix-caching"
+
+// vllmEngine patches a vLLM container's args and environment. The flags,
+// the KV events config and LMCache's environment come from a, the vLLM
+// adapter the local runtime starts vLLM with (engines.VLLMFlag*,
+// engines.VLLMKVEventsConfig, engines.LMCacheEnv); what is the operator's
+// own is which manifest field turns each on, the L1 size, HyperPod's
+// tiered storage daemon, cacheConfigFile, and the topic naming the pod.
+func vllmEngine(c *corev1.Container, a *engines.Adapter, in engineInputs) {
 	kv := in.kv
 	if kv != nil || in.routingOn() {
-		addFlag(c, "--enable-prefix-caching", "")
+		addFlag(c, vllmPrefixCachingFlag, "")
 	}
-	if lmcacheOn(kv) {
-		addFlag(c, "--kv-transfer-config", `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`)
+	if lmcacheOn(kv) && a.TieredKV {
+		addFlag(c, engines.VLLMFlagKVTransferConfig, engines.VLLMLMCacheTransferConfig)
 		if kv.CacheConfigFile != "" {
 			// The reference: the file, when set, overrides the other fields.
 			addEnv(c, corev1.EnvVar{Name: "LMCACHE_CONFIG_FILE", Value: kv.CacheConfigFile})
 		} else {
-			addEnv(c, corev1.EnvVar{Name: "LMCACHE_CHUNK_SIZE", Value: strconv.Itoa(LMCacheChunkSize)})
-			addEnv(c, corev1.EnvVar{Name: "LMCACHE_LOCAL_CPU", Value: pyBool(kv.L1On())})
+			var tiers runtime.KVTiers
 			if kv.L1On() {
-				addEnv(c, corev1.EnvVar{Name: "LMCACHE_MAX_LOCAL_CPU_SIZE", Value: gib(l1Bytes(c, in))})
+				tiers.CPUBytes = l1Bytes(c, in)
 			}
 			switch kv.L2Backend() {
 			case manifest.L2BackendRedis:
-				addEnv(c, corev1.EnvVar{Name: "LMCACHE_REMOTE_URL", Value: kv.L2CacheSpec.L2CacheLocalURL})
+				tiers.RedisURL = kv.L2CacheSpec.L2CacheLocalURL
 			case manifest.L2BackendTieredStorage:
-				// HyperPod's tiered storage daemon on the pod's node.
+				// HyperPod's tiered storage daemon on the pod's node, which
+				// LMCache reaches as a remote backend (as it does Redis);
+				// NODE_IP comes first so Kubernetes expands $(NODE_IP).
 				addEnv(c, fieldEnv("NODE_IP", "status.hostIP"))
-				addEnv(c, corev1.EnvVar{Name: "LMCACHE_REMOTE_URL", Value: "sagemaker-hyperpod://$(NODE_IP):" + strconv.Itoa(HyperPodTieredStoragePort)})
+				tiers.RedisURL = "sagemaker-hyperpod://$(NODE_IP):" + strconv.Itoa(HyperPodTieredStoragePort)
+			}
+			env := engines.LMCacheEnv(tiers)
+			for _, k := range slices.Sorted(maps.Keys(env)) {
+				addEnv(c, corev1.EnvVar{Name: k, Value: env[k]})
 			}
 		}
 	}
-	if in.kvEventsOn() {
+	if in.kvEventsOn() && a.KVEvents {
 		addEnv(c, fieldEnv("POD_IP", "status.podIP"))
-		cfg, _ := json.Marshal(struct {
-			Enable    bool   `json:"enable_kv_cache_events"`
-			Publisher string `json:"publisher"`
-			Endpoint  string `json:"endpoint"`
-			Topic     string `json:"topic"`
-		}{true, "zmq", "tcp://*:" + strconv.Itoa(KVEventsPort), "kv@$(POD_IP)@" + servedName(c, in.model)})
-		addFlag(c, "--kv-events-config", string(cfg))
+		topic := "kv@$(POD_IP)@" + servedName(c, in.model, engines.VLLMFlagServedModelName, "--model")
+		addFlag(c, engines.VLLMFlagKVEventsConfig, engines.VLLMKVEventsConfig(kvEventsBindEndpoint(), topic))
 	}
 }
+
+// kvEventsBindEndpoint is where the engine in a pod publishes KV events:
+// every interface (vLLM binds an endpoint holding "*"), on KVEventsPort.
+func kvEventsBindEndpoint() string { return "tcp://*:" + strconv.Itoa(KVEventsPort) }
 
 func simEngine(c *corev1.Container, pod *corev1.PodSpec, in engineInputs) {
 	kv := in.kv
@@ -157,12 +213,13 @@ func simEngine(c *corev1.Container, pod *corev1.PodSpec, in engineInputs) {
 	}
 	if in.kvEventsOn() {
 		addEnv(c, fieldEnv("POD_IP", "status.podIP"))
-		addFlag(c, "--kv-events", "tcp://*:"+strconv.Itoa(KVEventsPort))
+		addFlag(c, "--kv-events", kvEventsBindEndpoint())
 		// The simulated engine's own topic format, kv@HOST:PORT@MODEL, with
 		// the pod's address in place of the 0.0.0.0 it listens on.
-		topic := "kv@$(POD_IP)@" + servedName(c, in.model)
+		name := servedName(c, in.model, "--served-model-name", "--model")
+		topic := "kv@$(POD_IP)@" + name
 		if p := flagValue(c.Args, "--port"); p != "" {
-			topic = "kv@$(POD_IP):" + p + "@" + servedName(c, in.model)
+			topic = "kv@$(POD_IP):" + p + "@" + name
 		}
 		addFlag(c, "--kv-events-topic", topic)
 	}
@@ -204,10 +261,11 @@ func tieredBytes(kv *manifest.KVCacheSpec, instanceType string) int64 {
 	return manifest.DefaultTieredStorageBytes(it)
 }
 
-// servedName is the model name the engine serves: its
-// --served-model-name, else its --model, else the manifest's.
-func servedName(c *corev1.Container, fallback string) string {
-	for _, f := range []string{"--served-model-name", "--model"} {
+// servedName is the model name the engine serves: the value of the first
+// of flags (its served-model-name flag, then its model flag) the args set,
+// else the manifest's.
+func servedName(c *corev1.Container, fallback string, flags ...string) string {
+	for _, f := range flags {
 		if v := flagValue(c.Args, f); v != "" {
 			return v
 		}
@@ -257,20 +315,6 @@ func addEnv(c *corev1.Container, e corev1.EnvVar) {
 
 func fieldEnv(name, path string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
-}
-
-// pyBool is a boolean as LMCache's examples write it.
-func pyBool(b bool) string {
-	if b {
-		return "True"
-	}
-	return "False"
-}
-
-// gib is n bytes in GiB to two decimals, as LMCACHE_MAX_LOCAL_CPU_SIZE
-// takes a size in GB (8Gi → "8", 12.5Gi → "12.5", 8G → "7.45").
-func gib(n int64) string {
-	return strconv.FormatFloat(math.Round(float64(n)/(1<<30)*100)/100, 'f', -1, 64)
 }
 
 // iecInstanceType is the instance type an IEC's replicas run on for sizing

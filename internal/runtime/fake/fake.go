@@ -94,8 +94,9 @@ func (r *Runtime) SetAddr(id, addr string) {
 func (r *Runtime) SetDefaultAddr(addr string) { r.SetAddr("", addr) }
 
 // SetState moves replica id to state with message msg and notifies
-// subscribers. Moving to StateFailed counts a restart, as the local runtime
-// does when it relaunches.
+// subscribers. Moving to StateFailed counts a restart and, like the local
+// runtime, a failure in a row (LastFailure is msg); StateHealthy ends the
+// run of failures.
 func (r *Runtime) SetState(id string, state runtime.State, msg string) error {
 	r.mu.Lock()
 	rep, ok := r.replicas[id]
@@ -106,8 +107,13 @@ func (r *Runtime) SetState(id string, state runtime.State, msg string) error {
 	rep.State = state
 	rep.Message = msg
 	rep.Since = r.clock.Now()
-	if state == runtime.StateFailed {
+	switch state {
+	case runtime.StateFailed:
 		rep.Restarts++
+		rep.Failures++
+		rep.LastFailure = msg
+	case runtime.StateHealthy:
+		rep.Failures = 0
 	}
 	c := *rep
 	r.mu.Unlock()
