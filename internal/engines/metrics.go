@@ -30,6 +30,10 @@ type MetricMap struct {
 	// found in the prefix cache (PrefixHits), so the prompt's tokens are
 	// the two together, as are the prefix cache's lookups (llama.cpp).
 	PromptExcludesCached bool
+	// TokenHistograms: the token figures are histograms of tokens per
+	// request (TGI), read as their sums; they have no one-for-one catalog
+	// counter.
+	TokenHistograms bool
 }
 
 // vllmMetrics are vLLM's names, which capstan's simulator exports too.
@@ -42,6 +46,34 @@ var vllmMetrics = MetricMap{
 	PrefixHits:       "vllm:prefix_cache_hits_total",
 	PromptTokens:     "vllm:prompt_tokens_total",
 	GenerationTokens: "vllm:generation_tokens_total",
+}
+
+// CatalogNames pairs each of the engine's series that is, one for one, a
+// series of capstan's catalog (vLLM's names, which the dashboards and
+// alert rules query) with that name. Figures an engine computes
+// differently (llama.cpp's prompt counter, which leaves cached tokens out)
+// are not paired: renaming them would mislead.
+func (m MetricMap) CatalogNames() [][2]string {
+	var out [][2]string
+	pair := func(own, catalog string) {
+		if own != "" && own != catalog {
+			out = append(out, [2]string{own, catalog})
+		}
+	}
+	pair(m.Running, vllmMetrics.Running)
+	pair(m.Waiting, vllmMetrics.Waiting)
+	pair(m.KVUsage, vllmMetrics.KVUsage)
+	pair(m.PrefixHits, vllmMetrics.PrefixHits)
+	if m.PrefixHits == "" || !m.PromptExcludesCached {
+		pair(m.PrefixQueries, vllmMetrics.PrefixQueries)
+	}
+	if !m.TokenHistograms {
+		if !m.PromptExcludesCached {
+			pair(m.PromptTokens, vllmMetrics.PromptTokens)
+		}
+		pair(m.GenerationTokens, vllmMetrics.GenerationTokens)
+	}
+	return out
 }
 
 // Stats are one read of an engine's /metrics in capstan's terms.

@@ -20,6 +20,7 @@ var tgiAdapter = &Adapter{
 		Waiting:          "tgi_queue_size",
 		PromptTokens:     "tgi_request_input_length",
 		GenerationTokens: "tgi_request_generated_tokens",
+		TokenHistograms:  true,
 	},
 	Unsupported: []string{
 		"KV events (kvaware routing falls back to prefixaware)",

@@ -3,8 +3,11 @@ package observability
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/capstan-dev/capstan/internal/engines"
 
 	"sigs.k8s.io/yaml"
 )
@@ -56,6 +59,33 @@ type scrapeConfig struct {
 	Authorization *authorization `json:"authorization,omitempty"`
 	StaticConfigs []staticConfig `json:"static_configs,omitempty"`
 	HTTPSDConfigs []httpSDConfig `json:"http_sd_configs,omitempty"`
+	// MetricRelabelConfigs rename each real engine's series to the
+	// catalog's (vLLM's) names, by the engine label discovery gives.
+	MetricRelabelConfigs []relabelConfig `json:"metric_relabel_configs,omitempty"`
+}
+
+type relabelConfig struct {
+	SourceLabels []string `json:"source_labels"`
+	Separator    string   `json:"separator"`
+	Regex        string   `json:"regex"`
+	TargetLabel  string   `json:"target_label"`
+	Replacement  string   `json:"replacement"`
+}
+
+// catalogRenames are the replicas job's metric relabelling: for every
+// engine, each of its series that is one of the catalog's under another
+// name (engines.MetricMap.CatalogNames) gets the catalog's name, so the
+// dashboards and alert rules read llama.cpp, SGLang and TGI replicas like
+// vLLM and simulated ones.
+func catalogRenames() []relabelConfig {
+	var out []relabelConfig
+	for _, a := range engines.All() {
+		for _, p := range a.Metrics.CatalogNames() {
+			out = append(out, relabelConfig{SourceLabels: []string{"engine", "__name__"}, Separator: ";",
+				Regex: regexp.QuoteMeta(a.Name + ";" + p[0]), TargetLabel: "__name__", Replacement: p[1]})
+		}
+	}
+	return out
 }
 
 type authorization struct {
@@ -119,7 +149,8 @@ func Config(o ConfigOptions) ([]byte, error) {
 				StaticConfigs: []staticConfig{{Targets: []string{u.Host}}}},
 			// The replicas serve plain HTTP on the server's host.
 			{JobName: JobReplicas, Scheme: "http", MetricsPath: "/metrics",
-				HTTPSDConfigs: []httpSDConfig{{URL: u.Scheme + "://" + u.Host + DiscoveryPath, RefreshInterval: every, Authorization: auth}}},
+				HTTPSDConfigs:        []httpSDConfig{{URL: u.Scheme + "://" + u.Host + DiscoveryPath, RefreshInterval: every, Authorization: auth}},
+				MetricRelabelConfigs: catalogRenames()},
 		},
 	}
 	b, err := yaml.Marshal(c)

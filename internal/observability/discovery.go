@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
@@ -33,17 +34,22 @@ type Lister interface {
 // Targets is one target group per ready replica (healthy, with an
 // address), sorted by replica id: its metrics address and the labels of its
 // owner (runtime.ReplicaSpec.Labels: endpoint and variant, or namespace,
-// deployment and kind) plus replica, its id. Empty label values are left
-// out. Never nil, so it encodes as [].
+// deployment and kind) plus replica, its id, and engine, its engine adapter
+// (Config maps each engine's series to the catalog's names by it). Empty
+// label values are left out. Never nil, so it encodes as [].
 func Targets(rs []runtime.Replica) []TargetGroup {
 	out := []TargetGroup{}
 	for _, r := range rs {
 		if r.State != runtime.StateHealthy || r.Addr == "" {
 			continue
 		}
-		l := map[string]string{"replica": r.Spec.ID}
+		eng := r.Spec.Engine
+		if eng == "" {
+			eng = engines.Sim
+		}
+		l := map[string]string{"replica": r.Spec.ID, "engine": eng}
 		for k, v := range r.Spec.Labels {
-			if v != "" && k != "replica" {
+			if v != "" && k != "replica" && k != "engine" {
 				l[k] = v
 			}
 		}

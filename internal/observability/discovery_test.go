@@ -16,7 +16,7 @@ func (l list) List() []runtime.Replica { return l }
 
 func TestTargets(t *testing.T) {
 	sm := runtime.ReplicaSpec{ID: "ep.AllTraffic.gen1.0", Labels: map[string]string{"endpoint": "ep", "variant": "AllTraffic", "instance_type": "ml.g5.xlarge"}}
-	dep := runtime.ReplicaSpec{ID: "iec-default-chat-r1-0", Controller: runtime.ControllerDeployment,
+	dep := runtime.ReplicaSpec{ID: "iec-default-chat-r1-0", Controller: runtime.ControllerDeployment, Engine: "llamacpp",
 		Labels: map[string]string{"namespace": "default", "deployment": "chat", "kind": "InferenceEndpointConfig", "endpoint": "chat", "instance_type": ""}}
 	tests := []struct {
 		name string
@@ -33,12 +33,12 @@ func TestTargets(t *testing.T) {
 			{Spec: sm, State: runtime.StateHealthy, Addr: "127.0.0.1:2"},
 			{Spec: dep, State: runtime.StateHealthy, Addr: "127.0.0.1:3"},
 		}, []TargetGroup{
-			{Targets: []string{"127.0.0.1:2"}, Labels: map[string]string{"replica": "ep.AllTraffic.gen1.0", "endpoint": "ep", "variant": "AllTraffic", "instance_type": "ml.g5.xlarge"}},
-			{Targets: []string{"127.0.0.1:3"}, Labels: map[string]string{"replica": "iec-default-chat-r1-0", "namespace": "default", "deployment": "chat", "kind": "InferenceEndpointConfig", "endpoint": "chat"}},
+			{Targets: []string{"127.0.0.1:2"}, Labels: map[string]string{"replica": "ep.AllTraffic.gen1.0", "engine": "sim", "endpoint": "ep", "variant": "AllTraffic", "instance_type": "ml.g5.xlarge"}},
+			{Targets: []string{"127.0.0.1:3"}, Labels: map[string]string{"replica": "iec-default-chat-r1-0", "engine": "llamacpp", "namespace": "default", "deployment": "chat", "kind": "InferenceEndpointConfig", "endpoint": "chat"}},
 		}},
 		{"an owner label cannot replace the replica id", []runtime.Replica{
 			{Spec: runtime.ReplicaSpec{ID: "r", Labels: map[string]string{"replica": "other"}}, State: runtime.StateHealthy, Addr: "h:1"},
-		}, []TargetGroup{{Targets: []string{"h:1"}, Labels: map[string]string{"replica": "r"}}}},
+		}, []TargetGroup{{Targets: []string{"h:1"}, Labels: map[string]string{"replica": "r", "engine": "sim"}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +61,7 @@ func TestTargetsHandler(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		t.Fatal(err)
 	}
-	want := []map[string]any{{"targets": []any{"h:1"}, "labels": map[string]any{"replica": "r", "endpoint": "e"}}}
+	want := []map[string]any{{"targets": []any{"h:1"}, "labels": map[string]any{"replica": "r", "engine": "sim", "endpoint": "e"}}}
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || !reflect.DeepEqual(raw, want) {
 		t.Fatalf("%d %s %v", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
 	}

@@ -80,8 +80,17 @@ func TestStartRealPrometheus(t *testing.T) {
 	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "capstan_gateway_requests_total", Help: "r"}, []string{"endpoint", "variant", "status"})
 	reqs.WithLabelValues("ep", "AllTraffic", "200").Add(7)
 	serverReg.MustRegister(reqs)
+	// A llama.cpp replica: its running gauge is renamed to the catalog's.
+	llamaReg := prometheus.NewRegistry()
+	processing := prometheus.NewGauge(prometheus.GaugeOpts{Name: "llamacpp:requests_processing", Help: "processing"})
+	processing.Set(2)
+	llamaReg.MustRegister(processing)
+	llama := httptest.NewServer(promhttp.HandlerFor(llamaReg, promhttp.HandlerOpts{}))
+	defer llama.Close()
 	replicas := list{{Spec: runtime.ReplicaSpec{ID: "ep.AllTraffic.gen1.0", Labels: map[string]string{"endpoint": "ep", "variant": "AllTraffic"}},
-		State: runtime.StateHealthy, Addr: strings.TrimPrefix(replica.URL, "http://")}}
+		State: runtime.StateHealthy, Addr: strings.TrimPrefix(replica.URL, "http://")},
+		{Spec: runtime.ReplicaSpec{ID: "ll.AllTraffic.gen1.0", Engine: "llamacpp", Labels: map[string]string{"endpoint": "ll", "variant": "AllTraffic"}},
+			State: runtime.StateHealthy, Addr: strings.TrimPrefix(llama.URL, "http://")}}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(serverReg, promhttp.HandlerOpts{}))
 	mux.Handle(DiscoveryPath, TargetsHandler(replicas))
@@ -116,12 +125,15 @@ func TestStartRealPrometheus(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		srv := query(t, p.URL, `capstan_gateway_requests_total{job="capstan",endpoint="ep"}`)
-		rep := query(t, p.URL, `vllm:num_requests_running{job="capstan-replicas",endpoint="ep",variant="AllTraffic",replica="ep.AllTraffic.gen1.0"}`)
-		if len(srv) == 1 && srv[0].Value[1] == "7" && len(rep) == 1 && rep[0].Value[1] == "3" {
+		rep := query(t, p.URL, `vllm:num_requests_running{job="capstan-replicas",endpoint="ep",variant="AllTraffic",replica="ep.AllTraffic.gen1.0",engine="sim"}`)
+		ll := query(t, p.URL, `vllm:num_requests_running{job="capstan-replicas",endpoint="ll",engine="llamacpp"}`)
+		own := query(t, p.URL, `{__name__="llamacpp:requests_processing"}`)
+		if len(srv) == 1 && srv[0].Value[1] == "7" && len(rep) == 1 && rep[0].Value[1] == "3" && len(ll) == 1 && ll[0].Value[1] == "2" && len(own) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no scraped series: server %+v, replica %+v (unauthorized requests: %d)", srv, rep, unauthorized.Load())
+			t.Fatalf("no scraped series: server %+v, replica %+v, llama.cpp replica %+v (under its own name: %+v) (unauthorized requests: %d)",
+				srv, rep, ll, own, unauthorized.Load())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

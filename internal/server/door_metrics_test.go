@@ -37,12 +37,7 @@ type simRuntime struct {
 }
 
 func (r simRuntime) Start(ctx context.Context, spec runtime.ReplicaSpec) error {
-	o := sim.Options{Model: "llama-3.1-8b", GPU: "h100"}
-	for _, a := range spec.Args {
-		if v, ok := strings.CutPrefix(a, "--kv-events="); ok {
-			o.KVEvents = v
-		}
-	}
+	o := sim.Options{Model: "llama-3.1-8b", GPU: "h100", KVEvents: spec.KVEventsEndpoint}
 	addr, err := runSim(r.t, o)
 	if err != nil {
 		return fmt.Errorf("replica %s: %w", spec.ID, err)
