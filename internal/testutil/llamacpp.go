@@ -2,48 +2,27 @@ package testutil
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 )
 
-var (
-	llamaOnce sync.Once
-	llamaDir  string
-	llamaErr  string
-)
-
 // LlamaCppDir is the directory holding llama.cpp's llama-server and the
-// tiny GGUF model the real-engine tests serve: $CAPSTAN_LLAMACPP_DIR
-// (test/run.sh exports it), else what test/engines/llamacpp.sh prints,
-// which builds what is missing (about ten minutes the first time on 2
-// cores, then cached). No engine is a failure, never a skip.
+// tiny GGUF model the real-engine tests serve: $CAPSTAN_LLAMACPP_DIR, which
+// test/run.sh exports from test/engines/llamacpp.sh. The build takes
+// minutes the first time, so go test never runs it: without the variable
+// the test fails at once with the command to run. No engine is a failure,
+// never a skip.
 func LlamaCppDir(t testing.TB) string {
 	t.Helper()
-	llamaOnce.Do(func() {
-		if d := os.Getenv("CAPSTAN_LLAMACPP_DIR"); d != "" {
-			llamaDir = d
-			return
-		}
-		cmd := exec.Command("bash", filepath.Join(RepoRoot(t), "test", "engines", "llamacpp.sh"))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			llamaErr = "test/engines/llamacpp.sh (llama-server and the tiny model this test needs): " + err.Error()
-			return
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		llamaDir = lines[len(lines)-1]
-	})
-	if llamaErr != "" {
-		t.Fatal(llamaErr)
+	dir := os.Getenv("CAPSTAN_LLAMACPP_DIR")
+	if dir == "" {
+		t.Fatal("CAPSTAN_LLAMACPP_DIR is not set: this test runs llama.cpp's llama-server; build it (about 8 minutes the first time, cached after) with\n" +
+			"  export CAPSTAN_LLAMACPP_DIR=$(test/engines/llamacpp.sh | tail -1)\n(./test/run.sh does this)")
 	}
 	for _, f := range []string{"llama-server", "tiny.gguf"} {
-		if _, err := os.Stat(filepath.Join(llamaDir, f)); err != nil {
-			t.Fatalf("llama.cpp engine dir %s: %v", llamaDir, err)
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatalf("CAPSTAN_LLAMACPP_DIR=%s: %v (rebuild with test/engines/llamacpp.sh)", dir, err)
 		}
 	}
-	return llamaDir
+	return dir
 }
