@@ -12,9 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	aas "github.com/aws/aws-sdk-go-v2/service/applicationautoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/applicationautoscaling/types"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 const ipi = "InvocationsPerInstance"
@@ -385,7 +386,7 @@ capstan_appautoscaling_desired{endpoint="my-ep",variant="AllTraffic"} 3
 # TYPE capstan_appautoscaling_metric_value gauge
 capstan_appautoscaling_metric_value{endpoint="my-ep",policy="ipi",variant="AllTraffic"} 120
 `
-	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want)); err != nil {
+	if err := promtest.GatherAndCompare(e.reg, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.client.DeregisterScalableTarget(e.ctx, &aas.DeregisterScalableTargetInput{ServiceNamespace: types.ServiceNamespaceSagemaker,
@@ -393,7 +394,7 @@ capstan_appautoscaling_metric_value{endpoint="my-ep",policy="ipi",variant="AllTr
 		t.Fatal(err)
 	}
 	e.tick()
-	if n, err := testutil.GatherAndCount(e.reg); err != nil || n != 0 {
+	if n, err := promtest.GatherAndCount(e.reg); err != nil || n != 0 {
 		t.Fatalf("%d series after deregister (%v)", n, err)
 	}
 	// History outlives the target.
@@ -442,7 +443,7 @@ func TestRun(t *testing.T) {
 	if _, err := e.client.RegisterScalableTarget(e.ctx, sdkRegister(resMyEP, 2, 8)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "min capacity enforced", func() bool { return e.desired() == 2 })
+	testutil.Eventually(t, 10*time.Second, "min capacity enforced", func() bool { return e.desired() == 2 })
 
 	if _, err := e.client.PutScalingPolicy(e.ctx, ttPolicy(resMyEP, "ipi", 50)); err != nil {
 		t.Fatal(err)
@@ -450,18 +451,7 @@ func TestRun(t *testing.T) {
 	e.src.set("my-ep", "AllTraffic", ipi, "Sum", 100)
 	for i := 1; i <= 2; i++ {
 		e.clk.Step(10 * time.Second)
-		waitFor(t, "an evaluation", func() bool { return e.src.readCount("my-ep", "AllTraffic", ipi, "Sum") >= i })
+		testutil.Eventually(t, 10*time.Second, "an evaluation", func() bool { return e.src.readCount("my-ep", "AllTraffic", ipi, "Sum") >= i })
 	}
-	waitFor(t, "scale-out", func() bool { return e.desired() == 4 })
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "scale-out", func() bool { return e.desired() == 4 })
 }

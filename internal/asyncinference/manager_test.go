@@ -19,11 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/store"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // memS3 is an in-memory S3 with the two calls the workers make.
@@ -245,7 +246,7 @@ func TestTTLExpiry(t *testing.T) {
 	if _, err := m.Submit(context.Background(), Request{Endpoint: "ep", InputLocation: "s3://b/in/1.json", InferenceID: "t", RequestTTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return f.clk.Waiters() > 0 })
+	testutil.Eventually(t, 10*time.Second, "the retry to wait on the clock", func() bool { return f.clk.Waiters() > 0 })
 	if m.Backlog("ep") != 1 {
 		t.Fatalf("backlog %d", m.Backlog("ep"))
 	}
@@ -259,7 +260,7 @@ func TestTTLExpiry(t *testing.T) {
 	if got := f.s3.wait(t, "s3://b/fail/t-error.out"); !strings.Contains(got, "expired") || !strings.Contains(got, "RequestTTLSeconds (60)") {
 		t.Fatalf("expiry object: %s", got)
 	}
-	waitFor(t, func() bool { return m.Backlog("ep") == 0 })
+	testutil.Eventually(t, 10*time.Second, "the backlog to drain", func() bool { return m.Backlog("ep") == 0 })
 }
 
 // Accepted requests survive a restart: a new Manager on the same store runs them.
@@ -277,7 +278,7 @@ func TestRestartKeepsBacklog(t *testing.T) {
 	if n := second.Backlog("ep"); n != 2 {
 		t.Fatalf("restored backlog %d, want 2", n)
 	}
-	if v := testutil.ToFloat64(second.backlog.WithLabelValues("ep")); v != 2 {
+	if v := promtest.ToFloat64(second.backlog.WithLabelValues("ep")); v != 2 {
 		t.Fatalf("capstan_async_backlog %v", v)
 	}
 	// A request after the restart does not reuse a stored key.
@@ -289,7 +290,7 @@ func TestRestartKeepsBacklog(t *testing.T) {
 	for _, id := range []string{"r1", "r2", "r3"} {
 		f.s3.wait(t, "s3://b/out/"+id+".out")
 	}
-	waitFor(t, func() bool { return second.Backlog("ep") == 0 })
+	testutil.Eventually(t, 10*time.Second, "the restored backlog to drain", func() bool { return second.Backlog("ep") == 0 })
 	var left int
 	_ = f.st.View(func(tx *store.Tx) error {
 		return tx.Each(bucketJobs, func(string, []byte) error { left++; return nil })
@@ -327,7 +328,7 @@ func TestConcurrencyBound(t *testing.T) {
 	if _, err := m.Submit(context.Background(), Request{Endpoint: "ep", InputLocation: "s3://b/in/1.json"}); err == nil || !strings.Contains(err.Error(), ErrQueueFull.Error()) {
 		t.Fatalf("7th request: %v, want queue full", err)
 	}
-	waitFor(t, func() bool { return cur.Load() == 2 })
+	testutil.Eventually(t, 10*time.Second, "two requests in flight", func() bool { return cur.Load() == 2 })
 	time.Sleep(50 * time.Millisecond) // a third would have arrived by now
 	if p := peak.Load(); p != 2 {
 		t.Fatalf("peak concurrency %d, want 2 (MaxConcurrentInvocationsPerInstance=2, one instance)", p)
@@ -354,7 +355,7 @@ func TestWakeFromZero(t *testing.T) {
 	if _, err := m.Submit(context.Background(), Request{Endpoint: "ep", InputLocation: "s3://b/in/1.json", InferenceID: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return woke.Load() == 1 })
+	testutil.Eventually(t, 10*time.Second, "a wake", func() bool { return woke.Load() == 1 })
 	for i := 0; i < 10; i++ {
 		if _, ok := f.s3.get("s3://b/out/w.out"); ok {
 			break
@@ -365,16 +366,5 @@ func TestWakeFromZero(t *testing.T) {
 	f.s3.wait(t, "s3://b/out/w.out")
 	if woke.Load() != 1 {
 		t.Fatalf("woke %d times", woke.Load())
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

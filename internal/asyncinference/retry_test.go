@@ -17,6 +17,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/engine/sim"
 	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // cycle runs one dispatch synchronously and waits for the workers it
@@ -270,7 +271,7 @@ func TestHeldInputsBounded(t *testing.T) {
 			t.Cleanup(open) // before the engine's Close, which waits for its handlers
 			done := make(chan struct{})
 			go func() { cycle(m); close(done) }()
-			waitFor(t, func() bool { return cur.Load() >= tc.want })
+			testutil.Eventually(t, 10*time.Second, "the requests to reach the model", func() bool { return cur.Load() >= tc.want })
 			time.Sleep(50 * time.Millisecond) // one more would have arrived by now
 			if p := peak.Load(); p != tc.want {
 				t.Errorf("peak %d requests in the model, want %d", p, tc.want)

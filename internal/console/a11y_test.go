@@ -55,24 +55,30 @@ func violations(t *testing.T, ctx context.Context, page string) []axeViolation {
 // showing data: an endpoint, a training plan, the default cluster, a
 // deployment, the purchase form, apply with its errors, and sign-in.
 func TestAccessibility(t *testing.T) {
-	s := startServer(t, "")
-	seedScale(t, s, 1, 1)
-	s.apply(t, demoYAML, "")
-	if res, err := http.Post(s.URL+"/apis/workspace.jupyter.org/v1alpha1/apply", "application/yaml",
-		strings.NewReader("apiVersion: workspace.jupyter.org/v1alpha1\nkind: Workspace\nmetadata: {name: nb}\nspec: {displayName: nb}\n")); err != nil || res.StatusCode != http.StatusOK {
+	s := sharedServer(t)
+	scale, demo, nb := name(t, "a11y"), name(t, "a11y-demo"), name(t, "a11y-nb")
+	seedScale(t, s, scale, 1, 1)
+	yaml := strings.ReplaceAll(demoYAML, "name: demo}", "name: "+demo+"}")
+	s.apply(t, yaml, "")
+	s.deleteWhenDone(t, manifestsBase+"/namespaces/default/jumpstartmodels/"+demo)
+	res, err := http.Post(s.URL+"/apis/workspace.jupyter.org/v1alpha1/apply", "application/yaml",
+		strings.NewReader("apiVersion: workspace.jupyter.org/v1alpha1\nkind: Workspace\nmetadata: {name: "+nb+"}\nspec: {displayName: "+nb+"}\n"))
+	if err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("apply a workspace: %v %v", err, res)
 	}
+	res.Body.Close()
+	s.deleteWhenDone(t, "/apis/workspace.jupyter.org/v1alpha1/namespaces/default/workspaces/"+nb)
 	ctx := newBrowser(t, 1280, 800)
 	pages := []struct{ path, ready string }{
 		{"/console/endpoints", `[data-testid=endpoints] tbody tr`},
-		{"/console/endpoints/scale-ep-000", `[data-testid=chart-requests]`},
+		{"/console/endpoints/" + scale + "-ep-000", `[data-testid=chart-requests]`},
 		{"/console/plans", `[data-testid=plans] tbody tr`},
 		{"/console/plans/new", `[data-testid=search-offerings]`},
-		{"/console/plans/scale-plan-00", `[data-testid=plan-status]`},
+		{"/console/plans/" + scale + "-plan-00", `[data-testid=plan-status]`},
 		{"/console/clusters", `[data-testid=clusters] tbody tr`},
 		{"/console/clusters/ml-cluster", `[data-testid=nodes] tbody tr`},
 		{"/console/deployments", `[data-testid=deployments] tbody tr`},
-		{"/console/deployments/jsm/default/demo", `[data-testid=events]`},
+		{"/console/deployments/jsm/default/" + demo, `[data-testid=events]`},
 		{"/console/apply", `textarea`},
 		{"/console/spaces", `[data-testid=spaces] tbody tr`},
 	}
@@ -86,7 +92,7 @@ func TestAccessibility(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=error-plan-count]`)))
 	audit(t, ctx, "/console/plans/new with errors")
 	run(t, ctx, "bad apply", chromedp.Navigate(s.URL+"/console/apply"), chromedp.WaitVisible(chromedp.CSS(`textarea`)))
-	paste(t, ctx, `textarea`, strings.Replace(demoYAML, "maxReplicaCount: 4", "maxReplicaCount: -1", 1))
+	paste(t, ctx, `textarea`, strings.Replace(yaml, "maxReplicaCount: 4", "maxReplicaCount: -1", 1))
 	run(t, ctx, "apply", chromedp.Click(chromedp.CSS(`main form button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=apply-errors]`)))
 	audit(t, ctx, "/console/apply with errors")
 
@@ -104,6 +110,7 @@ func TestAccessibility(t *testing.T) {
 		t.Fatalf("axe on a page with an unlabelled input and an image without alt found %v", found)
 	}
 
+	// Sign-in shows only on a server with credentials: one of its own.
 	signed := startServer(t, "credentials: [{accessKeyId: AKIDA11Y, secretAccessKey: a11y-secret}]\nadminTokens: [a11y-admin-token-0123456789]\n")
 	run(t, ctx, "sign-in", chromedp.Navigate(signed.URL+"/console/"), chromedp.WaitVisible(chromedp.CSS(`#accessKeyId`)))
 	audit(t, ctx, "sign-in")

@@ -61,6 +61,20 @@ type objectList struct {
 	} `json:"items"`
 }
 
+// jsmNames lists the JumpStartModels of every namespace as namespace/name.
+func jsmNames(t testing.TB, s *server) []string {
+	t.Helper()
+	var objs objectList
+	if code := s.getJSON(t, manifestsBase+"/jumpstartmodels", &objs); code != http.StatusOK {
+		t.Fatalf("list jumpstartmodels: %d", code)
+	}
+	var names []string
+	for _, o := range objs.Items {
+		names = append(names, o.Metadata.Namespace+"/"+o.Metadata.Name)
+	}
+	return names
+}
+
 type eventList struct {
 	Items []struct{ Type, Reason, Message string } `json:"items"`
 }
@@ -79,7 +93,8 @@ func checkPhoneWidth(t *testing.T, ctx context.Context, what string) {
 
 // TestClusterPages: the default cluster is listed; its page shows its
 // instance groups (with a MIG layout) and every node with its GPUs and MIG
-// slices from the node API; it reads at a phone's width too.
+// slices from the node API; it reads at a phone's width too. (A server of its
+// own: it configures the cluster.)
 func TestClusterPages(t *testing.T) {
 	s := startServer(t, `cluster:
   instanceGroups:
@@ -143,7 +158,9 @@ spec:
 // TestDeploymentLifecycle: a manifest pasted into Apply and applied with a
 // double click is created once; the deployments list and its page show it
 // running (state, replicas, placement, events); Delete asks first, then
-// deletes it.
+// deletes it. (A server of its own: it checks that the whole list holds the
+// one object, and then shows the empty list, and it needs one of the default
+// cluster's two ml.g5.8xlarge nodes free.)
 func TestDeploymentLifecycle(t *testing.T) {
 	s := startServer(t, "")
 	ctx := newBrowser(t, 1280, 800)
@@ -239,7 +256,11 @@ func TestDeploymentLifecycle(t *testing.T) {
 // with a bad field lists each cause with the field it names under the text;
 // nothing is stored.
 func TestApplyErrors(t *testing.T) {
-	s := startServer(t, "")
+	s := sharedServer(t)
+	demo := name(t, "demo")
+	yaml := strings.ReplaceAll(demoYAML, "name: demo}", "name: "+demo+"}")
+	before := jsmNames(t, s)
+	s.deleteWhenDone(t, manifestsBase+"/namespaces/default/jumpstartmodels/"+demo) // should a refused apply store it
 	ctx := newBrowser(t, 1280, 800)
 	run(t, ctx, "open Apply",
 		chromedp.Navigate(s.URL+"/console/apply"),
@@ -253,18 +274,18 @@ func TestApplyErrors(t *testing.T) {
 		waitText(`.field.invalid`, "Invalid"),
 	)
 
-	paste(t, ctx, "#manifest", strings.Replace(demoYAML, "maxReplicaCount: 4", "maxReplicaCount: -1", 1))
+	paste(t, ctx, "#manifest", strings.Replace(yaml, "maxReplicaCount: 4", "maxReplicaCount: -1", 1))
 	run(t, ctx, "a bad field",
 		chromedp.Click(chromedp.CSS(`[data-testid=apply]`)),
 		waitText(`[data-testid=apply-errors] li code`, "spec.autoScalingSpec.maxReplicaCount"),
 		waitText(`[data-testid=apply-errors]`, "must be >= 1, got -1"),
-		waitText(`[data-testid=apply-errors]`, "JumpStartModel/demo"),
+		waitText(`[data-testid=apply-errors]`, "JumpStartModel/"+demo),
 	)
 	if n := count(t, ctx, `[data-testid=apply-errors] li`); n != 2 {
 		t.Fatalf("%d causes listed, want the server's 2", n)
 	}
 
-	paste(t, ctx, "#manifest", strings.Replace(demoYAML, "ml.g5.8xlarge", "ml.nope.1xlarge", 1))
+	paste(t, ctx, "#manifest", strings.Replace(yaml, "ml.g5.8xlarge", "ml.nope.1xlarge", 1))
 	run(t, ctx, "an unknown instance type",
 		chromedp.Click(chromedp.CSS(`[data-testid=apply]`)),
 		waitText(`[data-testid=apply-errors] li code`, "spec.server.instanceType"),
@@ -274,7 +295,7 @@ func TestApplyErrors(t *testing.T) {
 	if d := get(t, ctx, "aria-describedby", chromedp.Evaluate[string](`document.querySelector('#manifest').getAttribute('aria-describedby')`)); d != "apply-errors" {
 		t.Fatalf("the textarea's aria-describedby is %q", d)
 	}
-	paste(t, ctx, "#manifest", strings.Replace(demoYAML, "maxReplicaCount: 4", "maxReplicaCount: -1", 1))
+	paste(t, ctx, "#manifest", strings.Replace(yaml, "maxReplicaCount: 4", "maxReplicaCount: -1", 1))
 	run(t, ctx, "the bad field again, for the screenshot",
 		chromedp.Click(chromedp.CSS(`[data-testid=apply]`)),
 		waitText(`[data-testid=apply-errors] li code`, "spec.autoScalingSpec.maxReplicaCount"),
@@ -282,22 +303,22 @@ func TestApplyErrors(t *testing.T) {
 	screenshot(t, ctx, "apply-errors", true)
 
 	// A bad namespace is shown next to the namespace field.
-	paste(t, ctx, "#manifest", demoYAML)
+	paste(t, ctx, "#manifest", yaml)
 	run(t, ctx, "a bad namespace",
 		chromedp.SendKeys(chromedp.CSS(`#namespace`), "Not_A_Label"),
 		chromedp.Click(chromedp.CSS(`[data-testid=apply]`)),
 		waitText(`[data-testid=error-namespace]`, "RFC 1123"),
 	)
 
-	var objs objectList
-	s.getJSON(t, manifestsBase+"/jumpstartmodels", &objs)
-	if len(objs.Items) != 0 {
-		t.Fatalf("refused applies stored %+v", objs.Items)
+	if added := newNames(before, jsmNames(t, s)); len(added) != 0 {
+		t.Fatalf("refused applies stored %v", added)
 	}
 }
 
 // TestApplyNodePool: a body with Karpenter documents and a JumpStartModel
 // is applied as `capstan apply` does, the node documents to the node API.
+// (A server of its own: node pools are cluster-wide, and would change how
+// every later test's replicas get nodes.)
 func TestApplyNodePool(t *testing.T) {
 	s := startServer(t, "")
 	ctx := newBrowser(t, 1280, 800)
@@ -350,7 +371,8 @@ spec:
 
 // TestDeploymentPagesSignedIn: with credentials configured the pages sign
 // their calls (SigV4 for SageMaker, the admin token for manifests and
-// nodes), and a deployment that cannot be placed says why.
+// nodes), and a deployment that cannot be placed says why. (A server of its
+// own: the shared one has no credentials.)
 func TestDeploymentPagesSignedIn(t *testing.T) {
 	const token = "console-admin-token-0123456789"
 	s := startServer(t, "credentials: [{accessKeyId: AKIDCONSOLE, secretAccessKey: console-secret}]\nadminTokens: ["+token+"]\n")

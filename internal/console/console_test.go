@@ -12,7 +12,7 @@ import (
 // TestServedAssets checks what the server answers for the console's paths
 // without a browser: pages, config, assets, caching and security headers.
 func TestServedAssets(t *testing.T) {
-	s := startServer(t, "")
+	s := sharedServer(t)
 	get := func(path string, hdr map[string]string) (*http.Response, string) {
 		req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
 		for k, v := range hdr {
@@ -68,7 +68,8 @@ func TestServedAssets(t *testing.T) {
 }
 
 // TestSignIn: with credentials configured the console asks for them before
-// it shows anything, and then its signed calls work.
+// it shows anything, and then its signed calls work. (A server of its own:
+// the shared one has no credentials.)
 func TestSignIn(t *testing.T) {
 	s := startServer(t, "credentials: [{accessKeyId: AKIDCONSOLE, secretAccessKey: console-secret}]\nadminTokens: [console-admin-token-0123456789]\n")
 	ctx := newBrowser(t, 1280, 800)

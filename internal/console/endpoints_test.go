@@ -131,8 +131,8 @@ const countCalls = `(() => {
 // server's error next to the field, a double click submits once); it is
 // deleted after a confirmation step.
 func TestEndpointsPages(t *testing.T) {
-	s := startServer(t, "")
-	const name = "console-ep"
+	s := sharedServer(t)
+	name := name(t, "console-ep")
 	createEndpoint(t, s, name, true)
 	// Traffic spread over ten minutes of the server's clock: InvokeEndpoint
 	// calls, and OpenAI streams (their time to first token).
@@ -154,7 +154,7 @@ func TestEndpointsPages(t *testing.T) {
 		waitText("main h1", "Endpoints"),
 		chromedp.WaitVisible(chromedp.CSS(`table[data-testid=endpoints]`)),
 		waitText(`table[data-testid=endpoints]`, name),
-		waitText(`table[data-testid=endpoints]`, "InService"),
+		waitRow(`table[data-testid=endpoints]`, name, "", "InService"),
 	)
 	screenshot(t, ctx, "endpoints-list", false)
 
@@ -242,10 +242,10 @@ func TestEndpointsPages(t *testing.T) {
 // plan, a count beyond the plan's capacity is refused next to the field,
 // and once the plan has expired the page flags the failure.
 func TestEndpointOnExpiredPlan(t *testing.T) {
-	s := startServer(t, "")
+	s := sharedServer(t)
 	ctx := context.Background()
-	const name, plan = "plan-ep", "console-plan"
-	now := time.Now()
+	name, plan := name(t, "plan-ep"), name(t, "console-plan")
+	now := serverNow(t, s)
 	offers, err := s.SM.SearchTrainingPlanOfferings(ctx, &sm.SearchTrainingPlanOfferingsInput{
 		TargetResources: []smtypes.SageMakerResourceName{"endpoint"}, InstanceType: "ml.p5.48xlarge",
 		InstanceCount: aws.Int32(1), DurationHours: aws.Int64(24), StartTimeAfter: aws.Time(now),
@@ -262,7 +262,7 @@ func TestEndpointOnExpiredPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Until(aws.ToTime(p.StartTime)); d > 0 {
+	if d := aws.ToTime(p.StartTime).Sub(serverNow(t, s)); d > 0 {
 		s.advanceClock(t, d.Truncate(time.Second)+time.Minute, "")
 	}
 	s.createEndpoint(t, name, onPlan(bought.TrainingPlanArn))
@@ -317,6 +317,8 @@ func TestEndpointOnExpiredPlan(t *testing.T) {
 // after two ListEndpoints calls of 100; then each row's variants, instances
 // and plan fill in from one DescribeEndpoint per endpoint, which the next poll
 // of the unchanged list does not repeat. (How fast: BenchmarkPageLoad.)
+//
+// A server of its own: it counts the calls for exactly its 200 endpoints.
 func TestEndpointsListIsCheap(t *testing.T) {
 	s := startServer(t, "")
 	ctx := context.Background()

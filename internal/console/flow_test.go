@@ -20,9 +20,10 @@ import (
 // see it InService with traffic on its chart → let the dev clock run past
 // the plan's end → the console shows the expiry and the endpoint's error.
 func TestPlanToExpiry(t *testing.T) {
-	s := startServer(t, "")
+	s := sharedServer(t)
 	ctx := newBrowser(t, 1280, 800)
 	bg := context.Background()
+	planName, ep := name(t, "eval-week"), name(t, "eval-ep")
 
 	// Search and buy in the browser.
 	run(t, ctx, "search offerings",
@@ -34,14 +35,14 @@ func TestPlanToExpiry(t *testing.T) {
 	run(t, ctx, "review",
 		chromedp.Click(chromedp.CSS(`[data-testid=select-offering]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#plan-name`)),
-		chromedp.SendKeys(chromedp.CSS(`#plan-name`), "eval-week"),
+		chromedp.SendKeys(chromedp.CSS(`#plan-name`), planName),
 	)
 	run(t, ctx, "buy",
 		chromedp.Click(chromedp.CSS(`[data-testid=buy]`)),
-		waitText("main h1", "eval-week"),
+		waitText("main h1", planName),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=plan-status]`)),
 	)
-	plan, err := s.SM.DescribeTrainingPlan(bg, &sm.DescribeTrainingPlanInput{TrainingPlanName: aws.String("eval-week")})
+	plan, err := s.SM.DescribeTrainingPlan(bg, &sm.DescribeTrainingPlanInput{TrainingPlanName: aws.String(planName)})
 	if err != nil {
 		t.Fatalf("the plan bought in the console: %v", err)
 	}
@@ -52,23 +53,23 @@ func TestPlanToExpiry(t *testing.T) {
 	run(t, ctx, "the plan is active", waitText(`[data-testid=plan-status]`, "Active"))
 
 	// An endpoint on the plan, through the API.
-	s.createEndpoint(t, "eval-ep", onPlan(plan.TrainingPlanArn))
-	waitEndpoint(t, s, "eval-ep", func(o *sm.DescribeEndpointOutput) bool { return o.EndpointStatus == smtypes.EndpointStatusInService })
+	s.createEndpoint(t, ep, onPlan(plan.TrainingPlanArn))
+	waitEndpoint(t, s, ep, func(o *sm.DescribeEndpointOutput) bool { return o.EndpointStatus == smtypes.EndpointStatusInService })
 	for i := range 12 {
-		if _, err := s.SMR.InvokeEndpoint(bg, &smr.InvokeEndpointInput{EndpointName: aws.String("eval-ep"), ContentType: aws.String("application/json"),
+		if _, err := s.SMR.InvokeEndpoint(bg, &smr.InvokeEndpointInput{EndpointName: aws.String(ep), ContentType: aws.String("application/json"),
 			Body: []byte(fmt.Sprintf(`{"inputs":"request %d","parameters":{"max_new_tokens":8}}`, i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	run(t, ctx, "the endpoint page shows it InService with traffic",
-		chromedp.Navigate(s.URL+"/console/endpoints/eval-ep"),
+		chromedp.Navigate(s.URL+"/console/endpoints/"+ep),
 		waitText("main", "InService"),
 		poll(`Number(document.querySelector('[data-testid=chart-requests]')?.getAttribute('data-points')) > 0`),
 	)
 	screenshot(t, ctx, "endpoint-traffic", true)
 	run(t, ctx, "the plan page lists the endpoint",
-		chromedp.Navigate(s.URL+"/console/plans/eval-week"),
-		waitText("main", "eval-ep"),
+		chromedp.Navigate(s.URL+"/console/plans/"+planName),
+		waitText("main", ep),
 	)
 	screenshot(t, ctx, "plan-in-use", false)
 
@@ -80,11 +81,11 @@ func TestPlanToExpiry(t *testing.T) {
 	)
 	screenshot(t, ctx, "plan-expired", true)
 	run(t, ctx, "the endpoint page shows its error",
-		chromedp.Navigate(s.URL+"/console/endpoints/eval-ep"),
+		chromedp.Navigate(s.URL+"/console/endpoints/"+ep),
 		waitText(`[data-testid=endpoint-failure]`, "ended at"),
 	)
 	screenshot(t, ctx, "endpoint-plan-expired", true)
-	d, err := s.SM.DescribeEndpoint(bg, &sm.DescribeEndpointInput{EndpointName: aws.String("eval-ep")})
+	d, err := s.SM.DescribeEndpoint(bg, &sm.DescribeEndpointInput{EndpointName: aws.String(ep)})
 	if err != nil {
 		t.Fatal(err)
 	}

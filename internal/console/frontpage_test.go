@@ -38,9 +38,11 @@ var navPages = []navPage{
 // each nav link shows that page's heading and data and marks that link
 // current, and the browser's Back returns through them, each page showing
 // its text again. No script error goes uncaught.
+//
+// A server of its own: the Spaces page must show a fresh server's empty list.
 func TestFrontPage(t *testing.T) {
 	s := startServer(t, "")
-	seedScale(t, s, 1, 1)
+	seedScale(t, s, "scale", 1, 1)
 	s.apply(t, demoYAML, "")
 	ctx := newBrowser(t, 1280, 800)
 	uncaught := testutil.UncaughtErrors(t, ctx)

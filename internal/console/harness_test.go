@@ -30,31 +30,49 @@ var updateDocs = flag.Bool("update-docs", false, "copy the screenshots docs/cons
 
 // server is a running `capstan serve` and clients for its APIs.
 type server struct {
-	URL string
-	SM  *sm.Client
-	SMR *smr.Client
-	Dir string
-	bin string
+	URL    string
+	SM     *sm.Client
+	SMR    *smr.Client
+	Dir    string
+	bin    string
+	shared bool // sharedServer: other tests use it too
 }
 
-// startServer runs capstan serve on a free port with a dev clock and the
-// given capstan.yaml (empty: none) and extra flags.
+// startServer runs capstan serve for t alone, on a free port with a dev
+// clock and the given capstan.yaml (empty: none) and extra flags. Tests that
+// need no such server of their own use sharedServer.
 func startServer(t testing.TB, yaml string, args ...string) *server {
 	t.Helper()
 	bin := testutil.CapstanBinary(t)
 	dir := t.TempDir()
+	all, err := serveArgs(dir, yaml, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testutil.Start(t, context.Background(), bin, all...)
+	line := p.WaitLine(t, "capstan serving on ", 60*time.Second)
+	return newServer(strings.TrimSpace(line[strings.Index(line, "http://"):]), dir, bin, yaml)
+}
+
+// serveArgs are capstan serve's arguments for a server with its data in dir,
+// a dev clock, the given capstan.yaml (written into dir; empty: none) and
+// extra flags.
+func serveArgs(dir, yaml string, args ...string) ([]string, error) {
 	all := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--dev-clock",
 		"--engine-time-scale", "0.01"}
 	if yaml != "" {
 		cfg := filepath.Join(dir, "capstan.yaml")
 		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		all = append(all, "--config", cfg)
 	}
-	p := testutil.Start(t, context.Background(), bin, append(all, args...)...)
-	line := p.WaitLine(t, "capstan serving on ", 60*time.Second)
-	url := strings.TrimSpace(line[strings.Index(line, "http://"):])
+	return append(all, args...), nil
+}
+
+// newServer is the server at url, with API clients that sign with yaml's
+// credentials.
+func newServer(url, dir, bin, yaml string) *server {
 	key, secret := "AKIDTEST", "secret"
 	if k, s, ok := credentialsIn(yaml); ok {
 		key, secret = k, s
@@ -95,11 +113,6 @@ func (s *server) advanceClock(t testing.TB, d time.Duration, token string) {
 	if err := p.Cmd.Wait(); err != nil {
 		t.Fatalf("capstan %v: %v\n%s", args, err, p.Output())
 	}
-}
-
-// newBrowser starts headless Chromium at width×height.
-func newBrowser(t testing.TB, width, height int) context.Context {
-	return testutil.NewBrowser(t, width, height)
 }
 
 // run runs browser actions with a timeout, failing the test with the page's
@@ -182,12 +195,32 @@ func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// waitRow waits until, in the row of the table sel (CSS) with a cell that
+// reads exactly name, the element inner (CSS; empty: the row) contains want:
+// a list on the shared server shows other tests' objects too.
+func waitRow(sel, name, inner, want string) chromedp.Action[chromedp.Void] {
+	return poll(fmt.Sprintf(`[...document.querySelectorAll(%q)].some(r => {
+		if (![...r.cells].some(c => c.innerText.trim() === %q)) return false;
+		const e = %q ? r.querySelector(%q) : r;
+		return !!e && e.innerText.includes(%q);
+	})`, sel+" tbody tr", name, inner, inner, want))
+}
+
+// rowHas is whether the row of the table sel with a cell that reads exactly
+// name has an element matching inner (CSS).
+func rowHas(t testing.TB, ctx context.Context, sel, name, inner string) bool {
+	t.Helper()
+	return get(t, ctx, "the row of "+name, chromedp.Evaluate[bool](fmt.Sprintf(`[...document.querySelectorAll(%q)].some(r =>
+		[...r.cells].some(c => c.innerText.trim() === %q) && !!r.querySelector(%q))`, sel+" tbody tr", name, inner)))
+}
+
 // createEndpoint makes, through the SageMaker API as a user's script next to
 // the console would, model NAME-model (Llama 3.1 8B on the simulated engine),
 // config NAME-cfg of the one variant v (its ModelName filled in) and endpoint
-// NAME; it does not wait.
+// NAME; it does not wait. On the shared server they are deleted when t ends.
 func (s *server) createEndpoint(t testing.TB, name string, v smtypes.ProductionVariant) {
 	t.Helper()
+	s.deleteEndpointWhenDone(t, name)
 	ctx := context.Background()
 	if _, err := s.SM.CreateModel(ctx, &sm.CreateModelInput{ModelName: aws.String(name + "-model"),
 		ExecutionRoleArn: aws.String("arn:aws:iam::000000000000:role/capstan"),

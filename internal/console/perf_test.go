@@ -15,25 +15,25 @@ import (
 
 // seedScale creates what the page-load bar is stated for through the
 // SageMaker API: endpoints serverless endpoints (InService at zero replicas,
-// so no engine processes) and plans training plans of one instance each in
-// consecutive weeks.
-func seedScale(t testing.TB, s *server, endpoints, plans int) {
+// so no engine processes) PREFIX-ep-000, … and plans training plans
+// PREFIX-plan-00, … of one instance each in consecutive weeks.
+func seedScale(t testing.TB, s *server, prefix string, endpoints, plans int) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := s.SM.CreateModel(ctx, &sm.CreateModelInput{ModelName: aws.String("scale-model"),
+	if _, err := s.SM.CreateModel(ctx, &sm.CreateModelInput{ModelName: aws.String(prefix + "-model"),
 		ExecutionRoleArn: aws.String("arn:aws:iam::000000000000:role/capstan"),
 		PrimaryContainer: &types.ContainerDefinition{Image: aws.String("capstan/sim"),
 			Environment: map[string]string{"HF_MODEL_ID": "meta-llama/Llama-3.2-1B-Instruct"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SM.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String("scale-cfg"),
-		ProductionVariants: []types.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String("scale-model"),
+	if _, err := s.SM.CreateEndpointConfig(ctx, &sm.CreateEndpointConfigInput{EndpointConfigName: aws.String(prefix + "-cfg"),
+		ProductionVariants: []types.ProductionVariant{{VariantName: aws.String("AllTraffic"), ModelName: aws.String(prefix + "-model"),
 			ServerlessConfig: &types.ProductionVariantServerlessConfig{MemorySizeInMB: aws.Int32(2048), MaxConcurrency: aws.Int32(1)}}}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range endpoints {
-		if _, err := s.SM.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String(fmt.Sprintf("scale-ep-%03d", i)),
-			EndpointConfigName: aws.String("scale-cfg")}); err != nil {
+		if _, err := s.SM.CreateEndpoint(ctx, &sm.CreateEndpointInput{EndpointName: aws.String(fmt.Sprintf("%s-ep-%03d", prefix, i)),
+			EndpointConfigName: aws.String(prefix + "-cfg")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,7 +50,7 @@ func seedScale(t testing.TB, s *server, endpoints, plans int) {
 		if len(out.TrainingPlanOfferings) == 0 {
 			t.Fatalf("no offering for plan %d", i)
 		}
-		if _, err := s.SM.CreateTrainingPlan(ctx, &sm.CreateTrainingPlanInput{TrainingPlanName: aws.String(fmt.Sprintf("scale-plan-%02d", i)),
+		if _, err := s.SM.CreateTrainingPlan(ctx, &sm.CreateTrainingPlanInput{TrainingPlanName: aws.String(fmt.Sprintf("%s-plan-%02d", prefix, i)),
 			TrainingPlanOfferingId: out.TrainingPlanOfferings[0].TrainingPlanOfferingId}); err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func loadTime(t testing.TB, ctx context.Context, base string, p consolePage) tim
 //	go test ./internal/console -run '^$' -bench PageLoad -benchtime 5x
 func BenchmarkPageLoad(b *testing.B) {
 	s := startServer(b, "")
-	seedScale(b, s, 200, 50)
+	seedScale(b, s, "scale", 200, 50)
 	ctx := newBrowser(b, 1280, 800)
 	rows := func(testid string, n int) string {
 		return fmt.Sprintf(`document.querySelectorAll('[data-testid=%q] tbody tr').length >= %d`, testid, n)

@@ -115,7 +115,8 @@ func buyPlan(t testing.TB, s *server, name string, count int32, hours int64, aft
 }
 
 // TestPlansPurchase buys a plan in the browser: the list (empty), search,
-// offerings, select, review, buy, the plan's page.
+// offerings, select, review, buy, the plan's page. (A server of its own: it
+// starts at a fresh server's empty list.)
 func TestPlansPurchase(t *testing.T) {
 	s := startServer(t, "")
 	ctx := newBrowser(t, 1280, 800)
@@ -177,7 +178,9 @@ func TestPlansPurchase(t *testing.T) {
 // TestPlansBadInput: the server's validation errors show next to the field
 // they name, and nothing is bought.
 func TestPlansBadInput(t *testing.T) {
-	s := startServer(t, "")
+	s := sharedServer(t)
+	taken := name(t, "taken")
+	before := listPlanNames(t, s)
 	ctx := newBrowser(t, 1280, 800)
 	run(t, ctx, "open the purchase page", chromedp.Navigate(s.URL+"/console/plans/new"), waitText("main h1", "Buy a training plan"))
 	now := serverNow(t, s)
@@ -218,7 +221,7 @@ func TestPlansBadInput(t *testing.T) {
 		t.Fatalf("first offering starts %s, before the server's now %s", first, now)
 	}
 	// A bad plan name and a taken one: the server's errors next to the name.
-	buyPlan(t, s, "taken", 1, 24, now.Add(time.Hour))
+	buyPlan(t, s, taken, 1, 24, now.Add(time.Hour))
 	// A fresh page: rows left from the search above would satisfy the
 	// wait below and then be replaced under the click.
 	run(t, ctx, "search again",
@@ -230,12 +233,12 @@ func TestPlansBadInput(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#plan-name`), "bad name!"),
 		chromedp.Click(chromedp.CSS(`[data-testid=buy]`)),
 		waitText(`[data-testid=error-plan-name]`, "at 'trainingPlanName' failed to satisfy constraint: Member must satisfy regular expression pattern"),
-		setField(`#plan-name`, "TAKEN"),
+		setField(`#plan-name`, strings.ToUpper(taken)),
 		chromedp.Click(chromedp.CSS(`[data-testid=buy]`)),
-		waitText(`[data-testid=error-plan-name]`, "ResourceInUse: Training plan TAKEN already exists. Choose a different name."),
+		waitText(`[data-testid=error-plan-name]`, "ResourceInUse: Training plan "+strings.ToUpper(taken)+" already exists. Choose a different name."),
 	)
-	if got := listPlanNames(t, s); len(got) != 1 || got[0] != "taken" {
-		t.Fatalf("plans after bad input: %v, want only the one bought through the API", got)
+	if got := newNames(before, listPlanNames(t, s)); len(got) != 1 || got[0] != taken {
+		t.Fatalf("plans new after bad input: %v, want only the one bought through the API", got)
 	}
 	if h := get(t, ctx, "still on the page", chromedp.Evaluate[string](`document.querySelector('main h1').innerText`)); h != "Buy a training plan" {
 		t.Fatalf("page %q after a refused purchase", h)
@@ -244,7 +247,9 @@ func TestPlansBadInput(t *testing.T) {
 
 // TestPlansDoubleBuy: two clicks on Buy in a row buy one plan.
 func TestPlansDoubleBuy(t *testing.T) {
-	s := startServer(t, "")
+	s := sharedServer(t)
+	double := name(t, "double")
+	before := listPlanNames(t, s)
 	ctx := newBrowser(t, 1280, 800)
 	now := serverNow(t, s)
 	run(t, ctx, "search and select",
@@ -252,7 +257,7 @@ func TestPlansDoubleBuy(t *testing.T) {
 		searchForm{Count: "1", Duration: "24", Start: now.Add(time.Hour), End: now.Add(10 * 24 * time.Hour)}.submit(),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=offerings] tbody tr`)),
 		chromedp.Click(chromedp.CSS(`[data-testid=select-offering]`)),
-		chromedp.SendKeys(chromedp.CSS(`#plan-name`), "double"),
+		chromedp.SendKeys(chromedp.CSS(`#plan-name`), double),
 	)
 	// Both clicks land before the first call answers (one task, no render
 	// in between), then a third after a short delay, as a user's would.
@@ -268,7 +273,7 @@ func TestPlansDoubleBuy(t *testing.T) {
 			b.click(); b.click();
 			setTimeout(() => b.click(), 5);
 		})()`),
-		waitText("main h1", "double"),
+		waitText("main h1", double),
 		waitText(`[data-testid=plan-status]`, "Scheduled"),
 	)
 	time.Sleep(500 * time.Millisecond)
@@ -277,8 +282,8 @@ func TestPlansDoubleBuy(t *testing.T) {
 	if n := get(t, ctx, "CreateTrainingPlan calls", chromedp.Evaluate[int](`window.__creates`)); n != 1 {
 		t.Fatalf("%d CreateTrainingPlan calls after a double click, want 1", n)
 	}
-	if got := listPlanNames(t, s); len(got) != 1 {
-		t.Fatalf("plans after a double click: %v, want one", got)
+	if got := newNames(before, listPlanNames(t, s)); len(got) != 1 {
+		t.Fatalf("plans new after a double click: %v, want one", got)
 	}
 	if h := get(t, ctx, "no error", chromedp.Evaluate[string](`document.body.innerText`)); strings.Contains(h, "already exists") || strings.Contains(h, "ValidationException") {
 		t.Fatalf("an error after a double click:\n%s", h)
@@ -289,25 +294,26 @@ func TestPlansDoubleBuy(t *testing.T) {
 // then Active and about to expire, then Expired with the endpoint on it
 // flagged — refreshing itself; the list flags it too.
 func TestPlanLifecycle(t *testing.T) {
-	s := startServer(t, "")
+	s := sharedServer(t)
+	life, onPlanEp, onDemandEp := name(t, "life"), name(t, "on-plan"), name(t, "on-demand")
 	ctx := newBrowser(t, 1280, 800)
 	now := serverNow(t, s)
-	buyPlan(t, s, "life", 1, 24, now.Add(2*time.Hour))
+	buyPlan(t, s, life, 1, 24, now.Add(2*time.Hour))
 	// An endpoint on the plan, as docs/reservations.md sets one up.
-	s.createEndpoint(t, "on-plan", onPlan(aws.String("arn:aws:sagemaker:us-east-1:000000000000:training-plan/life")))
+	s.createEndpoint(t, onPlanEp, onPlan(aws.String("arn:aws:sagemaker:us-east-1:000000000000:training-plan/"+life)))
 	// An endpoint on no plan is not listed.
-	s.createEndpoint(t, "on-demand", types.ProductionVariant{VariantName: aws.String("AllTraffic"),
+	s.createEndpoint(t, onDemandEp, types.ProductionVariant{VariantName: aws.String("AllTraffic"),
 		InitialInstanceCount: aws.Int32(1), InstanceType: types.ProductionVariantInstanceTypeMlG52xlarge})
 	run(t, ctx, "the scheduled plan",
-		chromedp.Navigate(s.URL+"/console/plans/life"),
-		waitText("main h1", "life"),
+		chromedp.Navigate(s.URL+"/console/plans/"+life),
+		waitText("main h1", life),
 		waitText(`[data-testid=plan-status]`, "Scheduled"),
 		waitText(`[data-testid=plan-time-left]`, "Starts in 1h"),
-		waitText(`[data-testid=plan-endpoints]`, "on-plan"),
+		waitText(`[data-testid=plan-endpoints]`, onPlanEp),
 		waitText(`[data-testid=plan-endpoints]`, "Creating"),
 	)
 	if n := count(t, ctx, `[data-testid=plan-endpoints] tbody tr`); n != 1 {
-		t.Fatalf("%d endpoints on the plan, want 1 (on-plan)", n)
+		t.Fatalf("%d endpoints on the plan, want 1 (%s)", n, onPlanEp)
 	}
 	s.advanceClock(t, 3*time.Hour, "")
 	run(t, ctx, "active, expiring within a day",
@@ -316,14 +322,13 @@ func TestPlanLifecycle(t *testing.T) {
 		waitText(`[data-testid=plan-expiring]`, "This plan expires in 22h 5"),
 		waitText(`[data-testid=plan-in-use]`, "1"),
 		waitText(`[data-testid=plan-available]`, "0"),
-		waitText(`[data-testid=plan-endpoints] a[href="/console/endpoints/on-plan"]`, "on-plan"),
+		waitText(`[data-testid=plan-endpoints] a[href="/console/endpoints/`+onPlanEp+`"]`, onPlanEp),
 	)
 	screenshot(t, ctx, "plan-detail", false)
 	run(t, ctx, "the list flags it",
 		chromedp.Click(chromedp.CSS(`main a[href="/console/plans"]`)),
-		waitText(`[data-testid=plans]`, "life"),
-		waitText(`[data-testid=plans] .flag.warn`, "expires in 22h 5"),
-		chromedp.Click(chromedp.CSS(`[data-testid=plans] a[href="/console/plans/life"]`)),
+		waitRow(`[data-testid=plans]`, life, `.flag.warn`, "expires in 22h 5"),
+		chromedp.Click(chromedp.CSS(`[data-testid=plans] a[href="/console/plans/`+life+`"]`)),
 		waitText(`[data-testid=plan-status]`, "Active"),
 	)
 	s.advanceClock(t, 24*time.Hour, "")
@@ -339,15 +344,15 @@ func TestPlanLifecycle(t *testing.T) {
 	}
 	run(t, ctx, "the list shows it expired",
 		chromedp.Click(chromedp.CSS(`main a[href="/console/plans"]`)),
-		waitText(`[data-testid=plans]`, "Expired"),
+		waitRow(`[data-testid=plans]`, life, "", "Expired"),
 	)
-	if get(t, ctx, "no warn flag in the list", chromedp.Evaluate[bool](`!!document.querySelector('[data-testid=plans] .flag.warn')`)) {
+	if rowHas(t, ctx, `[data-testid=plans]`, life, `.flag.warn`) {
 		t.Fatal("an expired plan is flagged as expiring in the list")
 	}
 }
 
 // TestPlansListFifty: the list shows 50 plans from one ListTrainingPlans
-// call.
+// call. (A server of its own: the list must hold exactly its 50 plans.)
 func TestPlansListFifty(t *testing.T) {
 	s := startServer(t, "")
 	now := serverNow(t, s)
@@ -376,9 +381,10 @@ func TestPlansListFifty(t *testing.T) {
 // TestPlansPhone: at a phone's width the pages fit (no sideways scrolling)
 // and the purchase flow works.
 func TestPlansPhone(t *testing.T) {
-	s := startServer(t, "")
+	s := sharedServer(t)
+	plan, bought := name(t, "phone-plan"), name(t, "from-a-phone")
 	now := serverNow(t, s)
-	buyPlan(t, s, "phone-plan", 1, 24, now.Add(time.Hour))
+	buyPlan(t, s, plan, 1, 24, now.Add(time.Hour))
 	ctx := newBrowser(t, 390, 844)
 	// Chromium's windows are at least 500 px wide: emulate the phone's viewport.
 	run(t, ctx, "a phone's viewport", chromedp.EmulateViewport(390, 844))
@@ -390,7 +396,7 @@ func TestPlansPhone(t *testing.T) {
 			t.Fatalf("%s is %d px wide at a 390 px viewport; wider than it:\n%s", what, w, wide)
 		}
 	}
-	run(t, ctx, "the list", chromedp.Navigate(s.URL+"/console/plans"), waitText(`[data-testid=plans]`, "phone-plan"))
+	run(t, ctx, "the list", chromedp.Navigate(s.URL+"/console/plans"), waitText(`[data-testid=plans]`, plan))
 	fits("the list")
 	run(t, ctx, "search",
 		chromedp.Navigate(s.URL+"/console/plans/new"),
@@ -401,9 +407,9 @@ func TestPlansPhone(t *testing.T) {
 	)
 	fits("the purchase page")
 	run(t, ctx, "buy",
-		chromedp.SendKeys(chromedp.CSS(`#plan-name`), "from-a-phone"),
+		chromedp.SendKeys(chromedp.CSS(`#plan-name`), bought),
 		chromedp.Click(chromedp.CSS(`[data-testid=buy]`)),
-		waitText("main h1", "from-a-phone"),
+		waitText("main h1", bought),
 		waitText(`[data-testid=plan-capacity]`, "1 × ml.p5.48xlarge"),
 	)
 	fits("the plan's page")

@@ -27,7 +27,8 @@ const spaceCluster = `cluster:
 // (as capstan apply sends it); the Spaces page lists it with its phase,
 // MIG slice, node and an Open link to its URL; Stop and Start flip its
 // desiredStatus through the API and the page follows; Delete, after the
-// name is typed, removes it.
+// name is typed, removes it. (A server of its own: it configures the
+// cluster.)
 func TestSpaces(t *testing.T) {
 	s := startServer(t, spaceCluster)
 	ctx := newBrowser(t, 1280, 800)

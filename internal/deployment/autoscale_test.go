@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capstan-dev/capstan/internal/autoscale"
 	"github.com/capstan-dev/capstan/internal/autoscale/triggers"
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 const scaledJSM = `  autoScalingSpec:
@@ -47,7 +48,7 @@ func TestAutoscaleOutInZeroAndActivation(t *testing.T) {
 	replicas := func(n int) func() bool {
 		return func() bool { return len(h.running("jsm.default.deepseek.")) == n && len(h.backends(route)) == n }
 	}
-	eventually(t, "the first replica", replicas(1))
+	testutil.Eventually(t, 10*time.Second, "the first replica", replicas(1))
 	if gotEnv.Endpoint != route || gotEnv.Source == nil || gotEnv.Clock == nil {
 		t.Fatalf("trigger env %+v", gotEnv)
 	}
@@ -66,12 +67,12 @@ func TestAutoscaleOutInZeroAndActivation(t *testing.T) {
 		}
 	}
 	trig.Set(10) // ceil(10/4) = 3
-	eventually(t, "scale out to 3", step(3))
+	testutil.Eventually(t, 10*time.Second, "scale out to 3", step(3))
 	trig.Set(4) // ceil(4/4) = 1
-	eventually(t, "scale in to 1", step(1))
+	testutil.Eventually(t, 10*time.Second, "scale in to 1", step(1))
 	trig.Set(0) // inactive: zero once the cooldown has passed
-	eventually(t, "scale to zero", step(0))
-	eventually(t, "status ScaledToZero", func() bool {
+	testutil.Eventually(t, 10*time.Second, "scale to zero", step(0))
+	testutil.Eventually(t, 10*time.Second, "status ScaledToZero", func() bool {
 		got := h.get(manifest.KindJumpStartModel, "deepseek")
 		return condition(got, manifest.ConditionReady).Reason == manifest.ReasonScaledToZero &&
 			got.GetStatus().State == manifest.StateDeploymentComplete && got.GetStatus().Replicas == 0
@@ -103,7 +104,7 @@ func TestAutoscaleOutInZeroAndActivation(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("request at zero was not served")
 	}
-	eventually(t, "the activated replica", replicas(1))
+	testutil.Eventually(t, 10*time.Second, "the activated replica", replicas(1))
 
 	// A failing trigger never scales to zero, well past the cooldown.
 	trig.Fail(errors.New("prometheus down"))
@@ -121,18 +122,18 @@ func TestAutoscaleOutInZeroAndActivation(t *testing.T) {
 			t.Errorf("events %v lack %s", reasons, want)
 		}
 	}
-	if n := testutil.ToFloat64(h.svc.ctrl.m.decisions.WithLabelValues("default", "deepseek", manifest.KindJumpStartModel, "Activated")); n != 1 {
+	if n := promtest.ToFloat64(h.svc.ctrl.m.decisions.WithLabelValues("default", "deepseek", manifest.KindJumpStartModel, "Activated")); n != 1 {
 		t.Errorf("Activated decisions %g, want 1", n)
 	}
-	if n := testutil.CollectAndCount(h.svc.ctrl.m.coldStart); n != 1 {
+	if n := promtest.CollectAndCount(h.svc.ctrl.m.coldStart); n != 1 {
 		t.Errorf("cold start series %d, want 1", n)
 	}
-	if v := testutil.ToFloat64(h.svc.ctrl.m.replicaSeconds.WithLabelValues("default", "deepseek", manifest.KindJumpStartModel)); v <= 0 {
+	if v := promtest.ToFloat64(h.svc.ctrl.m.replicaSeconds.WithLabelValues("default", "deepseek", manifest.KindJumpStartModel)); v <= 0 {
 		t.Errorf("replica seconds %g", v)
 	}
 	// Past the failure threshold the trigger reports KEDA's fallback value:
 	// target × current replicas = 4 × 1.
-	if v := testutil.ToFloat64(h.svc.ctrl.m.triggerValue.WithLabelValues("default", "deepseek", manifest.KindJumpStartModel, "queue")); v != 4 {
+	if v := promtest.ToFloat64(h.svc.ctrl.m.triggerValue.WithLabelValues("default", "deepseek", manifest.KindJumpStartModel, "queue")); v != 4 {
 		t.Errorf("trigger value %g, want the fallback value 4", v)
 	}
 }

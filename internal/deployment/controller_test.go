@@ -22,6 +22,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 var (
@@ -631,14 +632,14 @@ func TestScaleInDrains(t *testing.T) {
 			results <- res.Response.StatusCode
 		}()
 	}
-	eventually(t, "a request on each replica", func() bool { return h.gw.InFlight(ids[0]) == 1 && h.gw.InFlight(ids[1]) == 1 })
+	testutil.Eventually(t, 10*time.Second, "a request on each replica", func() bool { return h.gw.InFlight(ids[0]) == 1 && h.gw.InFlight(ids[1]) == 1 })
 
 	h.apply(iec("demo", 1, 1, ""))
 	done := make(chan error, 1)
 	go func() { done <- h.svc.Controller().Reconcile(context.Background(), k) }()
 	// The victim (the newest) leaves the route at once but is not stopped
 	// while its request runs.
-	eventually(t, "the victim out of the route", func() bool { b := h.backends("demo"); return len(b) == 1 && b[0] == ids[0] })
+	testutil.Eventually(t, 10*time.Second, "the victim out of the route", func() bool { b := h.backends("demo"); return len(b) == 1 && b[0] == ids[0] })
 	select {
 	case err := <-done:
 		t.Fatalf("reconcile returned (%v) with a request in flight on the victim", err)

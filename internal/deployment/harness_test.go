@@ -281,18 +281,6 @@ func (h *harness) eventReasons(kind, name string) []string {
 	return out
 }
 
-// eventually polls cond (real time, generous bound) for tests driven by Run.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // chatBackend is a stand-in model server answering every request with a
 // small OpenAI chat completion.
 func chatBackend(t testing.TB) string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/gateway"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // countingActivator records Activate calls.
@@ -38,19 +39,6 @@ func (a *countingActivator) count() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.calls)
-}
-
-// waitFor polls cond (state that changes on another goroutine) with a
-// generous deadline; it bounds a hang, it does not time anything.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 type invokeResult struct {
@@ -90,7 +78,7 @@ func holdN(t *testing.T, ctx context.Context, g *gateway.Gateway, n int, out cha
 			}
 			out <- r
 		}(i)
-		waitFor(t, fmt.Sprintf("request %d to be held", i), func() bool { return g.Snapshot("cold").Held == base+i+1 })
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("request %d to be held", i), func() bool { return g.Snapshot("cold").Held == base+i+1 })
 	}
 }
 
@@ -309,7 +297,7 @@ func TestActivateOncePerEpisode(t *testing.T) {
 			g.SetRoute(cold)
 			out := make(chan invokeResult, st.held)
 			holdN(t, context.Background(), g, st.held, out)
-			waitFor(t, "Activate", func() bool { return act.count() == st.wantCalls })
+			testutil.Eventually(t, 10*time.Second, "Activate", func() bool { return act.count() == st.wantCalls })
 			g.SetRoute(warm(cold, be.addr()))
 			for range st.held {
 				if r := <-out; r.err != nil {
@@ -339,7 +327,7 @@ func TestActivatorCancelledMidQueueDoesNotBlockOthers(t *testing.T) {
 		_, err := g.Invoke(ctx, gateway.Invocation{Endpoint: "cold"})
 		mid <- invokeResult{err: err}
 	}()
-	waitFor(t, "second request held", func() bool { return g.Snapshot("cold").Held == 2 })
+	testutil.Eventually(t, 10*time.Second, "second request held", func() bool { return g.Snapshot("cold").Held == 2 })
 	holdN(t, context.Background(), g, 1, out)
 	cancel()
 	if err := (<-mid).err; !errors.Is(err, context.Canceled) {
@@ -434,7 +422,7 @@ func TestSnapshotCounters(t *testing.T) {
 	t.Run("in flight", func(t *testing.T) {
 		done := make(chan struct{})
 		go func() { defer close(done); invoke("good", "/slow") }()
-		waitFor(t, "request in flight", func() bool { return g.Snapshot("ep").InFlight == 1 })
+		testutil.Eventually(t, 10*time.Second, "request in flight", func() bool { return g.Snapshot("ep").InFlight == 1 })
 		if v := g.Snapshot("ep").Variants["good"]; v.InFlight != 1 {
 			t.Fatalf("variant in flight %d", v.InFlight)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/metricstore"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 var cwT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -198,7 +199,7 @@ func TestSampler(t *testing.T) {
 	for range 3 {
 		<-started
 	}
-	waitFor(t, "3 in flight", func() bool { return g.Snapshot("ep").InFlight == 3 })
+	testutil.Eventually(t, 10*time.Second, "3 in flight", func() bool { return g.Snapshot("ep").InFlight == 3 })
 	s := g.Sampler()
 	s.Step()
 	s.Step() // the same second: one sample a second, the newest
@@ -247,7 +248,7 @@ func TestSampler(t *testing.T) {
 	go func() { s.Run(ctx); close(done) }()
 	clk.BlockUntil(1)
 	clk.Step(time.Second)
-	waitFor(t, "a sample from Run", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a sample from Run", func() bool {
 		return stat(t, st, cp, gateway.MetricQueueDepth, "EndpointName", "two").SampleCount == 3
 	})
 	cancel()

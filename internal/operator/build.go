@@ -92,7 +92,7 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		replicas int32
 		deadline int32
 		port     corev1.ContainerPort
-		health   string
+		health   = manifest.DefaultHealthCheckPath
 		metrics  *manifest.Metrics
 		scaling  *manifest.AutoScalingSpec
 	)
@@ -108,9 +108,7 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 			return nil, err
 		}
 		a, known := engineAdapter(&c)
-		if health == "" {
-			health = readinessPath(a, known)
-		}
+		health = readinessPath(health, a, known)
 		configureEngine(&c, &pod, a, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.ModelName, instanceType: iecInstanceType(s)})
 		port = c.Ports[0]
 		if err := placeIEC(&pod, s); err != nil {
@@ -128,9 +126,7 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 			return nil, err
 		}
 		a, known := engineAdapter(&c)
-		if health == "" {
-			health = readinessPath(a, known)
-		}
+		health = readinessPath(health, a, known)
 		configureEngine(&c, &pod, a, engineInputs{kv: s.KVCacheSpec, routing: s.IntelligentRoutingSpec, model: s.Model.ModelID, instanceType: s.Server.InstanceType})
 	default:
 		return nil, fmt.Errorf("operator: unknown manifest kind %T", obj)

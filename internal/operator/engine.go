@@ -85,12 +85,16 @@ func engineAdapter(c *corev1.Container) (a *engines.Adapter, known bool) {
 	return engines.MustByName(engines.VLLM), false
 }
 
-// readinessPath is the readiness probe's path when the manifest names no
-// loadBalancer.healthCheckPath: the engine's own health route (the
-// adapter's HealthPath, 200 once the model is loaded, which the local
-// runtime waits on too), else SageMaker's /ping for an image the adapter
-// table does not know.
-func readinessPath(a *engines.Adapter, known bool) string {
+// readinessPath is the readiness probe's path: the manifest's
+// loadBalancer.healthCheckPath when it names another than the default
+// (/ping, which defaulting writes into every manifest), else the engine's
+// own health route (the adapter's HealthPath, 200 once the model is
+// loaded, which the local runtime waits on too), else /ping for an image
+// the adapter table does not know.
+func readinessPath(lbPath string, a *engines.Adapter, known bool) string {
+	if lbPath != "" && lbPath != manifest.DefaultHealthCheckPath {
+		return lbPath
+	}
 	if known && a.HealthPath != "" {
 		return a.HealthPath
 	}

@@ -82,14 +82,14 @@ func TestEngineMapping(t *testing.T) {
 			name:  "vLLM, L1 off and redis L2: remote URL only",
 			yaml:  vllmIEC + "  kvCacheSpec: {enableL1Cache: false, enableL2Cache: true, l2CacheSpec: {l2CacheBackend: redis, l2CacheLocalUrl: \"redis://redis.default.svc:6379\"}}\n",
 			added: []string{prefix, connector},
-			env:   map[string]string{"LMCACHE_CHUNK_SIZE": "256", "LMCACHE_LOCAL_CPU": "False", "LMCACHE_REMOTE_URL": "redis://redis.default.svc:6379"},
+			env:   map[string]string{"LMCACHE_CHUNK_SIZE": "256", "LMCACHE_LOCAL_CPU": "False", "LMCACHE_REMOTE_URL": "redis://redis.default.svc:6379", "LMCACHE_REMOTE_SERDE": "naive"},
 		},
 		{
 			name:  "vLLM, tieredstorage L2: HyperPod's daemon on the pod's node",
 			yaml:  vllmIEC + "  kvCacheSpec: {l1CacheSize: 8Gi, enableL2Cache: true, l2CacheSpec: {l2CacheBackend: TieredStorage}}\n",
 			added: []string{prefix, connector},
 			env: map[string]string{"LMCACHE_CHUNK_SIZE": "256", "LMCACHE_LOCAL_CPU": "True", "LMCACHE_MAX_LOCAL_CPU_SIZE": "8",
-				"NODE_IP": "fieldRef:status.hostIP", "LMCACHE_REMOTE_URL": "sagemaker-hyperpod://$(NODE_IP):9200"},
+				"NODE_IP": "fieldRef:status.hostIP", "LMCACHE_REMOTE_URL": "sagemaker-hyperpod://$(NODE_IP):9200", "LMCACHE_REMOTE_SERDE": "naive"},
 		},
 		{
 			name:  "vLLM, cacheConfigFile overrides the other fields",
@@ -107,7 +107,7 @@ func TestEngineMapping(t *testing.T) {
 			name: "vLLM, kvaware routing: KV events over ZMQ with the pod's address in the topic",
 			yaml: vllmIEC + "  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n  invocationEndpoint: v1/completions\n",
 			added: []string{prefix,
-				`--kv-events-config={"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","topic":"kv@$(POD_IP)@llama"}`},
+				`--kv-events-config={"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","topic":"kv@$(POD_IP)@llama"}`},
 			env:    map[string]string{"POD_IP": "fieldRef:status.podIP"},
 			kvPort: true,
 		},
@@ -125,7 +125,39 @@ func TestEngineMapping(t *testing.T) {
 		{
 			name:   "vLLM, --no-enable-prefix-caching in the manifest is not contradicted",
 			yaml:   strings.Replace(vllmIEC, `"8000"]`, `"8000", --no-enable-prefix-caching]`, 1) + "  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n  invocationEndpoint: v1/completions\n",
-			added:  []string{`--kv-events-config={"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","topic":"kv@$(POD_IP)@llama"}`},
+			added:  []string{`--kv-events-config={"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","topic":"kv@$(POD_IP)@llama"}`},
+			env:    map[string]string{"POD_IP": "fieldRef:status.podIP"},
+			kvPort: true,
+		},
+		{
+			// The adapter table knows SGLang: no KV events, no tiers below
+			// the GPU, so vLLM's flags (which would stop it starting) are
+			// not added, as `capstan serve` drops them.
+			name: "SGLang image: no KV events or tiers, nothing added",
+			yaml: strings.Replace(vllmIEC, "lmcache/vllm-openai:latest", "lmsysorg/sglang:v0.5.4-cu129", 1) + "  kvCacheSpec: {l1CacheSize: 8Gi}\n  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n  invocationEndpoint: v1/completions\n",
+			env:  map[string]string{},
+		},
+		{
+			name: "TGI image: nothing added",
+			yaml: strings.Replace(vllmIEC, "lmcache/vllm-openai:latest", "ghcr.io/huggingface/text-generation-inference:3.3.6", 1) + "  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n  invocationEndpoint: v1/completions\n",
+			env:  map[string]string{},
+		},
+		{
+			// An image the adapter table does not know is taken for vLLM.
+			name: "unknown image: vLLM's flags",
+			yaml: strings.Replace(vllmIEC, "lmcache/vllm-openai:latest", "registry.example/my-vllm:1", 1) + "  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n  invocationEndpoint: v1/completions\n",
+			added: []string{prefix,
+				`--kv-events-config={"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","publisher":"zmq","topic":"kv@$(POD_IP)@llama"}`},
+			env:    map[string]string{"POD_IP": "fieldRef:status.podIP"},
+			kvPort: true,
+		},
+		{
+			// capstan/sim selects the simulated engine even when its args
+			// do not spell out `engine sim` (the image's entrypoint does).
+			name: "capstan/sim image: the simulated engine's flags",
+			yaml: strings.Replace(strings.Replace(simIEC, "capstan:latest", "capstan/sim:latest", 1), "args: [engine, sim, ", "args: [", 1) +
+				"  kvCacheSpec: {l1CacheSize: 1Gi}\n  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n  invocationEndpoint: v1/completions\n",
+			added:  []string{"--cpu-cache-bytes=1073741824", "--kv-events=tcp://*:5557", "--kv-events-topic=kv@$(POD_IP):8000@llama-3.1-8b"},
 			env:    map[string]string{"POD_IP": "fieldRef:status.podIP"},
 			kvPort: true,
 		},

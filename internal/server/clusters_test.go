@@ -17,6 +17,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 const (
@@ -74,19 +75,6 @@ func (h *harness) createCluster(name string, recovery smtypes.ClusterNodeRecover
 	return err
 }
 
-// eventually polls cond (real time; the server's loops run every 50 ms)
-// until it holds, failing with what() after 20 s.
-func eventually(t *testing.T, what func() string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (h *harness) describeCluster(t *testing.T, name string) *sm.DescribeClusterOutput {
 	t.Helper()
 	d, err := h.sm.DescribeCluster(context.Background(), &sm.DescribeClusterInput{ClusterName: aws.String(name)})
@@ -99,9 +87,12 @@ func (h *harness) describeCluster(t *testing.T, name string) *sm.DescribeCluster
 func (h *harness) waitCluster(t *testing.T, name string, want smtypes.ClusterStatus) *sm.DescribeClusterOutput {
 	t.Helper()
 	var d *sm.DescribeClusterOutput
-	eventually(t, func() string { return fmt.Sprintf("%s is %s, want %s", name, d.ClusterStatus, want) }, func() bool {
+	testutil.EventuallyErr(t, 20*time.Second, "the cluster's status", func() error {
 		d = h.describeCluster(t, name)
-		return d.ClusterStatus == want
+		if d.ClusterStatus != want {
+			return fmt.Errorf("%s is %s, want %s", name, d.ClusterStatus, want)
+		}
+		return nil
 	})
 	return d
 }
@@ -359,19 +350,25 @@ func TestClusterLifecycleWithSDK(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got map[smtypes.ClusterInstanceStatus]int
-		eventually(t, func() string { return fmt.Sprintf("on-demand nodes %v, want 3 Running", got) }, func() bool {
+		testutil.EventuallyErr(t, 20*time.Second, "the scale up", func() error {
 			got = nodeStatuses(h.clusterNodes(t, in), "")
-			return got[smtypes.ClusterInstanceStatusRunning] == 3 && len(got) == 1
+			if got[smtypes.ClusterInstanceStatusRunning] != 3 || len(got) != 1 {
+				return fmt.Errorf("on-demand nodes %v, want 3 Running", got)
+			}
+			return nil
 		})
 		d := h.waitCluster(t, "inf-cluster", smtypes.ClusterStatusInservice)
 		if g := groupDetails(d, "on-demand"); aws.ToInt32(g.CurrentCount) != 3 || aws.ToInt32(g.TargetCount) != 3 {
 			t.Fatalf("after scale up: %+v", g)
 		}
 		up(1)
-		eventually(t, func() string { return fmt.Sprintf("on-demand nodes %v, want 1", got) }, func() bool {
+		testutil.EventuallyErr(t, 20*time.Second, "the scale down", func() error {
 			_ = dev.Advance(time.Second) // drains and shutdowns run on the server's clock
 			got = nodeStatuses(h.clusterNodes(t, in), "")
-			return got[smtypes.ClusterInstanceStatusRunning] == 1 && len(got) == 1
+			if got[smtypes.ClusterInstanceStatusRunning] != 1 || len(got) != 1 {
+				return fmt.Errorf("on-demand nodes %v, want 1", got)
+			}
+			return nil
 		})
 		d = h.waitCluster(t, "inf-cluster", smtypes.ClusterStatusInservice)
 		if g := groupDetails(d, "on-demand"); aws.ToInt32(g.CurrentCount) != 1 || aws.ToInt32(g.TargetCount) != 1 {
@@ -501,10 +498,13 @@ func TestClusterLifecycleWithSDK(t *testing.T) {
 			t.Fatalf("batch delete: %+v", del)
 		}
 		var ids []string
-		eventually(t, func() string { return fmt.Sprintf("%s still listed in %v", added, ids) }, func() bool {
+		testutil.EventuallyErr(t, 20*time.Second, "the deleted node to go", func() error {
 			_ = dev.Advance(time.Second)
 			ids = nodeIDs(h.clusterNodes(t, &sm.ListClusterNodesInput{ClusterName: aws.String("inf-cluster")}))
-			return !slices.Contains(ids, added)
+			if slices.Contains(ids, added) {
+				return fmt.Errorf("%s still listed in %v", added, ids)
+			}
+			return nil
 		})
 	})
 
@@ -517,15 +517,21 @@ func TestClusterLifecycleWithSDK(t *testing.T) {
 		if err := h.srv.Deployments.Delete(ctx, manifest.KindJumpStartModel, "default", "on-inf"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() string { return fmt.Sprintf("delete still refused: %v", err) }, func() bool {
+		testutil.EventuallyErr(t, 20*time.Second, "the delete to be accepted", func() error {
 			_, err = h.sm.DeleteCluster(ctx, &sm.DeleteClusterInput{ClusterName: aws.String("inf-cluster")})
-			return err == nil
+			if err != nil {
+				return fmt.Errorf("delete still refused: %v", err)
+			}
+			return nil
 		})
 		var names []string
-		eventually(t, func() string { return fmt.Sprintf("clusters %v", names) }, func() bool {
+		testutil.EventuallyErr(t, 20*time.Second, "the cluster to go", func() error {
 			_ = dev.Advance(time.Second)
 			names = h.clusterNames(t, &sm.ListClustersInput{})
-			return !slices.Contains(names, "inf-cluster")
+			if slices.Contains(names, "inf-cluster") {
+				return fmt.Errorf("clusters %v", names)
+			}
+			return nil
 		})
 		_, err = h.sm.DescribeCluster(ctx, &sm.DescribeClusterInput{ClusterName: aws.String("inf-cluster")})
 		if code, _ := apiCode(err); code != "ResourceNotFound" {
@@ -626,12 +632,15 @@ func TestClusterNodeFailureMovesReplicas(t *testing.T) {
 			h.oneNodeCluster(t, "rec-cluster", tc.recovery)
 			ready := h.applyJSM(t, "mover", "rec-cluster", "ml.g5.8xlarge")
 			var ns []nodeAPI
-			eventually(t, func() string { return fmt.Sprintf("replica not placed: %+v", ns) }, func() bool {
+			testutil.EventuallyErr(t, 20*time.Second, "the replica to be placed", func() error {
 				ns = h.apiNodes(t, "rec-cluster")
-				return len(ns) == 1 && len(ns[0].Replicas) == 1
+				if len(ns) != 1 || len(ns[0].Replicas) != 1 {
+					return fmt.Errorf("replica not placed: %+v", ns)
+				}
+				return nil
 			})
 			first := ns[0].Name
-			eventually(t, func() string { return "replica never ready" }, func() bool { return ready() == 1 })
+			testutil.Eventually(t, 20*time.Second, "the replica to be ready", func() bool { return ready() == 1 })
 
 			resp, err := http.Post(h.url+"/apis/capstan.dev/v1/nodes/"+first+"/fail", "application/json", nil)
 			if err != nil {
@@ -644,18 +653,21 @@ func TestClusterNodeFailureMovesReplicas(t *testing.T) {
 				t.Fatalf("fail %s: %d %+v", first, resp.StatusCode, failed)
 			}
 			if tc.replaced {
-				eventually(t, func() string { return fmt.Sprintf("no replacement running the replica: %+v", ns) }, func() bool {
+				testutil.EventuallyErr(t, 20*time.Second, "a replacement node", func() error {
 					_ = dev.Advance(time.Second)
 					ns = h.apiNodes(t, "rec-cluster")
-					return len(ns) == 1 && ns[0].Name != first && ns[0].Status == "Running" && len(ns[0].Replicas) == 1
+					if len(ns) != 1 || ns[0].Name == first || ns[0].Status != "Running" || len(ns[0].Replicas) != 1 {
+						return fmt.Errorf("no replacement running the replica: %+v", ns)
+					}
+					return nil
 				})
-				eventually(t, func() string { return "replica not ready again" }, func() bool { return ready() == 1 })
+				testutil.Eventually(t, 20*time.Second, "the replica to be ready again", func() bool { return ready() == 1 })
 				return
 			}
 			if err := dev.Advance(2 * hpLaunch); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, func() string { return "replica still counted ready" }, func() bool { return ready() == 0 })
+			testutil.Eventually(t, 20*time.Second, "the replica to stop counting as ready", func() bool { return ready() == 0 })
 			time.Sleep(200 * time.Millisecond) // a few resync passes: nothing may replace the node
 			ns = h.apiNodes(t, "rec-cluster")
 			if len(ns) != 1 || ns[0].Name != first || ns[0].Status != "Failure" || len(ns[0].Replicas) != 0 {
@@ -692,9 +704,12 @@ func TestLeavingReplicaServesWhileANodeIsAdded(t *testing.T) {
 	}
 	ready := h.applyJSM(t, "mover", "mv-cluster", "ml.g5.8xlarge")
 	var ns []nodeAPI
-	eventually(t, func() string { return fmt.Sprintf("replica not ready: %+v", ns) }, func() bool {
+	testutil.EventuallyErr(t, 20*time.Second, "the replica to be ready", func() error {
 		ns = h.apiNodes(t, "mv-cluster")
-		return len(ns) == 1 && len(ns[0].Replicas) == 1 && ready() == 1
+		if len(ns) != 1 || len(ns[0].Replicas) != 1 || ready() != 1 {
+			return fmt.Errorf("replica not ready: %+v", ns)
+		}
+		return nil
 	})
 	first, replica := ns[0].Name, ns[0].Replicas[0]
 	if _, err := h.sm.BatchDeleteClusterNodes(ctx, &sm.BatchDeleteClusterNodesInput{ClusterName: aws.String("mv-cluster"),
@@ -706,7 +721,7 @@ func TestLeavingReplicaServesWhileANodeIsAdded(t *testing.T) {
 	// pending; the new node then launches for hpLaunch, and all that time
 	// the leaving replica serves.
 	var added string
-	eventually(t, func() string { return fmt.Sprintf("no node launched for the replacement: %+v", ns) }, func() bool {
+	testutil.EventuallyErr(t, 20*time.Second, "a node for the replacement", func() error {
 		_ = dev.Advance(200 * time.Millisecond)
 		ns = h.apiNodes(t, "mv-cluster")
 		for _, n := range ns {
@@ -714,7 +729,10 @@ func TestLeavingReplicaServesWhileANodeIsAdded(t *testing.T) {
 				added = n.Name
 			}
 		}
-		return added != ""
+		if added == "" {
+			return fmt.Errorf("no node launched for the replacement: %+v", ns)
+		}
+		return nil
 	})
 	for range 3 {
 		time.Sleep(100 * time.Millisecond) // resync passes: the leaving replica must not stop
@@ -724,10 +742,13 @@ func TestLeavingReplicaServesWhileANodeIsAdded(t *testing.T) {
 			t.Fatalf("while %s launches: nodes %+v, ready %d; want %s still on %s and serving", added, ns, ready(), replica, first)
 		}
 	}
-	eventually(t, func() string { return fmt.Sprintf("the replacement did not take over on %s: %+v", added, ns) }, func() bool {
+	testutil.EventuallyErr(t, 20*time.Second, "the replacement to take over", func() error {
 		_ = dev.Advance(time.Second)
 		ns = h.apiNodes(t, "mv-cluster")
-		return len(ns) == 1 && ns[0].Name == added && ns[0].Status == "Running" && len(ns[0].Replicas) == 1 && ready() == 1
+		if len(ns) != 1 || ns[0].Name != added || ns[0].Status != "Running" || len(ns[0].Replicas) != 1 || ready() != 1 {
+			return fmt.Errorf("the replacement did not take over on %s: %+v", added, ns)
+		}
+		return nil
 	})
 }
 
@@ -765,7 +786,7 @@ func TestPendingOnAGroupScaledToZero(t *testing.T) {
 	const want = "instance group g5 (ml.g5.8xlarge) has 0 nodes, and cluster ml-cluster does not autoscale, so nothing will add one: " +
 		"raise InstanceCount (aws sagemaker update-cluster) or enable autoscaling (update-cluster --auto-scaling)"
 	var got string
-	eventually(t, func() string { return fmt.Sprintf("Degraded message %q, want %q", got, want) }, func() bool {
+	testutil.EventuallyErr(t, 20*time.Second, "the Degraded message", func() error {
 		o, err := h.srv.Deployments.Get(context.Background(), manifest.KindJumpStartModel, "default", "zero")
 		if err != nil {
 			t.Fatal(err)
@@ -775,6 +796,9 @@ func TestPendingOnAGroupScaledToZero(t *testing.T) {
 				got = c.Message
 			}
 		}
-		return got == want
+		if got != want {
+			return fmt.Errorf("Degraded message %q, want %q", got, want)
+		}
+		return nil
 	})
 }

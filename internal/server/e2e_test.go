@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -90,37 +88,6 @@ func (p *proc) invoke(ctx context.Context) error {
 	return err
 }
 
-// hammer invokes continuously from n goroutines until stop; returns counts.
-func (p *proc) hammer(n int) (stop func() (ok, failed int64, first error)) {
-	var halt atomic.Bool
-	var okN, failN atomic.Int64
-	var firstErr atomic.Pointer[error]
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !halt.Load() {
-				if err := p.invoke(context.Background()); err != nil {
-					failN.Add(1)
-					firstErr.CompareAndSwap(nil, &err)
-				} else {
-					okN.Add(1)
-				}
-			}
-		}()
-	}
-	return func() (int64, int64, error) {
-		halt.Store(true)
-		wg.Wait()
-		var e error
-		if p := firstErr.Load(); p != nil {
-			e = *p
-		}
-		return okN.Load(), failN.Load(), e
-	}
-}
-
 func TestE2EEndpointLifecycle(t *testing.T) {
 	p := startServe(t, filepath.Join(t.TempDir(), "data"))
 	ctx := context.Background()
@@ -163,24 +130,25 @@ func TestE2EEndpointLifecycle(t *testing.T) {
 
 	// Blue/green to a different model while traffic flows: zero failures.
 	p.mustSetup(t, "m2", "Qwen/Qwen2.5-7B-Instruct", "c2", 1)
-	stop := p.hammer(3)
+	invoke := func() error { return p.invoke(context.Background()) }
+	stop := testutil.Hammer(3, invoke)
 	time.Sleep(200 * time.Millisecond)
 	if _, err := p.sm.UpdateEndpoint(ctx, &sm.UpdateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String("c2")}); err != nil {
 		t.Fatal(err)
 	}
 	d := p.wait(t, "ep", smtypes.EndpointStatusInService, 60*time.Second)
 	time.Sleep(200 * time.Millisecond)
-	ok, failed, first := stop()
-	if failed != 0 || ok == 0 {
-		t.Fatalf("during blue/green: %d ok, %d failed, first error: %v", ok, failed, first)
+	r := stop()
+	if r.Failed != 0 || r.OK == 0 {
+		t.Fatalf("during blue/green: %d ok, %d failed, first error: %v", r.OK, r.Failed, r.First())
 	}
-	t.Logf("blue/green: %d invocations, 0 failed", ok)
+	t.Logf("blue/green: %d invocations, 0 failed", r.OK)
 	if aws.ToString(d.EndpointConfigName) != "c2" {
 		t.Fatalf("config after update: %s", aws.ToString(d.EndpointConfigName))
 	}
 
 	// Scale out and in with traffic flowing.
-	stop = p.hammer(2)
+	stop = testutil.Hammer(2, invoke)
 	for _, n := range []int32{3, 1} {
 		if _, err := p.sm.UpdateEndpointWeightsAndCapacities(ctx, &sm.UpdateEndpointWeightsAndCapacitiesInput{EndpointName: aws.String("ep"),
 			DesiredWeightsAndCapacities: []smtypes.DesiredWeightAndCapacity{{VariantName: aws.String("AllTraffic"), DesiredInstanceCount: aws.Int32(n), DesiredWeight: aws.Float32(2)}}}); err != nil {
@@ -191,9 +159,8 @@ func TestE2EEndpointLifecycle(t *testing.T) {
 			t.Fatalf("instances %d, want %d", got, n)
 		}
 	}
-	ok, failed, first = stop()
-	if failed != 0 {
-		t.Fatalf("during scaling: %d ok, %d failed, first error: %v", ok, failed, first)
+	if r := stop(); r.Failed != 0 {
+		t.Fatalf("during scaling: %d ok, %d failed, first error: %v", r.OK, r.Failed, r.First())
 	}
 
 	if _, err := p.sm.DeleteEndpoint(ctx, &sm.DeleteEndpointInput{EndpointName: aws.String("ep")}); err != nil {

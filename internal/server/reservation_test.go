@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 const expiredMsg = "Endpoint capacity reservation has expired. Please update endpoint configuration."
@@ -74,31 +74,6 @@ func (h *harness) invoke(name string) error {
 	_, err := h.smr.InvokeEndpoint(context.Background(), &smr.InvokeEndpointInput{EndpointName: aws.String(name),
 		ContentType: aws.String("application/json"), Body: []byte(`{"inputs":"hi"}`)})
 	return err
-}
-
-// hammer invokes name from n goroutines until stop, classifying errors.
-func (h *harness) hammer(name string, n int) (stop func() (ok int64, errs []error)) {
-	var halt atomic.Bool
-	var okN atomic.Int64
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !halt.Load() {
-				if err := h.invoke(name); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				} else {
-					okN.Add(1)
-				}
-			}
-		}()
-	}
-	return func() (int64, []error) { halt.Store(true); wg.Wait(); return okN.Load(), errs }
 }
 
 func isExpired(err error) bool {
@@ -220,7 +195,15 @@ func TestReservedEndpointScheduleScaleExpiry(t *testing.T) {
 	})
 
 	t.Run("expiry mid-stream", func(t *testing.T) {
-		stop := h.hammer("ep-a", 4)
+		// The hammer keeps only the first errors: every failure is checked here.
+		var other atomic.Pointer[error] // the first that is not the expiry ModelError
+		stop := testutil.Hammer(4, func() error {
+			err := h.invoke("ep-a")
+			if err != nil && !isExpired(err) {
+				other.CompareAndSwap(nil, &err)
+			}
+			return err
+		})
 		time.Sleep(100 * time.Millisecond)
 		dev.Advance(167 * time.Hour)
 		deadline := time.Now().Add(10 * time.Second)
@@ -231,14 +214,11 @@ func TestReservedEndpointScheduleScaleExpiry(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond)
-		ok, errs := stop()
-		if ok == 0 {
+		if r := stop(); r.OK == 0 {
 			t.Fatal("no invocation succeeded before expiry")
 		}
-		for _, err := range errs {
-			if !isExpired(err) {
-				t.Fatalf("an invocation failed with something other than the expiry ModelError: %v", err)
-			}
+		if err := other.Load(); err != nil {
+			t.Fatalf("an invocation failed with something other than the expiry ModelError: %v", *err)
 		}
 		for i := 0; i < 3; i++ {
 			if err := h.invoke("ep-a"); !isExpired(err) {
@@ -300,7 +280,7 @@ func TestReservedEndpointMigrationHasNoFailedRequest(t *testing.T) {
 	h.waitStatus(t, "ep", smtypes.EndpointStatusInService)
 	for _, next := range []string{"cfg-c", "cfg-od"} {
 		t.Run("to "+next, func(t *testing.T) {
-			stop := h.hammer("ep", 4)
+			stop := testutil.Hammer(4, func() error { return h.invoke("ep") })
 			time.Sleep(50 * time.Millisecond)
 			if _, err := h.sm.UpdateEndpoint(ctx, &sm.UpdateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String(next)}); err != nil {
 				t.Fatal(err)
@@ -308,9 +288,8 @@ func TestReservedEndpointMigrationHasNoFailedRequest(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			d := h.waitStatus(t, "ep", smtypes.EndpointStatusInService)
 			time.Sleep(50 * time.Millisecond)
-			ok, errs := stop()
-			if len(errs) > 0 || ok == 0 {
-				t.Fatalf("%d ok, %d failed during migration, first: %v", ok, len(errs), errs)
+			if r := stop(); r.Failed > 0 || r.OK == 0 {
+				t.Fatalf("%d ok, %d failed during migration, first: %v", r.OK, r.Failed, r.Errors)
 			}
 			if aws.ToString(d.EndpointConfigName) != next {
 				t.Fatalf("config %s", aws.ToString(d.EndpointConfigName))

@@ -18,6 +18,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // startingReplica waits for a replica of endpoint ep in StateStarting (the
@@ -98,7 +99,7 @@ func TestRollingUpdateOnExactPlan(t *testing.T) {
 	}))
 	t.Cleanup(eng2.Close)
 
-	stop := h.hammer("ep", 4)
+	stop := testutil.Hammer(4, func() error { return h.invoke("ep") })
 	time.Sleep(50 * time.Millisecond)
 	err := update(&smtypes.DeploymentConfig{RollingUpdatePolicy: &smtypes.RollingUpdatePolicy{
 		MaximumBatchSize: &smtypes.CapacitySize{Type: smtypes.CapacitySizeTypeInstanceCount, Value: aws.Int32(1)}, WaitIntervalInSeconds: aws.Int32(0)}})
@@ -138,9 +139,8 @@ func TestRollingUpdateOnExactPlan(t *testing.T) {
 	}
 	d = h.waitStatus(t, "ep", smtypes.EndpointStatusInService)
 	time.Sleep(50 * time.Millisecond)
-	ok, errs := stop()
-	if len(errs) > 0 || ok == 0 {
-		t.Fatalf("%d ok, %d failed during the rolling update; first: %v", ok, len(errs), errs)
+	if r := stop(); r.Failed > 0 || r.OK == 0 {
+		t.Fatalf("%d ok, %d failed during the rolling update; first: %v", r.OK, r.Failed, r.Errors)
 	}
 	out, err := h.smr.InvokeEndpoint(ctx, &smr.InvokeEndpointInput{EndpointName: aws.String("ep"), ContentType: aws.String("application/json"),
 		Body: []byte(`{"inputs":"hi"}`)})

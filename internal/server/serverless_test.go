@@ -24,6 +24,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/metricstore"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // gatedEngine answers like fakeEngine but holds every request while closed.
@@ -105,17 +106,6 @@ func running(rt *fake.Runtime, state runtime.State) []string {
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func serverlessVariant(mem, maxc int32, pc *int32) smtypes.ProductionVariant {
 	return smtypes.ProductionVariant{VariantName: aws.String("AllTraffic"), ModelName: aws.String("m1"),
 		ServerlessConfig: &smtypes.ProductionVariantServerlessConfig{MemorySizeInMB: aws.Int32(mem), MaxConcurrency: aws.Int32(maxc),
@@ -156,7 +146,7 @@ func TestServerlessEndpoint(t *testing.T) {
 	// Cold start: the first invocation is held until a replica is healthy.
 	done := make(chan error, 1)
 	go func() { done <- h.invoke("sl") }()
-	waitFor(t, "a replica starting", func() bool { return len(running(rt, runtime.StateStarting)) == 1 })
+	testutil.Eventually(t, 20*time.Second, "a replica starting", func() bool { return len(running(rt, runtime.StateStarting)) == 1 })
 	select {
 	case err := <-done:
 		t.Fatalf("answered before the replica was healthy: %v", err)
@@ -168,7 +158,7 @@ func TestServerlessEndpoint(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("cold-started invocation: %v", err)
 	}
-	waitFor(t, "the cold start observed", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the cold start observed", func() bool {
 		return metricValue(t, h.url, "capstan_endpoint_cold_start_seconds", "sl") == 1
 	})
 	// The same cold start, as CloudWatch's ModelSetupTime (microseconds).
@@ -196,14 +186,14 @@ func TestServerlessEndpoint(t *testing.T) {
 	for range 2 {
 		go func() { results <- h.invoke("sl") }()
 	}
-	waitFor(t, "two requests in flight", func() bool { return h.srv.Gateway.Snapshot("sl").InFlight == 2 })
+	testutil.Eventually(t, 20*time.Second, "two requests in flight", func() bool { return h.srv.Gateway.Snapshot("sl").InFlight == 2 })
 	err = h.invoke("sl")
 	var ae smithy.APIError
 	if !errors.As(err, &ae) || ae.ErrorCode() != "ThrottlingException" {
 		t.Fatalf("third concurrent invocation: %v, want ThrottlingException", err)
 	}
 	// The load scales the variant out to two replicas.
-	waitFor(t, "a second replica", func() bool { return len(rt.List()) == 2 })
+	testutil.Eventually(t, 20*time.Second, "a second replica", func() bool { return len(rt.List()) == 2 })
 	for _, id := range running(rt, runtime.StateStarting) {
 		_ = rt.SetState(id, runtime.StateHealthy, "")
 	}
@@ -222,7 +212,7 @@ func TestServerlessEndpoint(t *testing.T) {
 	if err := dev.Advance(6 * time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "zero replicas", func() bool {
+	testutil.Eventually(t, 20*time.Second, "zero replicas", func() bool {
 		return len(running(rt, runtime.StateHealthy)) == 0 && len(running(rt, runtime.StateStarting)) == 0
 	})
 	d = h.waitStatus(t, "sl", smtypes.EndpointStatusInService)
@@ -236,7 +226,7 @@ func TestServerlessEndpoint(t *testing.T) {
 			ServerlessUpdateConfig: &smtypes.ProductionVariantServerlessUpdateConfig{MaxConcurrency: aws.Int32(3), ProvisionedConcurrency: aws.Int32(1)}}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a provisioned replica", func() bool { return len(running(rt, runtime.StateStarting)) == 1 })
+	testutil.Eventually(t, 20*time.Second, "a provisioned replica", func() bool { return len(running(rt, runtime.StateStarting)) == 1 })
 	_ = rt.SetState(running(rt, runtime.StateStarting)[0], runtime.StateHealthy, "")
 	d = h.waitStatus(t, "sl", smtypes.EndpointStatusInService)
 	if sc := d.ProductionVariants[0].CurrentServerlessConfig; aws.ToInt32(sc.MaxConcurrency) != 3 || aws.ToInt32(sc.ProvisionedConcurrency) != 1 ||
@@ -252,12 +242,12 @@ func TestServerlessEndpoint(t *testing.T) {
 	if _, err := h.sm.UpdateEndpoint(ctx, &sm.UpdateEndpointInput{EndpointName: aws.String("sl"), EndpointConfigName: aws.String("sl4g")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the update to sl4g", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the update to sl4g", func() bool {
 		d, err := h.sm.DescribeEndpoint(ctx, &sm.DescribeEndpointInput{EndpointName: aws.String("sl")})
 		return err == nil && d.EndpointStatus == smtypes.EndpointStatusInService && aws.ToString(d.EndpointConfigName) == "sl4g" &&
 			aws.ToInt32(d.ProductionVariants[0].CurrentServerlessConfig.MemorySizeInMB) == 4096
 	})
-	waitFor(t, "the old provisioned replica stopped", func() bool { return len(running(rt, runtime.StateHealthy)) == 0 })
+	testutil.Eventually(t, 20*time.Second, "the old provisioned replica stopped", func() bool { return len(running(rt, runtime.StateHealthy)) == 0 })
 }
 
 func TestServerlessConfigValidation(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // TestNodeAutoscaling: a space is a workload like a replica for the
@@ -59,7 +61,7 @@ spec:
 		t.Fatalf("want the one node the space runs on:\n%s", out)
 	}
 	s.mustCapstan("delete", "ws", "gpu")
-	waitFor(t, "the empty node to be consolidated", 60*time.Second, func() bool {
+	testutil.Poller{Timeout: 60 * time.Second, MaxInterval: slowPoll}.Eventually(t, "the empty node to be consolidated", func() bool {
 		out, _ := s.capstan("get", "nodes")
 		return !strings.Contains(out, "Running")
 	})

@@ -167,18 +167,9 @@ func (s *server) waitPhase(name, phase string, timeout time.Duration) workspace.
 	return w
 }
 
-// waitFor polls cond until it holds.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
+// slowPoll caps the pause between two looks of a wait here: the
+// conditions run the capstan CLI or scan /proc.
+const slowPoll = 200 * time.Millisecond
 
 // spaceProcesses lists the pids whose environment marks them as one of
 // the spaces of dataDir (Jupyter and its kernels), zombies excluded.

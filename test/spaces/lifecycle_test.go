@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 func workspaceYAML(name, desired, extra string) string {
@@ -95,7 +97,7 @@ func TestSpaceLifecycle(t *testing.T) {
 
 	// A replica that needs the same slice waits for it.
 	s.apply(waiterJSM)
-	waitFor(t, "the waiter's replica to be pending", 30*time.Second, func() bool {
+	testutil.Poller{Timeout: 30 * time.Second, MaxInterval: slowPoll}.Eventually(t, "the waiter's replica to be pending", func() bool {
 		out, _ := s.capstan("describe", "jsm", "waiter")
 		return strings.Contains(out, "FailedScheduling") && strings.Contains(out, "mig-7g.80gb")
 	})
@@ -117,8 +119,8 @@ func TestSpaceLifecycle(t *testing.T) {
 	if w.Status.MIGSlice != "" || w.Status.Node != "" {
 		t.Errorf("a stopped space still shows slice %q on node %q", w.Status.MIGSlice, w.Status.Node)
 	}
-	waitFor(t, "the space's processes to end", 30*time.Second, func() bool { return len(spaceProcesses(t, s.dataDir, "default/nb")) == 0 })
-	waitFor(t, "the waiting replica to take the freed slice", 60*time.Second, func() bool { return s.waiter().Status.ReadyReplicas == 1 })
+	testutil.Poller{Timeout: 30 * time.Second, MaxInterval: slowPoll}.Eventually(t, "the space's processes to end", func() bool { return len(spaceProcesses(t, s.dataDir, "default/nb")) == 0 })
+	testutil.Poller{Timeout: 60 * time.Second, MaxInterval: slowPoll}.Eventually(t, "the waiting replica to take the freed slice", func() bool { return s.waiter().Status.ReadyReplicas == 1 })
 	if cost := s.metricValue(`capstan_space_cost_usd_total{namespace="default",space="nb"}`); cost < 14.13 || cost > 14.2 {
 		t.Errorf("the space's cost after an hour on its slice: $%.4f, want $14.13 (and a few seconds)", cost)
 	}
@@ -154,7 +156,7 @@ func TestSpaceLifecycle(t *testing.T) {
 		t.Fatalf("the notebook is not in the space's home: %v", err)
 	}
 	s.mustCapstan("delete", "ws", "nb")
-	waitFor(t, "the workspace to be gone", 60*time.Second, func() bool { _, ok := s.workspaceOf("nb"); return !ok })
+	testutil.Poller{Timeout: 60 * time.Second, MaxInterval: slowPoll}.Eventually(t, "the workspace to be gone", func() bool { _, ok := s.workspaceOf("nb"); return !ok })
 	if _, err := os.Stat(home); !os.IsNotExist(err) {
 		t.Errorf("the space's directory is still there: %v", err)
 	}
