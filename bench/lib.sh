@@ -85,3 +85,40 @@ run_bench() {
 	# kept for looking into a run afterwards.
 	curl -fsS "$metrics" >"$OUT/metrics-$tag.txt" 2>/dev/null || true
 }
+
+# Real engines (bench/engines.sh):
+#   llama_dir        sets LLAMA_DIR: as given, else test/engines/llamacpp.sh's
+#                    cached build (llama-server and tiny.gguf)
+#   wait_http URL [SECONDS]  poll URL until it answers 200 (default 60 s)
+#   start_llama LOG [ARGS…]  one llama-server on the tiny model on a free
+#                    port, `--parallel $LLAMA_SLOTS --threads 1` (two threads
+#                    stall under load on 2 cores), extra ARGS appended; sets
+#                    LLAMA_ADDR (host:port) once its /health answers 200
+llama_dir() {
+	if [[ -z "${LLAMA_DIR:-}" ]]; then
+		LLAMA_DIR=$(test/engines/llamacpp.sh | tail -1)
+	fi
+	[[ -x "$LLAMA_DIR/llama-server" && -s "$LLAMA_DIR/tiny.gguf" ]] ||
+		{ echo "no llama-server and tiny.gguf in $LLAMA_DIR" >&2; exit 1; }
+}
+
+wait_http() {
+	local url=$1 secs=${2:-60}
+	for _ in $(seq $((secs * 20))); do
+		curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "$url did not answer 200 within ${secs}s" >&2
+	return 1
+}
+
+start_llama() {
+	local log=$1 port
+	shift
+	port=$(free_port)
+	"$LLAMA_DIR/llama-server" --model "$LLAMA_DIR/tiny.gguf" --host 127.0.0.1 --port "$port" \
+		--parallel "${LLAMA_SLOTS:-4}" --metrics --no-webui --alias tiny --threads 1 "$@" >"$log" 2>&1 &
+	PIDS+=($!)
+	LLAMA_ADDR=127.0.0.1:$port
+	wait_http "http://$LLAMA_ADDR/health" 60 || { tail -20 "$log" >&2; exit 1; }
+}

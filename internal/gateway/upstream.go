@@ -125,7 +125,13 @@ var skipRequestHeaders = map[string]bool{"Connection": true, "Keep-Alive": true,
 // body read to EOF returns its connection to the pool.
 func (u *upstream) do(ctx context.Context, addr, path string, hdr http.Header, body []byte) (*http.Response, error) {
 	for try := 0; ; try++ {
-		pc := u.get(addr)
+		// The retry after a closed idle connection dials afresh: a replica
+		// that closes idle connections (llama-server after 5 s) has
+		// usually closed every other pooled one too.
+		var pc *upConn
+		if try == 0 {
+			pc = u.get(addr)
+		}
 		reused := pc != nil
 		if !reused {
 			var err error

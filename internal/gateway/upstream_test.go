@@ -286,3 +286,60 @@ func TestUpstreamReturnsAnswerSentBeforeTheBodyWasRead(t *testing.T) {
 		t.Fatalf("%d connections, want 2 (the refused request's connection is not reused)", n)
 	}
 }
+
+// TestUpstreamRetryAfterClosedIdleDialsAfresh: a replica that closes idle
+// connections (llama-server does after 5 s) has closed every pooled one, so
+// the retry after the first dead connection dials a new one instead of
+// taking the next dead one from the pool.
+func TestUpstreamRetryAfterClosedIdleDialsAfresh(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const pooled = 3
+	closed := make(chan struct{}, pooled)
+	go func() {
+		for n := 1; ; n++ {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if n <= pooled {
+				c.Close() // an idle connection the replica closed
+				closed <- struct{}{}
+				continue
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}()
+		}
+	}()
+	u := newUpstream(clock.Real{})
+	addr := l.Addr().String()
+	for range pooled {
+		pc, err := u.dial(context.Background(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.put(pc)
+	}
+	for range pooled {
+		<-closed
+	}
+	resp, err := u.do(context.Background(), addr, "/", nil, []byte("x"))
+	if err != nil {
+		t.Fatalf("with %d dead pooled connections: %v", pooled, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ok" {
+		t.Fatalf("body %q", b)
+	}
+}

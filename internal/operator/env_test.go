@@ -19,6 +19,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/operator"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // env is one real control plane (etcd + kube-apiserver from
@@ -33,29 +34,6 @@ type env struct {
 	webhook    envtest.WebhookInstallOptions
 	// stopOperator stops the in-process operator (idempotent).
 	stopOperator func()
-}
-
-// binDir is where test/k8s/binaries.sh put the control-plane binaries:
-// $CAPSTAN_K8S_BIN (test/run.sh exports it), else the script is run, which
-// prints the cached directory (and builds what is missing: about ten
-// minutes the first time on 2 cores). No binaries is a failure, never a
-// skip.
-func binDir(t testing.TB) string {
-	t.Helper()
-	if d := os.Getenv("CAPSTAN_K8S_BIN"); d != "" {
-		return d
-	}
-	script, err := filepath.Abs("../../test/k8s/binaries.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", script)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("test/k8s/binaries.sh (the control-plane binaries this test needs): %v", err)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 func startEnv(t testing.TB) *env { return startEnvWith(t, envOptions{inProcess: true}) }
@@ -75,7 +53,7 @@ type envOptions struct {
 // not (a benchmark runs the real binary to measure its CPU).
 func startEnvWith(t testing.TB, o envOptions) *env {
 	t.Helper()
-	bin := binDir(t)
+	bin := testutil.K8sBinDir(t)
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			t.Fatalf("control-plane binary missing (run test/k8s/binaries.sh): %v", err)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,30 +33,13 @@ import (
 	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
-// binDir is where test/k8s/binaries.sh put etcd and kube-apiserver:
-// $CAPSTAN_K8S_BIN, else the script's (cached) answer. No binaries is a
-// failure, never a skip.
-func binDir(t testing.TB) string {
-	t.Helper()
-	if d := os.Getenv("CAPSTAN_K8S_BIN"); d != "" {
-		return d
-	}
-	cmd := exec.Command("bash", filepath.Join(testutil.RepoRoot(t), "test/k8s/binaries.sh"))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("test/k8s/binaries.sh (the control-plane binaries this test needs): %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // startAPIServer starts etcd and kube-apiserver with the operator's CRDs
 // (no operator: the test writes the Services' EndpointSlices itself, as
 // the endpointslice controller would, with the engines' addresses) and
 // returns its config and the environment.
 func startAPIServer(t *testing.T) (*rest.Config, *envtest.Environment) {
 	t.Helper()
-	bin := binDir(t)
+	bin := testutil.K8sBinDir(t)
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			t.Fatalf("control-plane binary missing (run test/k8s/binaries.sh): %v", err)
