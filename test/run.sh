@@ -71,6 +71,12 @@ export CAPSTAN_LLAMACPP_DIR
 # -p 1 keeps process-heavy packages from competing for the 2 CI cores.
 go test -p 1 -count=1 -timeout 30m $(go list ./... | grep -v '/test/chaos$')
 
+# The race detector over the packages whose goroutines share state: the
+# gateway (routing, the KV index), the serving spine and its reconcile loop,
+# the store, the KV tiers and the cluster.
+go test -race -count=1 -timeout 15m ./internal/gateway ./internal/gateway/openai ./internal/serving \
+  ./internal/reconcile ./internal/store ./internal/kv/... ./internal/cluster
+
 # The chaos test on its own and verbose: go test ./... hides a passing
 # test's output, and its report line is the point (docs/reliability.md).
 chaos_log=$(mktemp)

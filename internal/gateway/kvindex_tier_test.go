@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -412,7 +413,14 @@ func TestKVIndexConcurrent(t *testing.T) {
 			for i := range 200 {
 				m := media[(i+w)%len(media)]
 				idx.Apply(b, events.Batch{Events: []events.Event{stored(m, f.raw(0, len(f.hs))), removed(m, f.raw(i%len(f.hs), i%len(f.hs)+1))}})
-				k.Score(context.Background(), f.req(), f.cands)
+				for j, sc := range k.Score(context.Background(), f.req(), f.cands) {
+					// A score is the tier-weighted share of the prompt's
+					// blocks: never outside [0, 1], whatever runs beside it.
+					if sc < 0 || sc > 1 {
+						t.Errorf("worker %d step %d: candidate %d scored %v", w, i, j, sc)
+						return
+					}
+				}
 				k.Picked(context.Background(), f.req(), f.cands[(i+w)%len(f.cands)])
 				if i%50 == 0 {
 					idx.SetNodes(f.nodes)
@@ -422,6 +430,29 @@ func TestKVIndexConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+
+	// After the storm the index still answers as one that never saw it:
+	// its backends cleared and the shared tiers' blocks removed (Clear
+	// keeps those: the node's store and Redis still hold them), then given
+	// the same events as a fresh index, it scores the same.
+	n := len(f.hs)
+	for _, c := range f.cands {
+		idx.Clear(c.Backend.ID)
+		idx.Apply(c.Backend.ID, events.Batch{Events: []events.Event{removed(events.MediumDisk, f.raw(0, n)), removed(events.MediumRemote, f.raw(0, n))}})
+	}
+	fresh := newKVIndex(nil)
+	fresh.SetNodes(f.nodes)
+	for _, x := range []*kvIndex{idx, fresh} {
+		x.Apply("a", events.Batch{Events: []events.Event{stored(events.MediumGPU, f.raw(0, n/2))}})
+		x.Apply("c", events.Batch{Events: []events.Event{stored(events.MediumDisk, f.raw(0, n))}})
+	}
+	got, want := f.scores(idx), f.scores(fresh)
+	if !slices.Equal(got, want) {
+		t.Fatalf("after concurrent use: scores %v, a fresh index with the same events scores %v", got, want)
+	}
+	if want[0] <= 0 || want[2] <= 0 {
+		t.Fatalf("the replayed events scored nothing: %v", want)
+	}
 }
 
 // BenchmarkKVPreciseScore scores a prompt whose blocks are spread over every
