@@ -281,3 +281,28 @@ func TestVLLMHelpers(t *testing.T) {
 		t.Errorf("no tiers: %v", got)
 	}
 }
+
+// TestGGUFFileFollowsLinks: a Hugging Face cache snapshot links each file
+// to its blob; a link to a folder or to nothing is not a model.
+func TestGGUFFileFollowsLinks(t *testing.T) {
+	root := t.TempDir()
+	blob := filepath.Join(root, "blobs", "3f2a")
+	snap := filepath.Join(root, "snapshots", "main")
+	for _, d := range []string{filepath.Dir(blob), snap, filepath.Join(root, "adir.gguf")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(blob, []byte("GGUF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"tiny.gguf": blob, "dangling.gguf": filepath.Join(root, "gone"), "dir.gguf": filepath.Join(root, "adir.gguf")} {
+		if err := os.Symlink(target, filepath.Join(snap, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := GGUFFile(snap)
+	if err != nil || got != filepath.Join(snap, "tiny.gguf") {
+		t.Fatalf("got %q, %v; want the linked tiny.gguf", got, err)
+	}
+}

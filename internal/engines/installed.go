@@ -3,6 +3,7 @@ package engines
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,7 +75,7 @@ func GGUFFile(dir string) (string, error) {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() && strings.HasSuffix(strings.ToLower(d.Name()), ".gguf") {
+		if IsGGUFEntry(p, d) {
 			ggufs = append(ggufs, p)
 		}
 		return nil
@@ -103,4 +104,21 @@ func GGUFFile(dir string) (string, error) {
 		names[i], _ = filepath.Rel(dir, p)
 	}
 	return "", fmt.Errorf("the model has %d .gguf files (%s); keep one, or one split model", len(ggufs), strings.Join(names, ", "))
+}
+
+// IsGGUFEntry reports whether the folder entry d at path p is a GGUF model
+// file: named *.gguf, and a file or a link that leads to one (a Hugging
+// Face cache's snapshot folder links every file to its blob).
+func IsGGUFEntry(p string, d fs.DirEntry) bool {
+	if !strings.HasSuffix(strings.ToLower(d.Name()), ".gguf") {
+		return false
+	}
+	if d.Type().IsRegular() {
+		return true
+	}
+	if d.Type()&fs.ModeSymlink == 0 {
+		return false
+	}
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }

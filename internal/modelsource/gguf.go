@@ -93,7 +93,7 @@ func hasGGUF(dir string) (bool, error) {
 		return false, err
 	}
 	for _, e := range ents {
-		if e.Type().IsRegular() && isGGUFName(e.Name()) {
+		if engines.IsGGUFEntry(filepath.Join(dir, e.Name()), e) {
 			return true, nil
 		}
 	}
@@ -162,7 +162,7 @@ func checkGGUF(root, where, prefix string) error {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() && isGGUFName(d.Name()) {
+		if engines.IsGGUFEntry(p, d) {
 			rel, rerr := filepath.Rel(root, p)
 			if rerr != nil {
 				return rerr

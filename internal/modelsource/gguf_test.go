@@ -331,7 +331,15 @@ func TestGGUFFSx(t *testing.T) {
 		"fs-0abc/fsx1/bad/model.gguf":                              "<html>",
 		"fs-0abc/fsx1/two/a.gguf":                                  string(ggufBody(10, 20)),
 		"fs-0abc/fsx1/two/b.gguf":                                  string(ggufBody(10, 21)),
+		"fs-0abc/fsx1/hf-cache/blobs/9f1c":                         string(ggufBody(100, 22)),
 	})
+	// A Hugging Face cache's snapshot: the .gguf is a link to its blob.
+	if err := os.MkdirAll(filepath.Join(root, "fs-0abc/fsx1/hf-cache/snapshots/main"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../blobs/9f1c", filepath.Join(root, "fs-0abc/fsx1/hf-cache/snapshots/main/tiny-q8_0.gguf")); err != nil {
+		t.Fatal(err)
+	}
 	f, err := New(Options{CacheDir: t.TempDir(), FSxRoot: root})
 	if err != nil {
 		t.Fatal(err)
@@ -347,6 +355,7 @@ func TestGGUFFSx(t *testing.T) {
 	}{
 		{name: "gguf at the top", loc: "llama", dir: "llama"},
 		{name: "gguf one folder down", loc: "nested", dir: "nested/qwen2.5-7b-instruct", model: "qwen2.5-7b"},
+		{name: "gguf linked to a blob", loc: "hf-cache/snapshots/main", dir: "hf-cache/snapshots/main"},
 		{name: "no gguf", loc: "no-gguf", reason: ReasonNotFound, mentions: []string{"has no .gguf file, which llama.cpp loads"}},
 		{name: "not GGUF", loc: "bad", reason: ReasonInvalidSource, mentions: []string{`model.gguf is not a GGUF file: it starts with "<htm"`}},
 		{name: "two gguf files", loc: "two", reason: ReasonInvalidSource, mentions: []string{"2 .gguf files (a.gguf, b.gguf)"}},
