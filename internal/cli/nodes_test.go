@@ -24,6 +24,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
 	"github.com/capstan-dev/capstan/internal/server"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // nodesEnv is a whole capstan server (server.Start, as capstan serve runs
@@ -194,7 +195,7 @@ func TestDescribeAndFailNode(t *testing.T) {
 
 	// With NodeRecovery None the failed node stays (Automatic would
 	// replace it within a resync), so what describe shows is stable.
-	smc := sm.New(sm.Options{Region: "us-east-1", BaseEndpoint: aws.String(e.url), RetryMaxAttempts: 1,
+	smc := sm.New(sm.Options{Region: "us-east-1", BaseEndpoint: aws.String(e.url), Retryer: testutil.AWSRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")})
 	if _, err := smc.UpdateCluster(context.Background(), &sm.UpdateClusterInput{ClusterName: aws.String("ml-cluster"),
 		NodeRecovery: smtypes.ClusterNodeRecoveryNone}); err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
 	"github.com/capstan-dev/capstan/internal/server"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // topServer is a real capstan server (server.Start, as capstan serve runs
@@ -58,7 +59,7 @@ func startTopServer(t *testing.T, cfg config.Config) *topServer {
 	}
 	t.Cleanup(func() { cancel(); srv.Stop(context.Background()) })
 	url := "http://" + srv.Addr
-	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), RetryMaxAttempts: 1}
+	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), Retryer: testutil.AWSRetryer}
 	return &topServer{url: url,
 		sm:  sm.NewFromConfig(awsCfg, func(o *sm.Options) { o.BaseEndpoint = aws.String(url) }),
 		smr: smr.NewFromConfig(awsCfg, func(o *smr.Options) { o.BaseEndpoint = aws.String(url) })}

@@ -77,7 +77,7 @@ func newServer(url, dir, bin, yaml string) *server {
 	if k, s, ok := credentialsIn(yaml); ok {
 		key, secret = k, s
 	}
-	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""), RetryMaxAttempts: 1}
+	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""), Retryer: testutil.AWSRetryer}
 	return &server{URL: url, Dir: dir, bin: bin,
 		SM:  sm.NewFromConfig(awsCfg, func(o *sm.Options) { o.BaseEndpoint = aws.String(url) }),
 		SMR: smr.NewFromConfig(awsCfg, func(o *smr.Options) { o.BaseEndpoint = aws.String(url) })}

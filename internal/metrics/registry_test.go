@@ -26,6 +26,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
 	"github.com/capstan-dev/capstan/internal/server"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // desc is what the catalog compares of a registered prometheus.Desc.
@@ -193,7 +194,7 @@ func startServer(t *testing.T, simAddr string) (*server.Server, *sm.Client, *smr
 	}
 	t.Cleanup(func() { cancel(); srv.Stop(context.Background()) })
 	url := "http://" + srv.Addr
-	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""), RetryMaxAttempts: 1}
+	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""), Retryer: testutil.AWSRetryer}
 	return srv,
 		sm.NewFromConfig(awsCfg, func(o *sm.Options) { o.BaseEndpoint = aws.String(url) }),
 		smr.NewFromConfig(awsCfg, func(o *smr.Options) { o.BaseEndpoint = aws.String(url) })

@@ -11,6 +11,7 @@ import (
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/aws/smithy-go"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // TestCreateModelEnvironment checks SageMaker's own constraints on a
@@ -19,7 +20,7 @@ import (
 // engine process (only HF_MODEL_ID / SM_MODEL_ID are read).
 func TestCreateModelEnvironment(t *testing.T) {
 	srv, _ := newAPI(t)
-	client := sm.New(sm.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL), RetryMaxAttempts: 1,
+	client := sm.New(sm.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL), Retryer: testutil.AWSRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
 	env := func(extra map[string]string) map[string]string {
 		m := map[string]string{"SM_MODEL_ID": "llama-3.1-8b"}

@@ -29,6 +29,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/store"
 	"github.com/capstan-dev/capstan/internal/tagging"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // tagsEnv is the control API over real services (endpoints with their
@@ -69,7 +70,7 @@ func newTagsEnv(t *testing.T) *tagsEnv {
 	srv := httptest.NewServer(NewAPI(svc, Options{AccountID: "123456789012", Region: "eu-west-1", Catalog: cat,
 		Capacity: cal, Clusters: hp, Tags: tags, Logger: quiet}))
 	t.Cleanup(srv.Close)
-	c := sm.New(sm.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL), RetryMaxAttempts: 1,
+	c := sm.New(sm.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL), Retryer: testutil.AWSRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
 	return &tagsEnv{c: c, st: st, clk: clk, ctrl: ctrl, hp: hp}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // fakeEngine answers /invocations like an engine: JSON, or a few flushed
@@ -115,7 +116,7 @@ func startHarnessOn(t testing.TB, cfg config.Config, rt *fake.Runtime, run runti
 	if len(cfg.Credentials) > 0 {
 		key, secret = cfg.Credentials[0].AccessKeyID, cfg.Credentials[0].SecretAccessKey
 	}
-	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""), RetryMaxAttempts: 1}
+	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""), Retryer: testutil.AWSRetryer}
 	return &harness{srv: srv, rt: rt, url: url,
 		sm:  sm.NewFromConfig(awsCfg, func(o *sm.Options) { o.BaseEndpoint = aws.String(url) }),
 		smr: smr.NewFromConfig(awsCfg, func(o *smr.Options) { o.BaseEndpoint = aws.String(url) })}
@@ -435,13 +436,13 @@ func TestSigV4RequiredWhenCredentialsConfigured(t *testing.T) {
 	if _, err := h.sm.ListEndpoints(ctx, &sm.ListEndpointsInput{}); err != nil {
 		t.Fatalf("signed call: %v", err)
 	}
-	bad := sm.New(sm.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1,
+	bad := sm.New(sm.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDREAL", "wrong", "")})
 	_, err := bad.ListEndpoints(ctx, &sm.ListEndpointsInput{})
 	if code, _ := apiCode(err); code != "InvalidSignatureException" {
 		t.Fatalf("wrong secret: %v", err)
 	}
-	badRT := smr.New(smr.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1,
+	badRT := smr.New(smr.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDOTHER", "x", "")})
 	_, err = badRT.InvokeEndpoint(ctx, &smr.InvokeEndpointInput{EndpointName: aws.String("x"), Body: []byte("{}")})
 	if code, _ := apiCode(err); code != "UnrecognizedClientException" {

@@ -281,7 +281,7 @@ func TestAsyncScaleFromZero(t *testing.T) {
 		}
 		h.waitStatus(t, ep, smtypes.EndpointStatusInService)
 	}
-	as := aas.New(aas.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1,
+	as := aas.New(aas.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")})
 	register := func(ep string) error {
 		_, err := as.RegisterScalableTarget(ctx, &aas.RegisterScalableTargetInput{ServiceNamespace: aastypes.ServiceNamespaceSagemaker,

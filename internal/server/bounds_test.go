@@ -23,6 +23,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/fake"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // startWithRuntime starts a server over rt (which the test controls) and
@@ -38,7 +39,7 @@ func startWithRuntime(t *testing.T, rt runtime.Runtime) (*Server, *sm.Client, st
 		t.Fatal(err)
 	}
 	url := "http://" + srv.Addr
-	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""), RetryMaxAttempts: 1}
+	awsCfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""), Retryer: testutil.AWSRetryer}
 	return srv, sm.NewFromConfig(awsCfg, func(o *sm.Options) { o.BaseEndpoint = aws.String(url) }), url
 }
 

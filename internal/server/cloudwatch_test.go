@@ -21,10 +21,11 @@ import (
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/metricstore"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 func (h *harness) cloudwatch(key, secret string) *cw.Client {
-	return cw.New(cw.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1,
+	return cw.New(cw.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider(key, secret, "")})
 }
 

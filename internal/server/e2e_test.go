@@ -39,7 +39,7 @@ func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 	p := testutil.Start(t, context.Background(), bin, args...)
 	line := p.WaitLine(t, "capstan serving on http://", 30*time.Second)
 	url := line[strings.Index(line, "http://"):]
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), RetryMaxAttempts: 1}
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), Retryer: testutil.AWSRetryer}
 	return &proc{p: p, url: url,
 		sm:  sm.NewFromConfig(cfg, func(o *sm.Options) { o.BaseEndpoint = aws.String(url) }),
 		smr: smr.NewFromConfig(cfg, func(o *smr.Options) { o.BaseEndpoint = aws.String(url) })}

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // refusalShape checks that a refusal is in one door's error shape and
@@ -230,7 +231,7 @@ func TestRefusalsReadBySDKs(t *testing.T) {
 	h := startHarness(t, cfg)
 	closed := startHarness(t, config.Config{APIKeys: []string{testAPIKey}})
 	ctx := context.Background()
-	wrong := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDREAL", "wrong", ""), RetryMaxAttempts: 1}
+	wrong := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDREAL", "wrong", ""), Retryer: testutil.AWSRetryer}
 	smWrong := sm.NewFromConfig(wrong, func(o *sm.Options) { o.BaseEndpoint = aws.String(h.url) })
 	smrWrong := smr.NewFromConfig(wrong, func(o *smr.Options) { o.BaseEndpoint = aws.String(h.url) })
 	invoke := func(c *smr.Client, body string) error {

@@ -26,6 +26,7 @@ import (
 	smrtypes "github.com/aws/aws-sdk-go-v2/service/sagemakerruntime/types"
 
 	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 var sigv4Creds = []config.Credential{{AccessKeyID: "AKIDREAL", SecretAccessKey: "s3cret"}}
@@ -142,13 +143,13 @@ func TestSigV4CredentialScope(t *testing.T) {
 	ctx := context.Background()
 	creds := credentials.NewStaticCredentialsProvider("AKIDREAL", "s3cret", "")
 	smIn := func(region string) *sm.Client {
-		return sm.New(sm.Options{Region: region, BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1, Credentials: creds})
+		return sm.New(sm.Options{Region: region, BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(), Credentials: creds})
 	}
 	smrIn := func(region string) *smr.Client {
-		return smr.New(smr.Options{Region: region, BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1, Credentials: creds})
+		return smr.New(smr.Options{Region: region, BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(), Credentials: creds})
 	}
 	aasIn := func(region string) *aas.Client {
-		return aas.New(aas.Options{Region: region, BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1, Credentials: creds})
+		return aas.New(aas.Options{Region: region, BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(), Credentials: creds})
 	}
 	sdk := []struct {
 		name, code, msg string
@@ -340,7 +341,7 @@ func TestSigV4SDKClientsAccepted(t *testing.T) {
 	if !strings.Contains(streamed.String(), "chunk2") {
 		t.Fatalf("stream: %q", streamed.String())
 	}
-	a := aas.New(aas.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1,
+	a := aas.New(aas.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDREAL", "s3cret", "")})
 	if _, err := a.RegisterScalableTarget(ctx, &aas.RegisterScalableTargetInput{
 		ServiceNamespace: aastypes.ServiceNamespaceSagemaker, ResourceId: aws.String("endpoint/ep/variant/AllTraffic"),
@@ -349,7 +350,7 @@ func TestSigV4SDKClientsAccepted(t *testing.T) {
 		t.Fatalf("RegisterScalableTarget: %v", err)
 	}
 	// A session token cannot belong to a capstan key.
-	withToken := sm.New(sm.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1,
+	withToken := sm.New(sm.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDREAL", "s3cret", "session")})
 	_, err = withToken.ListModels(ctx, nil)
 	if code, msg := apiCode(err); code != "UnrecognizedClientException" || !strings.Contains(msg, "AWS_SESSION_TOKEN") {

@@ -13,6 +13,7 @@ import (
 	aastypes "github.com/aws/aws-sdk-go-v2/service/applicationautoscaling/types"
 
 	"github.com/capstan-dev/capstan/internal/config"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // With credentials configured, the manifests API wants one of the
@@ -65,7 +66,7 @@ func TestApplicationAutoScalingMounted(t *testing.T) {
 	h := startHarness(t, config.Config{Credentials: []config.Credential{{AccessKeyID: "AKIDREAL", SecretAccessKey: "s3cret"}}})
 	ctx := context.Background()
 	client := func(secret string) *aas.Client {
-		return aas.New(aas.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), RetryMaxAttempts: 1,
+		return aas.New(aas.Options{Region: "us-east-1", BaseEndpoint: aws.String(h.url), Retryer: testutil.AWSRetryer(),
 			Credentials: credentials.NewStaticCredentialsProvider("AKIDREAL", secret, "")})
 	}
 	out, err := client("s3cret").DescribeScalableTargets(ctx, &aas.DescribeScalableTargetsInput{ServiceNamespace: aastypes.ServiceNamespaceSagemaker})

@@ -26,7 +26,7 @@ func TestNodeAutoscaling(t *testing.T) {
   instanceGroups:
     - {name: g5, instanceType: ml.g5.xlarge, count: 0}
 `)
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""), RetryMaxAttempts: 1}
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""), Retryer: testutil.AWSRetryer}
 	client := sm.NewFromConfig(cfg, func(o *sm.Options) { o.BaseEndpoint = aws.String(s.URL) })
 	if _, err := client.UpdateCluster(context.Background(), &sm.UpdateClusterInput{ClusterName: aws.String("ml-cluster"),
 		AutoScaling: &smtypes.ClusterAutoScalingConfig{Mode: smtypes.ClusterAutoScalingModeEnable, AutoScalerType: smtypes.ClusterAutoScalerTypeKarpenter},

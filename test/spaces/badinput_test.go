@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // applyRaw posts a manifest to the spaces API and returns the status and
@@ -46,7 +47,7 @@ func (k kubeStatus) fields() []string {
 func TestBadInput(t *testing.T) {
 	s := startServer(t, migCluster)
 	// A second cluster, of CPU nodes only, made as HyperPod users make one.
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""), RetryMaxAttempts: 1}
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""), Retryer: testutil.AWSRetryer}
 	client := sm.NewFromConfig(cfg, func(o *sm.Options) { o.BaseEndpoint = aws.String(s.URL) })
 	_, err := client.CreateCluster(context.Background(), &sm.CreateClusterInput{ClusterName: aws.String("cpu-only"),
 		InstanceGroups: []smtypes.ClusterInstanceGroupSpecification{{InstanceGroupName: aws.String("cpu"), InstanceType: "ml.m5.xlarge",
