@@ -167,25 +167,12 @@ func (e *env) mustKubectl(t testing.TB, args ...string) string {
 	return out
 }
 
-// eventually polls cond every 50ms for up to 30s; the operator reacts to
-// watch events, so this is wall-clock waiting on real processes, not time
-// logic under test.
+// eventually waits up to 30s for cond; the operator reacts to watch
+// events, so this is wall-clock waiting on real processes, not time logic
+// under test.
 func eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	eventuallyWithin(t, 30*time.Second, what, cond)
-}
-
-func eventuallyWithin(t testing.TB, limit time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: still not true after %s: %v", what, limit, err)
+	testutil.EventuallyErr(t, 30*time.Second, what, cond)
 }
 
 func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }

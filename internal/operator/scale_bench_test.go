@@ -20,6 +20,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/operator"
 	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // BenchmarkSteadyState500 measures the bar: 500 resources created
@@ -100,7 +101,7 @@ func BenchmarkSteadyState500(b *testing.B) {
 	close(work)
 	wg.Wait()
 	applied := time.Since(start)
-	eventuallyWithin(b, 5*time.Minute, fmt.Sprintf("%d resources DeploymentComplete", n), func() error {
+	testutil.EventuallyErr(b, 5*time.Minute, fmt.Sprintf("%d resources DeploymentComplete", n), func() error {
 		done := 0
 		var iecs apiv1.InferenceEndpointConfigList
 		var jsms apiv1.JumpStartModelList

@@ -103,6 +103,7 @@ func (s *Service) stopAll() {
 	}
 	wg.Wait()
 	sweep(s.o.Dir, "")
+	s.cgroups.release()
 }
 
 // free releases what a stopped or deleted space holds, or forgets it as
@@ -389,7 +390,12 @@ func (s *Service) start(k string, w *workspace.Workspace, prog string, r workspa
 	for _, a := range r.Command[1:] {
 		argv = append(argv, expand(a, envMap))
 	}
-	cmd, done, exitErr, err := launch(argv, home, p.log, env)
+	cgroup, err := s.cgroups.enter(k)
+	if err != nil {
+		return nil, err
+	}
+	cmd, done, exitErr, err := launch(argv, home, p.log, env, cgroup)
+	_ = closeFD(cgroup)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", prog, err)
 	}
@@ -430,7 +436,8 @@ func (s *Service) share(it catalog.InstanceType, capacity cluster.Resources, req
 }
 
 // kill stops p's process group: SIGTERM, SIGKILL after StopGrace, then
-// anything of the space outside the group (Jupyter's kernels).
+// anything of the space outside the group (Jupyter's kernels), by its
+// environment and by its cgroup.
 func (s *Service) kill(p *proc) {
 	signalGroup(p.cmd, 15)
 	t := s.o.Clock.NewTimer(s.o.StopGrace)
@@ -443,6 +450,7 @@ func (s *Service) kill(p *proc) {
 	}
 	signalGroup(p.cmd, 9)
 	sweep(s.o.Dir, p.key)
+	s.cgroups.kill(p.key)
 }
 
 // stop ends p, frees its placement and forgets it.

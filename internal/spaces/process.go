@@ -139,8 +139,9 @@ func environ(extra map[string]string) ([]string, map[string]string) {
 	return out, m
 }
 
-// launch starts argv in home with env, logging to logPath.
-func launch(argv []string, home, logPath string, env []string) (*exec.Cmd, chan struct{}, *error, error) {
+// launch starts argv in home with env, logging to logPath, in the cgroup
+// whose descriptor is cgroup (-1: none).
+func launch(argv []string, home, logPath string, env []string, cgroup int) (*exec.Cmd, chan struct{}, *error, error) {
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, nil, err
@@ -150,6 +151,7 @@ func launch(argv []string, home, logPath string, env []string) (*exec.Cmd, chan 
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = sysProcAttr()
+	setCgroup(cmd.SysProcAttr, cgroup)
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return nil, nil, nil, err
@@ -162,6 +164,14 @@ func launch(argv []string, home, logPath string, env []string) (*exec.Cmd, chan 
 		close(done)
 	}()
 	return cmd, done, &exitErr, nil
+}
+
+// closeFD closes a descriptor, if there is one (>= 0).
+func closeFD(fd int) error {
+	if fd < 0 {
+		return nil
+	}
+	return syscall.Close(fd)
 }
 
 // signalGroup signals the process group of cmd (the space's program and

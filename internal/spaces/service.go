@@ -101,6 +101,7 @@ type Service struct {
 	ctx      context.Context
 	loops    sync.WaitGroup
 	cost     *costMeter
+	cgroups  *cgroupSet // one cgroup per running space, where available
 }
 
 // New returns a Service: it stores the default templates that are
@@ -134,7 +135,12 @@ func New(o Options) (*Service, error) {
 	o.Dir = dir
 	s := &Service{o: o, log: o.Logger.With("component", "spaces"), procs: map[string]*proc{}, failedAt: map[string]failure{}}
 	s.queue = reconcile.New(s.reconcile, func(k string, err error) { s.log.Error("reconcile space", "space", k, "err", err) })
-	if n := sweepOrphans(o.Dir); n > 0 {
+	cg, err := openCgroups(o.Dir)
+	if err != nil {
+		s.log.Warn("spaces run without cgroups: a space process that starts a session of its own and clears its environment outlives the space", "err", err)
+	}
+	s.cgroups = cg
+	if n := sweepOrphans(o.Dir) + cg.sweep(); n > 0 {
 		s.log.Warn("killed processes a previous run left", "processes", n)
 	}
 	if err := s.seedTemplates(); err != nil {

@@ -2,13 +2,18 @@ package spaces_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
 // TestKill9LeavesNoOrphans: capstan dies with SIGKILL while a space runs
@@ -45,6 +50,77 @@ func TestKill9LeavesNoOrphans(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(b), "still here") {
 		t.Fatalf("the file written before the kill: %d %s", code, b)
 	}
+}
+
+// TestEscapedChildrenDieWithTheSpace: a space's program starts a child in
+// a session of its own with an empty environment (`setsid env -i`), out of
+// its process group and without the variables the sweep looks for. It
+// dies when its space is deleted, and when capstan is killed with SIGKILL
+// and restarted: each space runs in a cgroup of its own.
+func TestEscapedChildrenDieWithTheSpace(t *testing.T) {
+	s := startServer(t, migCluster)
+	s.apply(`apiVersion: workspace.jupyter.org/v1alpha1
+kind: WorkspaceTemplate
+metadata: {name: escaper}
+spec:
+  displayName: Leaves a child behind
+  defaultImage: python:3
+  appType: web
+  defaultResources: {requests: {cpu: 250m, memory: 512Mi}}
+  defaultContainerConfig:
+    command: [sh, -c]
+    args:
+      - setsid env -i /bin/sleep 600 & echo $! > "$HOME/escaped.pid"; mkdir -p "$HOME$CAPSTAN_SPACE_BASE_URL" && exec python3 -m http.server "$(CAPSTAN_SPACE_PORT)" --bind 127.0.0.1 --directory "$HOME"
+---
+apiVersion: workspace.jupyter.org/v1alpha1
+kind: Workspace
+metadata: {name: deleted}
+spec: {displayName: deleted, templateRef: {name: escaper}}
+---
+apiVersion: workspace.jupyter.org/v1alpha1
+kind: Workspace
+metadata: {name: survivor}
+spec: {displayName: survivor, templateRef: {name: escaper}}
+`)
+	// escaped waits for name's program to write a pid other than old.
+	escaped := func(name string, old int) int {
+		t.Helper()
+		s.waitPhase(name, "Running", 60*time.Second)
+		var pid int
+		testutil.EventuallyErr(t, 10*time.Second, name+"'s escaped child", func() error {
+			b, err := os.ReadFile(filepath.Join(s.dataDir, "spaces", "default", name, "home", "escaped.pid"))
+			if err == nil {
+				pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			}
+			if err == nil && pid == old {
+				err = fmt.Errorf("still the previous run's pid %d", pid)
+			}
+			return err
+		})
+		if !alive(pid) {
+			t.Fatalf("%s's escaped child %d is not running", name, pid)
+		}
+		if slices.Contains(spaceProcesses(t, s.dataDir, "default/"+name), pid) {
+			t.Fatalf("%s's escaped child %d still carries the space's variables; the test needs it without", name, pid)
+		}
+		return pid
+	}
+	deleted, survivor := escaped("deleted", 0), escaped("survivor", 0)
+
+	s.mustCapstan("delete", "ws", "deleted")
+	testutil.Eventually(t, 30*time.Second, "the deleted space's escaped child gone", func() bool { return !alive(deleted) })
+
+	addr := strings.TrimPrefix(s.URL, "http://")
+	if err := s.proc.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.proc.Cmd.Wait()
+	s.start(addr)
+	testutil.Eventually(t, 30*time.Second, "the escaped child of the killed server's space gone", func() bool { return !alive(survivor) })
+	// The space runs again, and leaves a new child; deleting it takes that.
+	again := escaped("survivor", survivor)
+	s.mustCapstan("delete", "ws", "survivor")
+	testutil.Eventually(t, 30*time.Second, "the restarted space's escaped child gone with it", func() bool { return !alive(again) })
 }
 
 // TestIdleShutdown: with idleShutdown on, a space without activity for

@@ -337,19 +337,11 @@ func chat(model string) string {
 	return `{"model":"` + model + `","max_tokens":2,"messages":[{"role":"user","content":"hello"}]}`
 }
 
-// eventually polls cond every 50ms for up to 30s: the watches are real
-// processes' wall-clock work, not time logic under test.
+// eventually waits up to 30s for cond: the watches are real processes'
+// wall-clock work, not time logic under test.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: still not true after 30s: %v", what, err)
+	testutil.EventuallyErr(t, 30*time.Second, what, cond)
 }
 
 // waitBackends waits until every in-process gateway routes endpoint over
