@@ -329,6 +329,33 @@ func (c *Catalog) DeviceMemoryBytes(it InstanceType) (int64, error) {
 	return g.MemoryBytes * int64(it.Devices()), nil
 }
 
+// CPUMemoryUtilization is the share of a CPU device's memory a model
+// server uses by default (its --gpu-memory-utilization).
+const CPUMemoryUtilization = 0.9
+
+// WeightFilesFit says why a model whose weight files take n bytes cannot
+// load on instance type it, nil when they fit: the files are what the
+// engine loads, so more than the instance's GPU memory (on a CPU instance,
+// the share of its memory the model server uses) fails at load.
+func (c *Catalog) WeightFilesFit(n int64, it InstanceType) error {
+	mem, err := c.DeviceMemoryBytes(it)
+	if err != nil {
+		return err
+	}
+	if it.IsCPU() {
+		usable := float64(mem) * CPUMemoryUtilization
+		if float64(n) <= usable {
+			return nil
+		}
+		return fmt.Errorf("its weight files take %.1f GB; CPU instance type %s has %d GiB of memory (%.1f GB usable by the model server)",
+			float64(n)/1e9, it.Name, it.MemoryGiB, usable/1e9)
+	}
+	if n <= mem {
+		return nil
+	}
+	return fmt.Errorf("its weight files take %.1f GB; %s has %.1f GB of GPU memory", float64(n)/1e9, it.Name, float64(mem)/1e9)
+}
+
 // Model looks a model up by id or alias (e.g. a Hugging Face name), case-insensitively.
 func (c *Catalog) Model(id string) (Model, error) {
 	if m, ok := c.models[strings.ToLower(id)]; ok {

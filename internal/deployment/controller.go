@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/endpoint"
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/modelsource"
@@ -571,7 +573,38 @@ func (c *Controller) fetch(ctx context.Context, src modelsource.Source, srcErr e
 		return res, &failure{manifest.ReasonModelSourceFailed,
 			fmt.Sprintf("model %q is not in the catalog and its source gave no model directory", p.modelHint)}
 	}
+	if res.Dir != "" {
+		if f := c.weightFilesFit(res.Dir, p); f != nil {
+			return res, f
+		}
+	}
 	return res, nil
+}
+
+// weightFilesFit refuses a fetched model folder whose weight files fit none
+// of the deployment's instance types: the engine loads them whole, so it
+// would fail at load on every replica.
+func (c *Controller) weightFilesFit(dir string, p *plan) *failure {
+	n, err := engines.WeightBytes(dir, p.format)
+	if err != nil || n == 0 {
+		return nil
+	}
+	var why []string
+	for _, name := range p.instanceTypes {
+		it, err := c.o.Catalog.InstanceType(name)
+		if err != nil {
+			return nil // validation names an unknown type
+		}
+		err = c.o.Catalog.WeightFilesFit(n, it)
+		if err == nil {
+			return nil
+		}
+		why = append(why, err.Error())
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return &failure{ReasonModelTooLarge, fmt.Sprintf("the model does not fit: %s; use an instance type with more memory", strings.Join(why, "; "))}
 }
 
 func sourceFailure(err error) *failure {

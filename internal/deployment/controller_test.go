@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -353,6 +354,46 @@ func TestModelSourceFailure(t *testing.T) {
 				t.Fatalf("after the source was fixed: %s", got)
 			}
 		})
+	}
+}
+
+// TestModelTooLarge: a fetched model whose weight files are larger than
+// the instance type's GPU memory fails the deployment before any replica
+// starts, with the sizes; smaller files at the source deploy on the next
+// try.
+func TestModelTooLarge(t *testing.T) {
+	h := newHarness(t)
+	dir := t.TempDir()
+	weights := filepath.Join(dir, "model.safetensors")
+	f, err := os.Create(weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Truncate(weights, 100e9); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	h.models.mu.Lock()
+	h.models.dir = dir
+	h.models.mu.Unlock()
+	h.apply(iec("demo", 1, 1, ""))
+	h.reconcile(kIEC("demo"))
+	o := h.get(manifest.KindInferenceEndpointConfig, "demo")
+	c := condition(o, manifest.ConditionReady)
+	want := "the model does not fit: its weight files take 100.0 GB; ml.g5.24xlarge has 96.0 GB of GPU memory"
+	if o.GetStatus().State != manifest.StateDeploymentFailed || c.Reason != ReasonModelTooLarge || !strings.Contains(c.Message, want) {
+		t.Fatalf("state %s, Ready %+v; want %s with %q", o.GetStatus().State, c, ReasonModelTooLarge, want)
+	}
+	if len(h.rt.Starts()) != 0 {
+		t.Fatal("started a replica of a model that does not fit")
+	}
+	if err := os.Truncate(weights, 16e9); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Step(modelRetry + time.Second)
+	h.reconcile(kIEC("demo"))
+	if got := h.get(manifest.KindInferenceEndpointConfig, "demo").GetStatus().State; got != manifest.StateDeploymentComplete {
+		t.Fatalf("with 16 GB of weights: %s", got)
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 type fakeModels struct {
 	mu    sync.Mutex
 	err   error
+	dir   string // the folder Fetch returns, when set
 	calls int
 }
 
@@ -49,6 +50,9 @@ func (f *fakeModels) Fetch(_ context.Context, src modelsource.Source) (modelsour
 		return modelsource.Result{}, f.err
 	}
 	res := modelsource.Result{Dir: filepath.Join("/models", strings.ReplaceAll(src.String(), "://", "/")), Files: 2, Bytes: 100}
+	if f.dir != "" {
+		res.Dir = f.dir
+	}
 	if src.Type == modelsource.TypeJumpStart {
 		res.Model = src.JumpStartModelID
 	}

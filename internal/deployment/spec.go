@@ -78,6 +78,9 @@ const (
 	ReasonKVEventsUnsupported = "KVEventsUnsupported"
 	// ReasonKVTiersUnsupported: KV tiers asked of an engine without them.
 	ReasonKVTiersUnsupported = "KVTiersUnsupported"
+	// ReasonModelTooLarge: the fetched model's weight files fit none of
+	// the deployment's instance types.
+	ReasonModelTooLarge = "ModelTooLarge"
 )
 
 // owner is how the SageMaker registration names the manifest.

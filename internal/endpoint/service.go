@@ -704,11 +704,18 @@ func (s *Service) deployment(tx *store.Tx, configName string, gen int, now time.
 				vs.Model = id
 			}
 		}
-		if vs.ModelError == "" && itErr == nil && it.IsCPU() {
-			// A model's own folder is not in the catalog; only catalog models are checked here.
-			if msg := cpuFit(s.catalog, vs.Model, it); msg != "" {
-				vs.ModelError = msg
+		if vs.ModelError == "" && itErr == nil {
+			// The model's own folder counts by the size of its weight
+			// files; a catalog model (or a folder of a config alone) by
+			// the catalog's figures, on a CPU type.
+			msg, checked := "", false
+			if m.ModelDir != "" {
+				msg, checked = folderFit(s.catalog, m.Name, m.ModelDir, m.Engine, it)
 			}
+			if !checked && it.IsCPU() {
+				msg = cpuFit(s.catalog, vs.Model, it)
+			}
+			vs.ModelError = msg
 		}
 		dep.Variants = append(dep.Variants, vs)
 	}
@@ -770,9 +777,19 @@ func ResolveModel(cat *catalog.Catalog, m Model) (string, error) {
 		m.Name, strings.Join(cat.ModelIDs(), ", "))
 }
 
-// cpuMemoryUtilization is the share of a CPU device's memory the engine
-// uses by default (its --gpu-memory-utilization).
-const cpuMemoryUtilization = 0.9
+// folderFit says why the model name, whose folder dir engine loads, cannot
+// run on instance type it ("" when it fits); checked is false when dir
+// holds no weight files capstan recognises.
+func folderFit(cat *catalog.Catalog, name, dir, engine string, it catalog.InstanceType) (msg string, checked bool) {
+	n, err := engines.WeightBytes(dir, engines.MustByName(engine).Format)
+	if err != nil || n == 0 {
+		return "", false
+	}
+	if err := cat.WeightFilesFit(n, it); err != nil {
+		return fmt.Sprintf("Model %s does not fit: %v. Use an instance type with more memory.", name, err), true
+	}
+	return "", true
+}
 
 // cpuFit says why model id cannot run on CPU instance type it ("" when its
 // weights fit the instance's memory). A GPU type is left to the engine,
@@ -785,7 +802,7 @@ func cpuFit(cat *catalog.Catalog, id string, it catalog.InstanceType) string {
 	mem, err := cat.DeviceMemoryBytes(it)
 	// The engine keeps its default 10 % of memory free (gpu-memory-utilization
 	// 0.9) and needs room for some KV cache beyond the weights.
-	usable := float64(mem) * cpuMemoryUtilization
+	usable := float64(mem) * catalog.CPUMemoryUtilization
 	if err != nil || float64(m.WeightBytes()) < usable {
 		return ""
 	}
