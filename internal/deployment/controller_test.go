@@ -681,10 +681,12 @@ func TestScaleInDrains(t *testing.T) {
 	// The victim (the newest) leaves the route at once but is not stopped
 	// while its request runs.
 	testutil.Eventually(t, 10*time.Second, "the victim out of the route", func() bool { b := h.backends("demo"); return len(b) == 1 && b[0] == ids[0] })
+	testutil.Eventually(t, 10*time.Second, "the reconcile draining the victim", func() bool { return h.gw.Draining(ids[1]) })
+	// Its request holds the drain until release below.
 	select {
 	case err := <-done:
 		t.Fatalf("reconcile returned (%v) with a request in flight on the victim", err)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	if len(h.rt.Stops()) != 0 {
 		t.Fatalf("stopped %v with a request in flight", h.rt.Stops())

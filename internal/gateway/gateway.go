@@ -395,6 +395,14 @@ func (g *Gateway) InFlight(backendID string) int {
 	return g.inFlight[backendID]
 }
 
+// Draining reports whether a Drain of the backend is waiting for its
+// requests to finish.
+func (g *Gateway) Draining(backendID string) bool {
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	return g.draining[backendID] > 0
+}
+
 // Drain marks the backend draining (no new requests while Drain waits) and
 // returns once nothing is in flight to it, or with ctx's error.
 func (g *Gateway) Drain(ctx context.Context, backendID string) error {

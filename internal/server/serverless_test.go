@@ -67,8 +67,8 @@ func (g *gatedEngine) open() {
 	}
 }
 
-// metricValue sums a counter's value, or a histogram's sample count, over
-// the series of name with endpoint ep.
+// metricValue sums a counter's or a gauge's value, or a histogram's sample
+// count, over the series of name with endpoint ep.
 func metricValue(t *testing.T, url, name, ep string) float64 {
 	t.Helper()
 	resp, err := http.Get(url + "/metrics")
@@ -87,6 +87,8 @@ func metricValue(t *testing.T, url, name, ep string) float64 {
 			if lp.GetName() == "endpoint" && lp.GetValue() == ep {
 				if m.GetCounter() != nil {
 					sum += m.GetCounter().GetValue()
+				} else if m.GetGauge() != nil {
+					sum += m.GetGauge().GetValue()
 				} else if m.GetHistogram() != nil {
 					sum += float64(m.GetHistogram().GetSampleCount())
 				}
@@ -147,10 +149,18 @@ func TestServerlessEndpoint(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.invoke("sl") }()
 	testutil.Eventually(t, 20*time.Second, "a replica starting", func() bool { return len(running(rt, runtime.StateStarting)) == 1 })
+	testutil.Eventually(t, 20*time.Second, "the invocation held by the activator", func() bool {
+		return metricValue(t, h.url, "capstan_gateway_held_requests", "sl") == 1
+	})
+	// Held, and nothing can answer it before the replica is made healthy below.
 	select {
 	case err := <-done:
 		t.Fatalf("answered before the replica was healthy: %v", err)
-	case <-time.After(100 * time.Millisecond):
+	default:
+	}
+	// A second held, by the server's clock: the cold start measured below.
+	if err := dev.Advance(time.Second); err != nil {
+		t.Fatal(err)
 	}
 	if err := rt.SetState(running(rt, runtime.StateStarting)[0], runtime.StateHealthy, ""); err != nil {
 		t.Fatal(err)
@@ -166,8 +176,8 @@ func TestServerlessEndpoint(t *testing.T) {
 		t.Fatalf("ModelSetupTime series %v, want one", got)
 	} else if aggs, err := h.srv.MetricStore.Statistics(metricstore.Query{Namespace: "AWS/SageMaker", Metric: "ModelSetupTime",
 		Dimensions: got[0].Dimensions, Start: h.srv.Clock.Now().Add(-time.Hour), End: h.srv.Clock.Now().Add(time.Second), Period: time.Hour}); err != nil ||
-		len(aggs) != 1 || aggs[0].SampleCount != 1 || !(aggs[0].Sum >= 100_000) {
-		t.Fatalf("ModelSetupTime %+v, %v: want one cold start of at least the 100 ms held", aggs, err)
+		len(aggs) != 1 || aggs[0].SampleCount != 1 || !(aggs[0].Sum >= 1_000_000) {
+		t.Fatalf("ModelSetupTime %+v, %v: want one cold start of at least the second held", aggs, err)
 	}
 	cost1 := metricValue(t, h.url, "capstan_endpoint_cost_usd_total", "sl")
 	if cost1 <= 0 {
