@@ -396,6 +396,12 @@ func (s *Service) start(k string, w *workspace.Workspace, prog string, r workspa
 	}
 	cmd, done, exitErr, err := launch(argv, home, p.log, env, cgroup)
 	_ = closeFD(cgroup)
+	if err != nil && cgroup >= 0 {
+		// A kernel without clone3's CLONE_INTO_CGROUP (before Linux 5.7)
+		// refuses the launch itself: start the space untracked.
+		s.log.Warn("space started outside its cgroup", "space", k, "err", err)
+		cmd, done, exitErr, err = launch(argv, home, p.log, env, -1)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", prog, err)
 	}
