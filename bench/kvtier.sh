@@ -177,7 +177,7 @@ obj() { cap get iec "$1" -o json 2>/dev/null; }
 # replica_urls NAME: the /metrics URL of each ready replica of NAME.
 replica_urls() {
 	curl -fsS "$url/_capstan/prometheus/targets" |
-		jq -r --arg d "$1" '.[] | select(.labels.deployment == $d) | "http://\(.targets[0])/metrics"'
+		jq -r --arg d "$1" --arg u "$url" '.[] | select(.labels.deployment == $d) | "\($u)/_capstan/replicas/\(.labels.replica)/metrics"'
 }
 wait_ready() { # NAME
 	local s="" n=0

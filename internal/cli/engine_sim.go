@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capstan-dev/capstan/internal/engine/sim"
+	"github.com/capstan-dev/capstan/internal/engines"
 )
 
 // newEngineSimCommand is `capstan engine sim`: the simulated GPU engine.
@@ -22,7 +23,9 @@ func newEngineSimCommand(_ *globalOptions) *cobra.Command {
 		Long: `Run a vLLM look-alike that needs no GPU: continuous batching over a paged KV cache
 with prefix caching, step times from a roofline model of the chosen GPU, tiered KV
 (--cpu-cache-bytes, --tiered-storage-dir/--tiered-storage-bytes, --shared-cache), KV events (--kv-events) and fault injection.
-Prints "listening on http://HOST:PORT" on stdout once bound. See docs/engine-sim.md.`,
+Prints "listening on http://HOST:PORT" on stdout once bound. With CAPSTAN_ENGINE_API_KEY
+set in its environment it answers only requests that send that key as a bearer token
+(/health and /ping aside). See docs/engine-sim.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if calibration {
@@ -33,6 +36,7 @@ Prints "listening on http://HOST:PORT" on stdout once bound. See docs/engine-sim
 				return errors.New("--log-level: want debug, info, warn or error")
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			o.APIKey = os.Getenv(engines.SimAPIKeyEnv)
 			return sim.Run(cmd.Context(), o, cmd.OutOrStdout(), log)
 		},
 	}

@@ -52,6 +52,7 @@ type engineKV struct {
 // scraped, its metrics.
 type kvReplica struct {
 	id, addr, model, node string
+	apiKey                string // the engine's (runtime.Replica.APIKey)
 	engine                string
 	l1Bytes, tieredBytes  int64
 	redis                 bool
@@ -98,7 +99,7 @@ func (s *Service) KVCache(ctx context.Context, kind, namespace, name string) (ma
 // replicaFlags reads the KV tiers a replica was started with.
 func replicaFlags(rep runtime.Replica) *kvReplica {
 	t := rep.Spec.KVTiers
-	return &kvReplica{id: rep.Spec.ID, addr: rep.Addr, model: rep.Spec.Model, engine: rep.Spec.Engine,
+	return &kvReplica{id: rep.Spec.ID, addr: rep.Addr, apiKey: rep.APIKey, model: rep.Spec.Model, engine: rep.Spec.Engine,
 		l1Bytes: t.CPUBytes, tieredBytes: t.StorageBytes, redis: t.RedisURL != ""}
 }
 
@@ -111,7 +112,7 @@ func (c *Controller) scrapeKV(ctx context.Context, reps []*kvReplica) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			m, err := scrapeKV(ctx, r.addr, engines.MustByName(r.engine).Metrics)
+			m, err := scrapeKV(ctx, r.addr, r.apiKey, engines.MustByName(r.engine).Metrics)
 			if err != nil {
 				c.log.Debug("kv report: scrape", "replica", r.id, "err", err)
 				return
@@ -124,8 +125,11 @@ func (c *Controller) scrapeKV(ctx context.Context, reps []*kvReplica) {
 
 var kvClient = &http.Client{Timeout: kvScrapeTimeout}
 
-func scrapeKV(ctx context.Context, addr string, mm engines.MetricMap) (*engineKV, error) {
+func scrapeKV(ctx context.Context, addr, apiKey string, mm engines.MetricMap) (*engineKV, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err == nil && apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
 	if err != nil {
 		return nil, err
 	}

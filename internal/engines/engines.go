@@ -60,6 +60,11 @@ type Launch struct {
 	ModelPath string
 	// ExtraArgs come last (capstan.yaml engines.<name>.args, then the spec's).
 	ExtraArgs []string
+	// APIKey is the replica's own secret: the engine refuses a request
+	// without it as a bearer token (its health route aside), so only
+	// capstan's gateway reaches it. Empty: none (an engine without
+	// APIKeyEnv).
+	APIKey string
 }
 
 // Adapter is one engine.
@@ -86,6 +91,11 @@ type Adapter struct {
 	// TieredKV: the engine offloads KV blocks to CPU and a shared store
 	// (LMCache under vLLM, the simulator's own tiers).
 	TieredKV bool
+	// APIKeyEnv is the environment variable the engine reads the API key
+	// it requires from (an environment, unlike a command line, is not
+	// readable by other local users); "" when it has none, and its port then
+	// takes any local caller.
+	APIKeyEnv string
 	// Metrics maps the engine's /metrics onto capstan's names.
 	Metrics MetricMap
 	// Unsupported lists what capstan cannot do with this engine, for docs
@@ -102,7 +112,9 @@ func (a *Adapter) Args(l Launch) []string {
 }
 
 // Env is the engine's own environment for the replica (device selection),
-// added to the runtime's allow-list and the spec's Env.
+// added to the runtime's allow-list and the spec's Env. The API key is not
+// in it: the runtime sets that last, where the spec's Env cannot replace it
+// (APIKeyEnv).
 func (a *Adapter) Env(l Launch) map[string]string {
 	if a.env == nil {
 		return nil

@@ -19,6 +19,8 @@ var llamaCppAdapter = &Adapter{
 	Format:        FormatGGUF,
 	Invocations:   InvocationsNone,
 	HealthPath:    "/health",
+	// llama-server's --api-key: every route but /health and /v1/models.
+	APIKeyEnv: "LLAMA_API_KEY",
 	Metrics: MetricMap{
 		Running: "llamacpp:requests_processing",
 		Waiting: "llamacpp:requests_deferred",

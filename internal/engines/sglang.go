@@ -23,6 +23,7 @@ var sglangAdapter = &Adapter{
 		GenerationTokens: "sglang:generation_tokens_total",
 	},
 	Unsupported: []string{
+		"a per-replica API key (capstan passes none to this engine: its port takes any local caller)",
 		"KV events (kvaware routing falls back to prefixaware)",
 		"tiered KV cache (l1 / tieredstorage / Redis)",
 	},

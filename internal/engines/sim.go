@@ -2,6 +2,10 @@ package engines
 
 import "strconv"
 
+// SimAPIKeyEnv is where `capstan engine sim` reads the API key it requires
+// (Adapter.APIKeyEnv).
+const SimAPIKeyEnv = "CAPSTAN_ENGINE_API_KEY"
+
 // simAdapter is capstan's simulated engine (`capstan engine sim`): the
 // default, calibrated to the catalog's GPUs, with vLLM's metrics and KV
 // events.
@@ -13,6 +17,7 @@ var simAdapter = &Adapter{
 	Invocations:   InvocationsAll,
 	AnnouncesPort: true,
 	HealthPath:    "/health",
+	APIKeyEnv:     SimAPIKeyEnv,
 	KVEvents:      true,
 	TieredKV:      true,
 	Metrics:       vllmMetrics,

@@ -23,6 +23,7 @@ var tgiAdapter = &Adapter{
 		TokenHistograms:  true,
 	},
 	Unsupported: []string{
+		"a per-replica API key (capstan passes none to this engine: its port takes any local caller)",
 		"KV events (kvaware routing falls back to prefixaware)",
 		"tiered KV cache (l1 / tieredstorage / Redis)",
 		"KV cache usage in metrics (kvaware and the KV report show none)",

@@ -20,9 +20,15 @@ var vllmAdapter = &Adapter{
 	Format:        FormatHF,
 	Invocations:   InvocationsOpenAI,
 	HealthPath:    "/health",
-	KVEvents:      true,
-	TieredKV:      true,
-	Metrics:       vllmMetrics,
+	// vLLM's --api-key guards its /v1 routes only: /invocations and
+	// /metrics stay open to local callers (Unsupported says so).
+	APIKeyEnv: "VLLM_API_KEY",
+	KVEvents:  true,
+	TieredKV:  true,
+	Metrics:   vllmMetrics,
+	Unsupported: []string{
+		"the per-replica API key on /invocations and /metrics (vLLM checks it on /v1 routes only)",
+	},
 	args: func(l Launch) []string {
 		s := l.Spec
 		args := []string{"serve", l.ModelPath, "--host", l.Host, "--port", strconv.Itoa(l.Port)}

@@ -38,6 +38,22 @@ type Backend struct {
 	// one node share its tieredstorage KV tier, so a block one of them
 	// stored there is near to all of them.
 	Node string
+	// APIKey is the replica's own key (runtime.Replica.APIKey), sent as
+	// Authorization: Bearer on everything the gateway asks of it, in place
+	// of the client's credentials; "" sends none.
+	APIKey string
+}
+
+// newRequest is a request to the backend's path, with its API key.
+func (b Backend) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+b.Addr+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if b.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+b.APIKey)
+	}
+	return req, nil
 }
 
 // VariantRoute is one production variant and its backends.
@@ -552,6 +568,11 @@ func (g *Gateway) chooseVariant(rs *routeState, target string) (*variantState, e
 	return last, nil // float rounding at the top end
 }
 
+// clientCredentials are the client's credentials for capstan (an API key,
+// a SigV4 signature, the console's cookie): never forwarded to an engine,
+// which gets its own key instead (Backend.APIKey).
+var clientCredentials = map[string]bool{"Authorization": true, "Cookie": true}
+
 // hopHeaders are not forwarded (RFC 9110 §7.6.1).
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
@@ -799,14 +820,16 @@ func (g *Gateway) forward(ctx context.Context, inv Invocation, b Backend, es *ep
 // through Options.Transport when one was given.
 func (g *Gateway) send(ctx context.Context, b Backend, path string, inv Invocation) (*http.Response, error) {
 	if g.up != nil {
-		return g.up.do(ctx, b.Addr, path, inv.Header, inv.Body)
+		return g.up.do(ctx, b.Addr, b.APIKey, path, inv.Header, inv.Body)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+b.Addr+path, bytes.NewReader(inv.Body))
+	hreq, err := b.newRequest(ctx, http.MethodPost, path, bytes.NewReader(inv.Body))
 	if err != nil {
 		return nil, err
 	}
 	for k, vs := range inv.Header {
-		hreq.Header[k] = append([]string(nil), vs...)
+		if !clientCredentials[k] {
+			hreq.Header[k] = append([]string(nil), vs...)
+		}
 	}
 	for _, h := range hopHeaders {
 		hreq.Header.Del(h)

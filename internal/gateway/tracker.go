@@ -196,7 +196,7 @@ func (g *Gateway) ScrapeOnce(ctx context.Context) {
 }
 
 func (g *Gateway) probe(ctx context.Context, b Backend) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.Addr+"/health", nil)
+	req, err := b.newRequest(ctx, http.MethodGet, "/health", nil)
 	if err != nil {
 		return false
 	}
@@ -212,7 +212,7 @@ func (g *Gateway) probe(ctx context.Context, b Backend) bool {
 
 // scrape reads the engine gauges the routing policies use.
 func (g *Gateway) scrape(ctx context.Context, b Backend) (BackendStats, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.Addr+"/metrics", nil)
+	req, err := b.newRequest(ctx, http.MethodGet, "/metrics", nil)
 	if err != nil {
 		return BackendStats{}, err
 	}
@@ -237,7 +237,7 @@ func (g *Gateway) scrape(ctx context.Context, b Backend) (BackendStats, error) {
 }
 
 func (g *Gateway) modelRoot(ctx context.Context, b Backend) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.Addr+"/v1/models", nil)
+	req, err := b.newRequest(ctx, http.MethodGet, "/v1/models", nil)
 	if err != nil {
 		return ""
 	}

@@ -123,7 +123,7 @@ var skipRequestHeaders = map[string]bool{"Connection": true, "Keep-Alive": true,
 
 // do POSTs body to http://addr/path. The response body must be closed; a
 // body read to EOF returns its connection to the pool.
-func (u *upstream) do(ctx context.Context, addr, path string, hdr http.Header, body []byte) (*http.Response, error) {
+func (u *upstream) do(ctx context.Context, addr, apiKey, path string, hdr http.Header, body []byte) (*http.Response, error) {
 	for try := 0; ; try++ {
 		// The retry after a closed idle connection dials afresh: a replica
 		// that closes idle connections (llama-server after 5 s) has
@@ -139,7 +139,7 @@ func (u *upstream) do(ctx context.Context, addr, path string, hdr http.Header, b
 				return nil, err
 			}
 		}
-		resp, err := u.roundTrip(ctx, pc, path, hdr, body)
+		resp, err := u.roundTrip(ctx, pc, apiKey, path, hdr, body)
 		if err == nil {
 			return resp, nil
 		}
@@ -158,7 +158,7 @@ func closedIdle(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-func (u *upstream) roundTrip(ctx context.Context, pc *upConn, path string, hdr http.Header, body []byte) (*http.Response, error) {
+func (u *upstream) roundTrip(ctx context.Context, pc *upConn, apiKey, path string, hdr http.Header, body []byte) (*http.Response, error) {
 	stop := func() bool { return true }
 	if ctx.Done() != nil {
 		if err := ctx.Err(); err != nil {
@@ -168,7 +168,7 @@ func (u *upstream) roundTrip(ctx context.Context, pc *upConn, path string, hdr h
 		// the connection is then closed, never reused.
 		stop = context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
 	}
-	if err := writeRequest(pc.bw, pc.addr, path, hdr, body); err != nil {
+	if err := writeRequest(pc.bw, pc.addr, apiKey, path, hdr, body); err != nil {
 		if ctx.Err() == nil {
 			if resp := readEarlyResponse(pc); resp != nil {
 				// The replica answered before it had read the whole body
@@ -225,14 +225,19 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-func writeRequest(w *bufio.Writer, addr, path string, hdr http.Header, body []byte) error {
+func writeRequest(w *bufio.Writer, addr, apiKey, path string, hdr http.Header, body []byte) error {
 	w.WriteString("POST ")
 	w.WriteString(path)
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(addr)
 	w.WriteString("\r\n")
+	if apiKey != "" && validHeader(apiKey) {
+		w.WriteString("Authorization: Bearer ")
+		w.WriteString(apiKey)
+		w.WriteString("\r\n")
+	}
 	for k, vs := range hdr {
-		if skipRequestHeaders[k] || !validHeader(k) {
+		if skipRequestHeaders[k] || clientCredentials[k] || !validHeader(k) {
 			continue
 		}
 		for _, v := range vs {

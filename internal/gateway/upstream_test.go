@@ -68,7 +68,7 @@ func TestUpstream(t *testing.T) {
 			var last string
 			for _, p := range tt.paths {
 				hdr := http.Header{"X-Test": {"v"}, "Connection": {"upgrade"}, "Content-Length": {"999"}}
-				resp, err := u.do(context.Background(), addr, p, hdr, []byte("hello"))
+				resp, err := u.do(context.Background(), addr, "", p, hdr, []byte("hello"))
 				if err != nil {
 					t.Fatalf("%s: %v", p, err)
 				}
@@ -98,7 +98,7 @@ func TestUpstreamHalfReadBodyIsNotReused(t *testing.T) {
 	})
 	u := newUpstream(clock.Real{})
 	for range 2 {
-		resp, err := u.do(context.Background(), addr, "/", nil, nil)
+		resp, err := u.do(context.Background(), addr, "", "/", nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestUpstreamRetriesConnectionClosedWhileIdle(t *testing.T) {
 	}()
 	u := newUpstream(clock.Real{})
 	for i := range 2 {
-		resp, err := u.do(context.Background(), l.Addr().String(), "/", nil, []byte("x"))
+		resp, err := u.do(context.Background(), l.Addr().String(), "", "/", nil, []byte("x"))
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
@@ -182,7 +182,7 @@ func TestUpstreamCancelUnblocksAndDiscardsConnection(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := u.do(ctx, addr, "/slow", nil, nil)
+		_, err := u.do(ctx, addr, "", "/slow", nil, nil)
 		errc <- err
 	}()
 	<-entered
@@ -190,7 +190,7 @@ func TestUpstreamCancelUnblocksAndDiscardsConnection(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	resp, err := u.do(context.Background(), addr, "/", nil, nil)
+	resp, err := u.do(context.Background(), addr, "", "/", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestUpstreamCancelUnblocksAndDiscardsConnection(t *testing.T) {
 func TestUpstreamClosesIdleConnectionsOfRemovedBackends(t *testing.T) {
 	addr, _, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	u := newUpstream(clock.Real{})
-	resp, err := u.do(context.Background(), addr, "/", nil, nil)
+	resp, err := u.do(context.Background(), addr, "", "/", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestUpstreamCancelMidBodySaysCancelled(t *testing.T) {
 	defer close(release)
 	u := newUpstream(clock.Real{})
 	ctx, cancel := context.WithCancel(context.Background())
-	resp, err := u.do(ctx, addr, "/", nil, nil)
+	resp, err := u.do(ctx, addr, "", "/", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestUpstreamReturnsAnswerSentBeforeTheBodyWasRead(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	u := newUpstream(clock.Real{})
-	resp, err := u.do(context.Background(), addr, "/", nil, make([]byte, 32<<20))
+	resp, err := u.do(context.Background(), addr, "", "/", nil, make([]byte, 32<<20))
 	if err != nil {
 		t.Fatalf("err = %v, want the replica's 400", err)
 	}
@@ -273,7 +273,7 @@ func TestUpstreamReturnsAnswerSentBeforeTheBodyWasRead(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "request body exceeds the limit") {
 		t.Fatalf("%d %q", resp.StatusCode, b)
 	}
-	resp, err = u.do(context.Background(), addr, "/", nil, []byte("x"))
+	resp, err = u.do(context.Background(), addr, "", "/", nil, []byte("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestUpstreamRetryAfterClosedIdleDialsAfresh(t *testing.T) {
 	for range pooled {
 		<-closed
 	}
-	resp, err := u.do(context.Background(), addr, "/", nil, []byte("x"))
+	resp, err := u.do(context.Background(), addr, "", "/", nil, []byte("x"))
 	if err != nil {
 		t.Fatalf("with %d dead pooled connections: %v", pooled, err)
 	}
@@ -341,5 +341,35 @@ func TestUpstreamRetryAfterClosedIdleDialsAfresh(t *testing.T) {
 	resp.Body.Close()
 	if string(b) != "ok" {
 		t.Fatalf("body %q", b)
+	}
+}
+
+// TestUpstreamSendsReplicaKeyNotClientCredentials: the engine sees the
+// replica's own key as its bearer token, never the client's Authorization
+// or Cookie; without a key it sees no Authorization at all.
+func TestUpstreamSendsReplicaKeyNotClientCredentials(t *testing.T) {
+	addr, _, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Auth", r.Header.Get("Authorization"))
+		w.Header().Set("X-Cookie", r.Header.Get("Cookie"))
+		w.Header().Set("X-Kept", r.Header.Get("X-Request-Id"))
+	})
+	u := newUpstream(clock.Real{})
+	client := http.Header{"Authorization": {"Bearer the-users-openai-key"}, "Cookie": {"capstan_space_token=v1.x"}, "X-Request-Id": {"r1"}}
+	for _, tc := range []struct{ key, wantAuth string }{{"replica-key", "Bearer replica-key"}, {"", ""}} {
+		resp, err := u.do(context.Background(), addr, tc.key, "/", client, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Auth"); got != tc.wantAuth {
+			t.Errorf("key %q: engine saw Authorization %q, want %q", tc.key, got, tc.wantAuth)
+		}
+		if got := resp.Header.Get("X-Cookie"); got != "" {
+			t.Errorf("engine saw the client's cookie %q", got)
+		}
+		if got := resp.Header.Get("X-Kept"); got != "r1" {
+			t.Errorf("engine saw X-Request-Id %q, want the client's r1", got)
+		}
 	}
 }

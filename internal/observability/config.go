@@ -59,17 +59,31 @@ type scrapeConfig struct {
 	Authorization *authorization `json:"authorization,omitempty"`
 	StaticConfigs []staticConfig `json:"static_configs,omitempty"`
 	HTTPSDConfigs []httpSDConfig `json:"http_sd_configs,omitempty"`
+	// RelabelConfigs point each discovered replica's scrape at capstan's
+	// proxy of its metrics (ReplicaMetricsPath).
+	RelabelConfigs []relabelConfig `json:"relabel_configs,omitempty"`
 	// MetricRelabelConfigs rename each real engine's series to the
 	// catalog's (vLLM's) names, by the engine label discovery gives.
 	MetricRelabelConfigs []relabelConfig `json:"metric_relabel_configs,omitempty"`
 }
 
 type relabelConfig struct {
-	SourceLabels []string `json:"source_labels"`
-	Separator    string   `json:"separator"`
+	SourceLabels []string `json:"source_labels,omitempty"`
+	Separator    string   `json:"separator,omitempty"`
 	Regex        string   `json:"regex"`
 	TargetLabel  string   `json:"target_label"`
 	Replacement  string   `json:"replacement"`
+}
+
+// throughCapstan is the replicas job's target relabelling: Prometheus
+// scrapes each replica at capstan (host), under ReplicaMetricsPath and with
+// the job's admin token, never at the replica's own port, which takes only
+// requests bearing the replica's key.
+func throughCapstan(host string) []relabelConfig {
+	return []relabelConfig{
+		{SourceLabels: []string{"replica"}, Regex: "(.+)", TargetLabel: "__metrics_path__", Replacement: ReplicaMetricsPath + "$1/metrics"},
+		{Regex: "(.*)", TargetLabel: "__address__", Replacement: host},
+	}
 }
 
 // catalogRenames are the replicas job's metric relabelling: for every
@@ -123,7 +137,8 @@ func ParseServer(raw string) (*url.URL, error) {
 // Config is the prometheus.yml `capstan observability up` runs Prometheus
 // with: capstan's /metrics as job capstan, every ready replica from
 // DiscoveryPath as job capstan-replicas (its endpoint, variant, deployment,
-// replica and instance_type labels come from discovery), and o.RuleFiles.
+// replica and instance_type labels come from discovery; its metrics through
+// capstan's ReplicaMetricsPath), and o.RuleFiles.
 func Config(o ConfigOptions) ([]byte, error) {
 	u, err := ParseServer(o.Server)
 	if err != nil {
@@ -147,9 +162,9 @@ func Config(o ConfigOptions) ([]byte, error) {
 		ScrapeConfigs: []scrapeConfig{
 			{JobName: JobServer, Scheme: u.Scheme, MetricsPath: "/metrics", Authorization: auth,
 				StaticConfigs: []staticConfig{{Targets: []string{u.Host}}}},
-			// The replicas serve plain HTTP on the server's host.
-			{JobName: JobReplicas, Scheme: "http", MetricsPath: "/metrics",
+			{JobName: JobReplicas, Scheme: u.Scheme, MetricsPath: "/metrics", Authorization: auth,
 				HTTPSDConfigs:        []httpSDConfig{{URL: u.Scheme + "://" + u.Host + DiscoveryPath, RefreshInterval: every, Authorization: auth}},
+				RelabelConfigs:       throughCapstan(u.Host),
 				MetricRelabelConfigs: catalogRenames()},
 		},
 	}

@@ -72,6 +72,59 @@ func TargetsHandler(l Lister) http.Handler {
 	})
 }
 
+// ReplicaMetricsPath is where capstan serve proxies each ready replica's
+// /metrics: ReplicaMetricsPath + "<replica id>/metrics". A replica's own port
+// answers only requests with its API key (runtime.Replica.APIKey), which
+// stays inside capstan; Prometheus scrapes here with the admin token.
+const ReplicaMetricsPath = "/_capstan/replicas/"
+
+// replicaMetricsLimit bounds one replica's metrics page.
+const replicaMetricsLimit = 32 << 20
+
+// ReplicaMetricsHandler serves GET ReplicaMetricsPath{id}/metrics: the
+// engine's own /metrics page of replica id, read with its API key.
+func ReplicaMetricsHandler(l Lister) http.Handler {
+	client := &http.Client{Timeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+ReplicaMetricsPath+"{id}/metrics", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		var rep *runtime.Replica
+		for _, x := range l.List() {
+			if x.Spec.ID == id && x.State == runtime.StateHealthy && x.Addr != "" {
+				rep = &x
+				break
+			}
+		}
+		if rep == nil {
+			http.Error(w, fmt.Sprintf("no ready replica %q", id), http.StatusNotFound)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+rep.Addr+"/metrics", nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if rep.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+rep.APIKey)
+		}
+		if a := r.Header.Get("Accept"); a != "" {
+			req.Header.Set("Accept", a) // Prometheus negotiates its exposition format
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("replica %s: %v", id, err), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); ct != "" {
+			w.Header().Set("Content-Type", ct)
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, io.LimitReader(resp.Body, replicaMetricsLimit))
+	})
+	return mux
+}
+
 // ErrUnauthorized is returned by FetchTargets when the server wants an
 // admin token it was not given (or a different one).
 var ErrUnauthorized = errors.New("the server refused the admin token")

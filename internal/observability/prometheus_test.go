@@ -63,7 +63,8 @@ func query(t *testing.T, base, q string) []struct {
 
 // A real Prometheus started from the generated setup scrapes a server that
 // wants an admin token (its /metrics and its discovery), finds the replica
-// discovery lists and scrapes it with the discovery's labels, and loads
+// discovery lists and scrapes it with the discovery's labels, through the
+// server's proxy (each replica answers only its own API key), and loads
 // capstan's alert rules; Stop ends it.
 func TestStartRealPrometheus(t *testing.T) {
 	bin := prometheusBin(t)
@@ -73,7 +74,18 @@ func TestStartRealPrometheus(t *testing.T) {
 	running := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vllm:num_requests_running", Help: "running"})
 	running.Set(3)
 	replicaReg.MustRegister(running)
-	replica := httptest.NewServer(promhttp.HandlerFor(replicaReg, promhttp.HandlerOpts{}))
+	// keyed serves h only to requests that bear key, as an engine given
+	// its API key does.
+	keyed := func(key string, h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer "+key {
+				http.Error(w, "no", http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	replica := httptest.NewServer(keyed("sim-key", promhttp.HandlerFor(replicaReg, promhttp.HandlerOpts{})))
 	defer replica.Close()
 
 	serverReg := prometheus.NewRegistry()
@@ -85,15 +97,16 @@ func TestStartRealPrometheus(t *testing.T) {
 	processing := prometheus.NewGauge(prometheus.GaugeOpts{Name: "llamacpp:requests_processing", Help: "processing"})
 	processing.Set(2)
 	llamaReg.MustRegister(processing)
-	llama := httptest.NewServer(promhttp.HandlerFor(llamaReg, promhttp.HandlerOpts{}))
+	llama := httptest.NewServer(keyed("llama-key", promhttp.HandlerFor(llamaReg, promhttp.HandlerOpts{})))
 	defer llama.Close()
 	replicas := list{{Spec: runtime.ReplicaSpec{ID: "ep.AllTraffic.gen1.0", Labels: map[string]string{"endpoint": "ep", "variant": "AllTraffic"}},
-		State: runtime.StateHealthy, Addr: strings.TrimPrefix(replica.URL, "http://")},
+		State: runtime.StateHealthy, Addr: strings.TrimPrefix(replica.URL, "http://"), APIKey: "sim-key"},
 		{Spec: runtime.ReplicaSpec{ID: "ll.AllTraffic.gen1.0", Engine: "llamacpp", Labels: map[string]string{"endpoint": "ll", "variant": "AllTraffic"}},
-			State: runtime.StateHealthy, Addr: strings.TrimPrefix(llama.URL, "http://")}}
+			State: runtime.StateHealthy, Addr: strings.TrimPrefix(llama.URL, "http://"), APIKey: "llama-key"}}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(serverReg, promhttp.HandlerOpts{}))
 	mux.Handle(DiscoveryPath, TargetsHandler(replicas))
+	mux.Handle(ReplicaMetricsPath, ReplicaMetricsHandler(replicas))
 	var unauthorized atomic.Int32
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {

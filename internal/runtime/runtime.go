@@ -89,7 +89,13 @@ const (
 type Replica struct {
 	Spec ReplicaSpec
 	// Addr is host:port of the replica's HTTP server, known once started.
-	Addr     string
+	Addr string
+	// APIKey is the secret the replica's engine requires as a bearer token
+	// (its health route aside): whoever calls the replica (the gateway, the
+	// metrics reader) sends it, so a local user who finds the port cannot
+	// skip capstan's keys and limits. Empty: the engine takes none. Never
+	// stored or shown.
+	APIKey   string `json:"-"`
 	State    State
 	Message  string // why it is Failed, or what it waits for
 	Restarts int

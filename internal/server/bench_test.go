@@ -94,10 +94,10 @@ func BenchmarkRuntimeOverhead(b *testing.B) {
 	if _, err := h.sm.CreateEndpoint(context.Background(), &sm.CreateEndpointInput{EndpointName: aws.String("ep"), EndpointConfigName: aws.String("c1")}); err != nil {
 		b.Fatal(err)
 	}
-	var replica string
+	var replica, key string
 	for deadline := time.Now().Add(10 * time.Second); replica == ""; time.Sleep(5 * time.Millisecond) {
 		if r, ok := h.srv.Gateway.Route("ep"); ok && len(r.Variants) > 0 && len(r.Variants[0].Backends) > 0 {
-			replica = r.Variants[0].Backends[0].Addr
+			replica, key = r.Variants[0].Backends[0].Addr, r.Variants[0].Backends[0].APIKey
 		}
 		if time.Now().After(deadline) {
 			b.Fatal("endpoint never got a route")
@@ -105,9 +105,17 @@ func BenchmarkRuntimeOverhead(b *testing.B) {
 	}
 	body := `{"inputs":"hello","parameters":{"max_new_tokens":1}}`
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	call := func(url string) time.Duration {
+	call := func(url, key string) time.Duration {
 		start := time.Now()
-		resp, err := client.Post(url, "application/json", strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key) // the replica's own key, as the gateway sends it
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -121,8 +129,8 @@ func BenchmarkRuntimeOverhead(b *testing.B) {
 	direct, via := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		direct = append(direct, call("http://"+replica+"/invocations"))
-		via = append(via, call(h.url+"/endpoints/ep/invocations"))
+		direct = append(direct, call("http://"+replica+"/invocations", key))
+		via = append(via, call(h.url+"/endpoints/ep/invocations", ""))
 	}
 	b.StopTimer()
 	p50 := func(d []time.Duration) float64 {

@@ -4,10 +4,8 @@ package server
 // fleet, a real engine replica, driven by aws-sdk-go-v2.
 
 import (
-	"bufio"
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,7 +55,7 @@ func TestE2ECPUEndpoint(t *testing.T) {
 	}
 
 	// The replica's engine publishes what it runs on.
-	labels := placementOf(t, filepath.Join(dataDir, "replicas"), "cpu.AllTraffic.")
+	labels := placementOf(t, p.url, filepath.Join(dataDir, "replicas"), "cpu.AllTraffic.")
 	if labels["device"] != "cpu" || labels["gpu"] != "ml.m5.xlarge" || labels["tensor_parallel"] != "1" {
 		t.Fatalf("capstan_engine_placement_info labels %v, want device=cpu gpu=ml.m5.xlarge tensor_parallel=1", labels)
 	}
@@ -84,30 +82,18 @@ func TestE2ECPUEndpoint(t *testing.T) {
 	}
 }
 
-// placementOf reads the engine address of the replica whose id starts with
-// prefix from its log and returns its capstan_engine_placement_info labels.
-func placementOf(t *testing.T, replicaDir, prefix string) map[string]string {
+// placementOf finds the replica whose id starts with prefix by its log and
+// returns its capstan_engine_placement_info labels, read through the
+// server at url.
+func placementOf(t *testing.T, url, replicaDir, prefix string) map[string]string {
 	t.Helper()
 	logs, _ := filepath.Glob(filepath.Join(replicaDir, prefix+"*.log"))
 	if len(logs) == 0 {
 		t.Fatalf("no replica log %s*.log in %s", prefix, replicaDir)
 	}
-	f, err := os.Open(logs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	addr := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, "listening on http://") {
-			addr = strings.TrimPrefix(line, "listening on ")
-		}
-	}
-	if addr == "" {
-		t.Fatalf("no listening line in %s", logs[0])
-	}
-	resp, err := http.Get(addr + "/metrics")
+	// Through capstan's proxy: the replica's own port wants its API key.
+	id := strings.TrimSuffix(filepath.Base(logs[0]), ".log")
+	resp, err := http.Get(url + "/_capstan/replicas/" + id + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -219,7 +219,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	var workspacesH http.Handler = manifestapi.WithServerDate(manifestapi.NewWorkspaces(spc, log), clk)
 	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
 	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
-	var targetsH http.Handler = observability.TargetsHandler(rt)
+	var targetsH, replicaMetricsH http.Handler = observability.TargetsHandler(rt), observability.ReplicaMetricsHandler(rt)
 	if len(cfg.Credentials) > 0 {
 		secrets := map[string]string{}
 		for _, c := range cfg.Credentials {
@@ -245,6 +245,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		workspacesH = bearerAuth(workspacesH, "adminTokens", cfg.AdminTokens)
 		metricsH = bearerAuth(metricsH, "adminTokens", cfg.AdminTokens)
 		targetsH = bearerAuth(targetsH, "adminTokens", cfg.AdminTokens)
+		replicaMetricsH = bearerAuth(replicaMetricsH, "adminTokens", cfg.AdminTokens)
 		clockH = bearerAuth(clockH, "adminTokens", cfg.AdminTokens)
 	}
 	// The console is static assets plus config.json; what it shows comes
@@ -269,6 +270,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	rs.handle("/metrics", doorAdmin, metricsH)
 	rs.handle(observability.DiscoveryPath, doorAdmin, targetsH)
+	rs.handle("GET "+observability.ReplicaMetricsPath+"{id}/metrics", doorAdmin, replicaMetricsH)
 	rs.handle("/healthz", doorAdmin, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }))
 	rs.handle("/_capstan/clock", doorAdmin, clockH)
 	for _, p := range openai.Paths() {

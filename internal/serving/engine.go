@@ -153,7 +153,7 @@ func (e *Engine) Backends(ids []string) []gateway.Backend {
 		if err != nil || r.State != runtime.StateHealthy || r.Addr == "" {
 			continue
 		}
-		b := gateway.Backend{ID: id, Addr: r.Addr, Engine: r.Spec.Engine}
+		b := gateway.Backend{ID: id, Addr: r.Addr, Engine: r.Spec.Engine, APIKey: r.APIKey}
 		e.mu.Lock()
 		if p, ok := e.kvPorts[id]; ok {
 			b.KVEventsEndpoint = kvEndpoint(p)

@@ -69,7 +69,8 @@ source "$here/lib/deployment.sh"
 wait_state DeploymentComplete
 targets=$(curl -fsS "$url/_capstan/prometheus/targets")
 [ "$(jq '[.[] | select(.labels.deployment == "kv-flow")] | length' <<<"$targets")" = 2 ] || fail "targets: $targets"
-addrs=$(jq -r '.[] | select(.labels.deployment == "kv-flow") | .targets[0]' <<<"$targets")
+# Each replica's metrics through capstan: its own port wants its API key.
+replicas=$(jq -r '.[] | select(.labels.deployment == "kv-flow") | .labels.replica' <<<"$targets")
 stores=("$work"/data/tieredstorage/*/*)
 [ "${#stores[@]}" = 1 ] || fail "want one node's store, got: ${stores[*]}"
 echo "2 replicas on one node, store ${stores[0]#"$work"/}"
@@ -77,8 +78,8 @@ echo "2 replicas on one node, store ${stores[0]#"$work"/}"
 # metric NAME [LABEL-MATCH]: the sum over both replicas.
 metric() {
   local a sum=0 v
-  for a in $addrs; do
-    v=$(curl -fsS "http://$a/metrics" | awk -v n="$1" -v m="${2:-}" '$1 ~ "^"n"({|$)" && index($1, m) {s += $2} END {print s + 0}')
+  for a in $replicas; do
+    v=$(curl -fsS "$url/_capstan/replicas/$a/metrics" | awk -v n="$1" -v m="${2:-}" '$1 ~ "^"n"({|$)" && index($1, m) {s += $2} END {print s + 0}')
     sum=$(python3 -c "print($sum + $v)")
   done
   echo "$sum"

@@ -75,12 +75,18 @@ grep -q "KVTiersUnsupported" "$work/describe.txt" || fail "no KV tiers warning: 
 echo "kvaware on llama.cpp: falls back to prefixaware, with Warning events"
 
 targets=$(curl -fsS "$url/_capstan/prometheus/targets")
-mapfile -t addrs < <(jq -r '.[] | select(.labels.deployment == "pfx") | .targets[0]' <<<"$targets")
+mapfile -t addrs < <(jq -r '.[] | select(.labels.deployment == "pfx") | .labels.replica' <<<"$targets")
 [ "${#addrs[@]}" = 2 ] || fail "want 2 replica targets, got: $targets"
-# engine_metric ADDR NAME: one llama-server's counter.
-engine_metric() { curl -fsS "http://$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
+declare -A addr_of
+while read -r id addr; do addr_of[$id]=$addr; done < <(jq -r '.[] | select(.labels.deployment == "pfx") | "\(.labels.replica) \(.targets[0])"' <<<"$targets")
+# The replicas' own ports want their API keys: without, llama-server refuses.
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://${addr_of[${addrs[0]}]}/v1/completions" -H 'Content-Type: application/json' -d '{"prompt":"x","max_tokens":1}')
+[ "$code" = 401 ] || fail "a replica's own port answered $code without its API key"
+echo "a replica's own port refuses a caller without its key (401)"
+# engine_metric REPLICA NAME: one llama-server's counter, read through capstan.
+engine_metric() { curl -fsS "$url/_capstan/replicas/$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
 for a in "${addrs[@]}"; do
-  curl -fsS "http://$a/metrics" | grep -q '^llamacpp:prompt_tokens_total' || fail "replica $a is not llama-server"
+  curl -fsS "$url/_capstan/replicas/$a/metrics" | grep -q '^llamacpp:prompt_tokens_total' || fail "replica $a is not llama-server"
 done
 
 # 2. Eight requests sharing a ~300-token prefix, each with its own ending.
@@ -105,7 +111,7 @@ busy=${busy# }
 echo "prefixaware: all 8 on one replica, ${cached[$busy]} prompt tokens reused"
 
 # 3. kill -9 the llama-server a stream is on.
-port=${busy##*:}
+port=${addr_of[$busy]##*:}
 pid=$(pgrep -f "llama-server .*--port $port " | head -1)
 [ -n "$pid" ] || fail "no llama-server process on port $port"
 jq -n --arg p "$prefix Tell a long story." '{model: "pfx", prompt: $p, max_tokens: 4000, stream: true, ignore_eos: true}' >"$work/long.json"

@@ -22,6 +22,10 @@ func invalid(param, format string, a ...any) error {
 	return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: param, msg: fmt.Sprintf(format, a...)}
 }
 
+// errUnauthorized: the request lacks the engine's API key.
+var errUnauthorized = &apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
+	msg: "this engine answers only capstan's gateway: send its API key as Authorization: Bearer"}
+
 // errInjected is a failure from --fail-rate.
 var errInjected = errors.New("injected failure (--fail-rate)")
 

@@ -77,6 +77,11 @@ type Options struct {
 	FailRate               float64
 	CrashAfterRequests     int
 	SlowFactor             float64
+	// APIKey, when set, is required as a bearer token on every route but
+	// the health checks. `capstan engine sim` reads it from the
+	// environment (CAPSTAN_ENGINE_API_KEY), never a flag: a command line
+	// is readable by every local user.
+	APIKey string
 }
 
 // Validate defaults unset fields and checks the rest, naming the flag at fault.

@@ -3,12 +3,14 @@ package sim
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,14 +53,30 @@ func NewServer(e *Engine) *Server {
 // Crashed is closed when --crash-after-requests is reached.
 func (s *Server) Crashed() <-chan struct{} { return s.crash }
 
-// ServeHTTP echoes (or assigns) X-Request-Id and dispatches.
+// ServeHTTP echoes (or assigns) X-Request-Id, checks the API key and
+// dispatches.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("X-Request-Id")
 	if id == "" || len(id) > 256 {
 		id = "req-" + strconv.FormatUint(uint64(s.start.UnixNano()), 36) + "-" + strconv.FormatUint(s.reqSeq.Add(1), 36)
 	}
 	w.Header().Set("X-Request-Id", id)
+	if !s.authorized(r) {
+		writeError(w, errUnauthorized)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// authorized: with an API key set (Options.APIKey), every request but the
+// health checks (/health, /ping: the runtime's probe and SageMaker's) must
+// carry it as a bearer token, as llama-server's --api-key asks.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.opts.APIKey == "" || r.URL.Path == "/health" || r.URL.Path == "/ping" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.APIKey)) == 1
 }
 
 func (s *Server) ready() bool { return s.clk.Now().Sub(s.start) >= s.opts.StartupDelay }

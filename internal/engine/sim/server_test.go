@@ -576,3 +576,48 @@ func TestPlacementInfoLabelsTheSlice(t *testing.T) {
 		})
 	}
 }
+
+// TestAPIKey: with an API key, every route but the health checks wants it
+// as a bearer token, in OpenAI's error shape when it is missing or wrong.
+func TestAPIKey(t *testing.T) {
+	h := startHarness(t, Options{APIKey: "k-0123456789"})
+	for _, tc := range []struct {
+		method, path, auth string
+		want               int
+	}{
+		{"GET", "/health", "", 200},
+		{"GET", "/ping", "", 200},
+		{"GET", "/metrics", "", 401},
+		{"GET", "/v1/models", "", 401},
+		{"POST", "/v1/completions", "", 401},
+		{"POST", "/v1/completions", "Bearer wrong", 401},
+		{"POST", "/v1/completions", "k-0123456789", 401}, // no scheme
+		{"POST", "/invocations", "Bearer k-0123456789", 200},
+		{"GET", "/metrics", "Bearer k-0123456789", 200},
+	} {
+		var body io.Reader
+		if tc.method == "POST" {
+			body = strings.NewReader(`{"model":"llama-3.1-8b","prompt":"hi","inputs":"hi","max_tokens":1,"parameters":{"max_new_tokens":1}}`)
+		}
+		req, err := http.NewRequest(tc.method, h.url+tc.path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s %s (%q): %d %s, want %d", tc.method, tc.path, tc.auth, resp.StatusCode, b, tc.want)
+		}
+		if tc.want == 401 && !strings.Contains(string(b), `"code":"invalid_api_key"`) {
+			t.Errorf("%s %s: refusal %s, want OpenAI's invalid_api_key error", tc.method, tc.path, b)
+		}
+	}
+}

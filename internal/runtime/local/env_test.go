@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/procenv"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/local"
@@ -56,7 +57,10 @@ func TestReplicaGetsAllowListedEnvironment(t *testing.T) {
 			if err := rt.Start(context.Background(), s); err != nil {
 				t.Fatal(err)
 			}
-			ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
+			healthy := ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
+			if len(healthy.APIKey) != 64 {
+				t.Fatalf("replica API key %q, want 32 random bytes in hex", healthy.APIKey)
+			}
 			home := filepath.Join(dir, s.ID)
 			pid := enginePid(t)
 			raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
@@ -77,6 +81,12 @@ func TestReplicaGetsAllowListedEnvironment(t *testing.T) {
 			want := map[string]string{
 				"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": filepath.Join(home, "tmp"),
 				"TZ": "Europe/Paris", "HF_MODEL_ID": "meta-llama/Llama-3.1-8B-Instruct",
+				// Its own API key, by environment: never on the command line,
+				// which every local user can read.
+				engines.SimAPIKeyEnv: healthy.APIKey,
+			}
+			if cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err != nil || bytes.Contains(cmdline, []byte(healthy.APIKey)) {
+				t.Errorf("the API key is on the replica's command line (%v)", err)
 			}
 			for _, k := range []string{"LANG", "LC_ALL"} { // inherited when the test's own environment has them
 				if v, ok := os.LookupEnv(k); ok {

@@ -45,15 +45,37 @@ func TestLlamaCpp(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
-	resp, err := http.Post("http://"+h.Addr+"/v1/completions", "application/json",
-		strings.NewReader(`{"model":"tiny-ep","prompt":"Hello","max_tokens":3}`))
-	if err != nil {
-		t.Fatal(err)
+	complete := func(key string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+h.Addr+"/v1/completions",
+			strings.NewReader(`{"model":"tiny-ep","prompt":"Hello","max_tokens":3}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `"model":"tiny-ep"`) {
-		t.Fatalf("llama-server answered %d %s", resp.StatusCode, body)
+	// llama-server takes the replica's key from LLAMA_API_KEY: a local
+	// caller without it is refused, on its metrics too.
+	if code, body := complete(""); code != http.StatusUnauthorized {
+		t.Fatalf("llama-server without its key answered %d %s", code, body)
+	}
+	if code, body := complete(h.APIKey); code != 200 || !strings.Contains(body, `"model":"tiny-ep"`) {
+		t.Fatalf("llama-server answered %d %s", code, body)
+	}
+	if resp, err := http.Get("http://" + h.Addr + "/metrics"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("llama-server's metrics without its key: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	log, err := os.ReadFile(filepath.Join(logs, s.ID+".log"))
 	if err != nil {

@@ -3,6 +3,8 @@ package local
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -83,6 +85,7 @@ type Runtime struct {
 
 type replica struct {
 	spec     runtime.ReplicaSpec
+	apiKey   string // the engine's API key, the same for every run (runtime.Replica.APIKey)
 	logPath  string
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
@@ -262,7 +265,7 @@ var inherited = []string{"LANG", "LC_ALL", "TZ"}
 // or loader variable of the server ever reaches a replica. spec.Env comes
 // last and so wins over the inherited locale; validate has already refused
 // any name that could override PATH, HOME or TMPDIR.
-func (r *Runtime) env(spec runtime.ReplicaSpec, engineEnv map[string]string, dir string) []string {
+func (r *Runtime) env(spec runtime.ReplicaSpec, engineEnv map[string]string, apiKeyEnv, apiKey, dir string) []string {
 	env := []string{"PATH=" + safePath, "HOME=" + dir, "TMPDIR=" + filepath.Join(dir, "tmp")}
 	for _, k := range inherited {
 		if v, ok := os.LookupEnv(k); ok {
@@ -279,6 +282,11 @@ func (r *Runtime) env(spec runtime.ReplicaSpec, engineEnv map[string]string, dir
 		for _, k := range keys {
 			env = append(env, k+"="+m[k])
 		}
+	}
+	if apiKeyEnv != "" && apiKey != "" {
+		// Last: the spec's variables cannot replace the key (the last of
+		// a name wins).
+		env = append(env, apiKeyEnv+"="+apiKey)
 	}
 	return env
 }
@@ -309,6 +317,19 @@ func (r *Runtime) command(spec runtime.ReplicaSpec, port int) (string, []string,
 	return l.Binary, a.Args(l), a.Env(l), nil
 }
 
+// newAPIKey makes a replica's API key: 32 random bytes, hex; "" for an
+// engine that takes none (engines.Adapter.APIKeyEnv).
+func newAPIKey(engine string) (string, error) {
+	if engines.MustByName(engine).APIKeyEnv == "" {
+		return "", nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make its API key: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
 // Start validates spec and launches the replica's supervisor. Starting an id
 // that is Stopped starts it afresh; an id that is still running is an error.
 func (r *Runtime) Start(ctx context.Context, spec runtime.ReplicaSpec) error {
@@ -335,13 +356,19 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.ReplicaSpec) error {
 		r.mu.Unlock()
 		return fmt.Errorf("replica %s: already running", spec.ID)
 	}
+	key, err := newAPIKey(spec.Engine)
+	if err != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("replica %s: %w", spec.ID, err)
+	}
 	rep := &replica{
 		spec:    spec,
+		apiKey:  key,
 		logPath: filepath.Join(r.opts.LogDir, spec.ID+".log"),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	rep.view = runtime.Replica{Spec: spec, State: runtime.StateStarting, Message: "launching", Since: r.opts.Clock.Now()}
+	rep.view = runtime.Replica{Spec: spec, APIKey: key, State: runtime.StateStarting, Message: "launching", Since: r.opts.Clock.Now()}
 	r.reps[spec.ID] = rep
 	r.publishLocked(rep.view)
 	r.mu.Unlock()
@@ -550,7 +577,7 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = r.env(rep.spec, engineEnv, dir)
+	cmd.Env = r.env(rep.spec, engineEnv, a.APIKeyEnv, rep.apiKey, dir)
 	cmd.Stdout, cmd.Stderr = pw, logf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {

@@ -30,15 +30,34 @@ func TestRealEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
-	resp, err := http.Post("http://"+h.Addr+"/invocations", "application/json",
-		strings.NewReader(`{"inputs":"hello","parameters":{"max_new_tokens":2}}`))
-	if err != nil {
-		t.Fatal(err)
+	invoke := func(key string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+h.Addr+"/invocations",
+			strings.NewReader(`{"inputs":"hello","parameters":{"max_new_tokens":2}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "generated_text") {
-		t.Fatalf("engine answered %d %s", resp.StatusCode, body)
+	// A local caller who finds the port, without the replica's key (or
+	// with another), is refused: only capstan's gateway gets through.
+	for _, key := range []string{"", "not-the-key"} {
+		if code, body := invoke(key); code != http.StatusUnauthorized || !strings.Contains(body, "invalid_api_key") {
+			t.Fatalf("without the replica's key (%q): %d %s", key, code, body)
+		}
+	}
+	if code, body := invoke(h.APIKey); code != 200 || !strings.Contains(body, "generated_text") {
+		t.Fatalf("engine answered %d %s", code, body)
 	}
 	f := ev.waitFor(t, s.ID, "Failed", state(runtime.StateFailed))
 	if !strings.Contains(f.Message, "exit status") || !strings.Contains(f.Message, s.ID+".log") {
@@ -49,5 +68,8 @@ func TestRealEngine(t *testing.T) {
 	})
 	if again.Addr == "" {
 		t.Fatal("restarted replica has no address")
+	}
+	if again.APIKey != h.APIKey {
+		t.Fatal("the replica's API key changed with its restart")
 	}
 }
