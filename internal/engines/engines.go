@@ -60,11 +60,6 @@ type Launch struct {
 	ModelPath string
 	// ExtraArgs come last (capstan.yaml engines.<name>.args, then the spec's).
 	ExtraArgs []string
-	// APIKey is the replica's own secret: the engine refuses a request
-	// without it as a bearer token (its health route aside), so only
-	// capstan's gateway reaches it. Empty: none (an engine without
-	// APIKeyEnv).
-	APIKey string
 }
 
 // Adapter is one engine.
