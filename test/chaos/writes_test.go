@@ -152,7 +152,7 @@ func (h *harness) setup(ctx context.Context) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("load endpoint %s does not serve after 90s: %v", ep, err)
+				t.Fatalf("load endpoint %s does not serve after 90s: %v (%s)", ep, err, h.describeLoad(ctx, ep))
 			}
 			sleep(ctx, 100*time.Millisecond)
 		}
@@ -160,6 +160,23 @@ func (h *harness) setup(ctx context.Context) {
 }
 
 // call runs one control-plane write, records it, and returns its outcome.
+// describeLoad says where a load endpoint stands, for a setup failure: its
+// SageMaker status and failure reason, or its manifest's state.
+func (h *harness) describeLoad(ctx context.Context, ep string) string {
+	if ep == loadJSM {
+		j, err := h.c.getJSM(ctx, ep)
+		if err != nil {
+			return fmt.Sprintf("manifest: %v", err)
+		}
+		return fmt.Sprintf("manifest: %+v", j)
+	}
+	d, err := h.c.sm.DescribeEndpoint(ctx, &sm.DescribeEndpointInput{EndpointName: aws.String(ep)}, h.c.at())
+	if err != nil {
+		return fmt.Sprintf("DescribeEndpoint: %v", err)
+	}
+	return fmt.Sprintf("status %s, failure reason %q", d.EndpointStatus, aws.ToString(d.FailureReason))
+}
+
 func (h *harness) call(op string, fn func() error) (outcome, error) {
 	return h.callAPI(op, true, fn)
 }
