@@ -56,7 +56,7 @@ func TestEndToEndRealEngine(t *testing.T) {
 	for len(backends) < 2 {
 		select {
 		case r := <-healthy:
-			backends = append(backends, gateway.Backend{ID: r.Spec.ID, Addr: r.Addr})
+			backends = append(backends, gateway.Backend{ID: r.Spec.ID, Addr: r.Addr, APIKey: r.APIKey})
 		case <-ctx.Done():
 			t.Fatalf("replicas not healthy: %+v", rt.List())
 		}
