@@ -24,11 +24,11 @@ smr invoke-endpoint --endpoint-name cpu-ep --body "fileb://$work/in.json" \
 grep -q generated_text "$work/out.json" || fail "invocation output: $(cat "$work/out.json")"
 echo "invoked: $(head -c 120 "$work/out.json")"
 
-# The replica's engine runs the CPU profile.
+# The replica's engine runs the CPU profile (its metrics read through capstan:
+# the replica's own port wants its API key).
 log=$(ls "$work/data/replicas/"cpu-ep.AllTraffic.*.log | head -1)
-addr=$(sed -n 's/^listening on \(http:\/\/.*\)$/\1/p' "$log" | head -1)
-[ -n "$addr" ] || fail "no engine address in $log"
-curl -sf "$addr/metrics" >"$work/metrics.txt" || fail "engine metrics"
+replica=$(basename "$log" .log)
+curl -sf "$url/_capstan/replicas/$replica/metrics" >"$work/metrics.txt" || fail "engine metrics of $replica"
 grep -q 'capstan_engine_placement_info{.*device="cpu".*gpu="ml.c5.2xlarge"' "$work/metrics.txt" ||
   fail "placement: $(grep placement_info "$work/metrics.txt")"
 echo "engine device: cpu (ml.c5.2xlarge)"
