@@ -2,7 +2,6 @@ package local_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,23 +45,7 @@ func TestLlamaCpp(t *testing.T) {
 	}
 	h := ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
 	complete := func(key string) (int, string) {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, "http://"+h.Addr+"/v1/completions",
-			strings.NewReader(`{"model":"tiny-ep","prompt":"Hello","max_tokens":3}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, string(body)
+		return postJSON(t, "http://"+h.Addr+"/v1/completions", `{"model":"tiny-ep","prompt":"Hello","max_tokens":3}`, key)
 	}
 	// llama-server takes the replica's key from LLAMA_API_KEY: a local
 	// caller without it is refused, on its metrics too.

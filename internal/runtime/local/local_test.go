@@ -120,6 +120,27 @@ func state(s runtime.State) func(runtime.Replica) bool {
 	return func(r runtime.Replica) bool { return r.State == s }
 }
 
+// postJSON posts body to url, with key as a bearer token when set (the
+// replica's own API key), and returns the status and the answer.
+func postJSON(t *testing.T, url, body, key string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
+}
+
 func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func readPid(t *testing.T, path string) int {

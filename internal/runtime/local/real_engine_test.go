@@ -2,7 +2,6 @@ package local_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -31,23 +30,7 @@ func TestRealEngine(t *testing.T) {
 	}
 	h := ev.waitFor(t, s.ID, "Healthy", state(runtime.StateHealthy))
 	invoke := func(key string) (int, string) {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, "http://"+h.Addr+"/invocations",
-			strings.NewReader(`{"inputs":"hello","parameters":{"max_new_tokens":2}}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, string(body)
+		return postJSON(t, "http://"+h.Addr+"/invocations", `{"inputs":"hello","parameters":{"max_new_tokens":2}}`, key)
 	}
 	// A local caller who finds the port, without the replica's key (or
 	// with another), is refused: only capstan's gateway gets through.
