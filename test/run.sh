@@ -13,6 +13,8 @@ command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(pro
 command -v nginx >/dev/null || need+=(nginx)
 # Spaces run Debian's Jupyter server (test/spaces drives it through capstan).
 command -v jupyter-notebook >/dev/null || need+=(jupyter-notebook)
+# Spaces and engines run in bubblewrap's sandbox (docs/security.md).
+command -v bwrap >/dev/null || need+=(bubblewrap)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo

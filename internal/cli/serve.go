@@ -85,10 +85,14 @@ state in --data-dir. Flags override capstan.yaml (--config).`,
 					return fmt.Errorf("find the capstan binary for replicas: %w", err)
 				}
 			}
+			sb, err := server.NewSandbox(cfg, o.configPath, log)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := server.Start(ctx, server.Options{Config: cfg, Logger: log, Stdout: cmd.OutOrStdout(),
-				Runtime: server.LocalRuntime(bin, cfg.Engines), RuntimeAPI: server.RuntimeAPI(cfg)})
+			srv, err := server.Start(ctx, server.Options{Config: cfg, Logger: log, Stdout: cmd.OutOrStdout(), Sandbox: sb,
+				Runtime: server.LocalRuntime(bin, cfg.Engines, sb), RuntimeAPI: server.RuntimeAPI(cfg)})
 			if err != nil {
 				return err
 			}

@@ -62,6 +62,22 @@ type Config struct {
 	// Alarms are named thresholds on capstan's metrics that a deployment's
 	// automatic rollback references by name (docs/alarms.md).
 	Alarms []alarm.Alarm `json:"alarms,omitempty"`
+	// Sandbox confines the programs capstan starts for users: spaces and
+	// engine replicas (docs/security.md#sandbox).
+	Sandbox Sandbox `json:"sandbox,omitempty"`
+}
+
+// Sandbox says how spaces and replicas are confined.
+type Sandbox struct {
+	// Bubblewrap is the bwrap binary (default: looked up in /usr/bin, /bin
+	// and the sbin directories). Set, it must work, or capstan does not start.
+	Bubblewrap string `json:"bubblewrap,omitempty"`
+	// AllowProcessesToReadServerSecrets, when no sandbox works on this
+	// machine, starts spaces and real engines anyway, as the server's user:
+	// they can then read its environment, this file and its data directory.
+	// Without it they do not start (the simulated engine, which runs no
+	// user code, always does).
+	AllowProcessesToReadServerSecrets bool `json:"allowProcessesToReadServerSecrets,omitempty"`
 }
 
 // Cluster seeds the default HyperPod cluster at first start and sets how

@@ -124,6 +124,9 @@ func (f *Fetcher) fetchS3Archive(ctx context.Context, src Source) (Result, error
 		return Result{}, srcErr(ReasonFetchFailed, err, "%s: creating its folder in the model cache", where)
 	}
 	tmp, err := os.MkdirTemp(parent, partPrefix+"*")
+	if err == nil {
+		err = os.Chmod(tmp, modelDirMode) // it becomes the model's folder
+	}
 	if err != nil {
 		return Result{}, srcErr(ReasonFetchFailed, err, "%s: creating a temporary folder in the model cache", where)
 	}

@@ -138,6 +138,15 @@ func hidePath(err error) error {
 	return &localError{err: err}
 }
 
+// Modes of the model cache's folders and files: the replicas that load a
+// model run as users of their own when capstan runs as root
+// (internal/sandbox), so a model is readable by all users; the sandbox
+// still hides the cache and shows each replica only its own model.
+const (
+	modelDirMode  = 0o755
+	modelFileMode = 0o644
+)
+
 // writeFileAtomic writes data to a temp file beside path and renames it over
 // path, so readers never see a partial file.
 func writeFileAtomic(path string, data []byte) error {
@@ -150,6 +159,11 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	name := tmp.Name()
+	if err := tmp.Chmod(modelFileMode); err != nil {
+		tmp.Close()
+		os.Remove(name)
+		return err
+	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		os.Remove(name)
@@ -177,7 +191,9 @@ func copyToTemp(dir string, r io.Reader) (name string, n int64, err error) {
 		return "", 0, err
 	}
 	name = tmp.Name()
-	n, err = io.Copy(tmp, r)
+	if err = tmp.Chmod(modelFileMode); err == nil {
+		n, err = io.Copy(tmp, r)
+	}
 	if err == nil {
 		err = tmp.Sync()
 	}

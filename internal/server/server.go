@@ -37,6 +37,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/sagemaker"
 	"github.com/capstan-dev/capstan/internal/sagemaker/runtimeapi"
 	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
+	"github.com/capstan-dev/capstan/internal/sandbox"
 	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/spaceproxy"
 	"github.com/capstan-dev/capstan/internal/store"
@@ -59,6 +60,9 @@ type Options struct {
 	RuntimeAPI RuntimeAPIFactory // nil: /endpoints/ answers 404
 	// Resync overrides the controller's resync period (tests).
 	Resync time.Duration
+	// Sandbox confines spaces (and, through Runtime, replicas); nil: one
+	// made from Config by NewSandbox.
+	Sandbox *sandbox.Sandbox
 }
 
 // Server is a running capstan serve.
@@ -92,6 +96,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		log = slog.Default()
 	}
 	cat := catalog.Default()
+	sb := o.Sandbox
+	if sb == nil {
+		var err error
+		if sb, err = NewSandbox(cfg, "", log); err != nil {
+			return nil, err
+		}
+	}
 	st, err := store.Open(filepath.Join(cfg.DataDir, "capstan.db"), 5*time.Second)
 	if err != nil {
 		return nil, err
@@ -190,7 +201,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	spc, err := newSpaces(st, cls, cat, clk, log, reg, cfg.DataDir, "http://"+ln.Addr().String(), o.Resync)
+	spc, err := newSpaces(st, cls, cat, clk, log, reg, cfg.DataDir, "http://"+ln.Addr().String(), o.Resync, sb)
 	if err != nil {
 		return fail(fmt.Errorf("spaces: %w", err))
 	}

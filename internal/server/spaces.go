@@ -14,15 +14,16 @@ import (
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/hyperpod"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/sandbox"
 	"github.com/capstan-dev/capstan/internal/spaces"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
 // newSpaces builds the spaces service on the clusters' node pool.
 func newSpaces(st *store.Store, cls *clusters, cat *catalog.Catalog, clk clock.Clock, log *slog.Logger,
-	reg prometheus.Registerer, dataDir, url string, resync time.Duration) (*spaces.Service, error) {
+	reg prometheus.Registerer, dataDir, url string, resync time.Duration, sb *sandbox.Sandbox) (*spaces.Service, error) {
 	return spaces.New(spaces.Options{Store: st, Pool: cls.pool, Catalog: cat, Clusters: spaceOffers{svc: cls.svc, cat: cat},
-		Clock: clk, Logger: log, Dir: filepath.Join(dataDir, "spaces"), URL: url, Resync: resync, Registerer: reg})
+		Clock: clk, Logger: log, Dir: filepath.Join(dataDir, "spaces"), URL: url, Resync: resync, Registerer: reg, Sandbox: sb})
 }
 
 // spaceOffers tells the spaces service what a cluster's instance groups

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/sandbox"
 	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
@@ -34,8 +35,8 @@ func TestCgroupsCatchEscapees(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd, _, _, err := launch([]string{"/bin/sh", "-c", `setsid env -i /bin/sleep 600 & echo $! > "$0"; exec /bin/sleep 600`, pidFile},
-			dir, filepath.Join(dir, "log"), []string{"PATH=" + safePath}, fd)
+		cmd, _, _, err := launch(nil, sandbox.Program{Argv: []string{"/bin/sh", "-c", `setsid env -i /bin/sleep 600 & echo $! > "$0"; exec /bin/sleep 600`, pidFile},
+			Dir: dir, Env: []string{"PATH=" + safePath}}, filepath.Join(dir, "log"), fd)
 		_ = closeFD(fd)
 		if err != nil {
 			t.Fatal(err)

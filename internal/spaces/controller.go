@@ -13,12 +13,14 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/reconcile"
+	"github.com/capstan-dev/capstan/internal/sandbox"
 	"github.com/capstan-dev/capstan/internal/store"
 	"github.com/capstan-dev/capstan/internal/workspace"
 )
@@ -32,6 +34,7 @@ const (
 	ReasonInvalid         = "InvalidSpec"
 	ReasonIdleShutdown    = "IdleShutdown"
 	ReasonEvicted         = "Evicted"
+	ReasonNoSandbox       = "NoSandbox"
 )
 
 // restartDelay is how long a failed space waits before capstan tries it
@@ -226,6 +229,11 @@ func (s *Service) reconcile(ctx context.Context, k string) error {
 		s.setFailed(k, w.Metadata.Generation, ReasonProgramNotFound, err.Error())
 		return nil
 	}
+	if err := s.o.Sandbox.Refuses(); err != nil {
+		s.o.Pool.Release(id)
+		s.setFailed(k, w.Metadata.Generation, ReasonNoSandbox, err.Error())
+		return nil
+	}
 	node, err := s.place(k, w, r)
 	if err != nil {
 		msg := err.Error()
@@ -394,13 +402,15 @@ func (s *Service) start(k string, w *workspace.Workspace, prog string, r workspa
 	if err != nil {
 		return nil, err
 	}
-	cmd, done, exitErr, err := launch(argv, home, p.log, env, cgroup)
+	program := sandbox.Program{Argv: argv, Env: env, Dir: home, Writable: []string{home},
+		ReadOnly: sandbox.Installation(argv[0]), Name: "space/" + k}
+	cmd, done, exitErr, err := launch(s.o.Sandbox, program, p.log, cgroup)
 	_ = closeFD(cgroup)
-	if err != nil && cgroup >= 0 {
+	if err != nil && cgroup >= 0 && !errors.Is(err, sandbox.ErrUnavailable) {
 		// A kernel without clone3's CLONE_INTO_CGROUP (before Linux 5.7)
 		// refuses the launch itself: start the space untracked.
 		s.log.Warn("space started outside its cgroup", "space", k, "err", err)
-		cmd, done, exitErr, err = launch(argv, home, p.log, env, -1)
+		cmd, done, exitErr, err = launch(s.o.Sandbox, program, p.log, -1)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", prog, err)
@@ -445,16 +455,16 @@ func (s *Service) share(it catalog.InstanceType, capacity cluster.Resources, req
 // anything of the space outside the group (Jupyter's kernels), by its
 // environment and by its cgroup.
 func (s *Service) kill(p *proc) {
-	signalGroup(p.cmd, 15)
+	p.cmd.SignalGroup(syscall.SIGTERM)
 	t := s.o.Clock.NewTimer(s.o.StopGrace)
 	select {
 	case <-p.done:
 		t.Stop()
 	case <-t.C():
-		signalGroup(p.cmd, 9)
+		p.cmd.SignalGroup(syscall.SIGKILL)
 		<-p.done
 	}
-	signalGroup(p.cmd, 9)
+	p.cmd.SignalGroup(syscall.SIGKILL)
 	sweep(s.o.Dir, p.key)
 	s.cgroups.kill(p.key)
 }

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/capstan-dev/capstan/internal/sandbox"
 )
 
 // safePath is the PATH a space's program is looked up on and runs with.
@@ -35,7 +36,7 @@ type proc struct {
 	key     string
 	id      string // its placement in the pool
 	gen     int64  // the workspace generation it runs
-	cmd     *exec.Cmd
+	cmd     *sandbox.Cmd
 	port    int
 	token   string
 	base    string
@@ -139,16 +140,17 @@ func environ(extra map[string]string) ([]string, map[string]string) {
 	return out, m
 }
 
-// launch starts argv in home with env, logging to logPath, in the cgroup
-// whose descriptor is cgroup (-1: none).
-func launch(argv []string, home, logPath string, env []string, cgroup int) (*exec.Cmd, chan struct{}, *error, error) {
+// launch starts prog in sb (unconfined when sb is nil), logging to
+// logPath, in the cgroup whose descriptor is cgroup (-1: none).
+func launch(sb *sandbox.Sandbox, prog sandbox.Program, logPath string, cgroup int) (*sandbox.Cmd, chan struct{}, *error, error) {
+	cmd, err := sb.Command(prog)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = home
-	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = sysProcAttr()
 	setCgroup(cmd.SysProcAttr, cgroup)
@@ -172,15 +174,6 @@ func closeFD(fd int) error {
 		return nil
 	}
 	return syscall.Close(fd)
-}
-
-// signalGroup signals the process group of cmd (the space's program and
-// what it started in its group).
-func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
-	if cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, sig)
 }
 
 // sweep SIGKILLs every process whose environment marks it as a space of

@@ -22,6 +22,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/reconcile"
+	"github.com/capstan-dev/capstan/internal/sandbox"
 	"github.com/capstan-dev/capstan/internal/store"
 	"github.com/capstan-dev/capstan/internal/workspace"
 )
@@ -85,7 +86,11 @@ type Options struct {
 	// StartTimeout bounds how long a space may take to answer (default 2 min).
 	StartTimeout time.Duration
 	// StopGrace is how long a stopped process gets before SIGKILL (default 5 s).
-	StopGrace  time.Duration
+	StopGrace time.Duration
+	// Sandbox confines each space to its home; nil runs spaces unconfined
+	// (tests of other packages). A sandbox that is unavailable refuses to
+	// start them unless the admin opted in.
+	Sandbox    *sandbox.Sandbox
 	Registerer prometheus.Registerer
 }
 

@@ -70,7 +70,7 @@ spec:
   defaultContainerConfig:
     command: [sh, -c]
     args:
-      - setsid env -i /bin/sleep 600 & echo $! > "$HOME/escaped.pid"; mkdir -p "$HOME$CAPSTAN_SPACE_BASE_URL" && exec python3 -m http.server "$(CAPSTAN_SPACE_PORT)" --bind 127.0.0.1 --directory "$HOME"
+      - setsid env -i /bin/sleep "6$CAPSTAN_SPACE_PORT" & echo "6$CAPSTAN_SPACE_PORT" > "$HOME/escaped.arg"; mkdir -p "$HOME$CAPSTAN_SPACE_BASE_URL" && exec python3 -m http.server "$(CAPSTAN_SPACE_PORT)" --bind 127.0.0.1 --directory "$HOME"
 ---
 apiVersion: workspace.jupyter.org/v1alpha1
 kind: Workspace
@@ -82,20 +82,25 @@ kind: Workspace
 metadata: {name: survivor}
 spec: {displayName: survivor, templateRef: {name: escaper}}
 `)
-	// escaped waits for name's program to write a pid other than old.
+	// escaped waits for name's program to start a child other than old.
+	// The space names it by its sleep's argument (its pid inside the
+	// sandbox means nothing out here).
 	escaped := func(name string, old int) int {
 		t.Helper()
 		s.waitPhase(name, "Running", 60*time.Second)
 		var pid int
 		testutil.EventuallyErr(t, 10*time.Second, name+"'s escaped child", func() error {
-			b, err := os.ReadFile(filepath.Join(s.dataDir, "spaces", "default", name, "home", "escaped.pid"))
-			if err == nil {
-				pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			b, err := os.ReadFile(filepath.Join(s.dataDir, "spaces", "default", name, "home", "escaped.arg"))
+			if err != nil {
+				return err
 			}
-			if err == nil && pid == old {
-				err = fmt.Errorf("still the previous run's pid %d", pid)
+			if pid = pidOf("/bin/sleep", strings.TrimSpace(string(b))); pid == 0 {
+				return fmt.Errorf("no process runs /bin/sleep %s", b)
 			}
-			return err
+			if pid == old {
+				return fmt.Errorf("still the previous run's pid %d", pid)
+			}
+			return nil
 		})
 		if !alive(pid) {
 			t.Fatalf("%s's escaped child %d is not running", name, pid)
@@ -158,4 +163,20 @@ func alive(pid int) bool {
 	}
 	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// pidOf is the process running exactly argv, or 0.
+func pidOf(argv ...string) int {
+	want := []byte(strings.Join(argv, "\x00") + "\x00")
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && bytes.Equal(b, want) && alive(pid) {
+			return pid
+		}
+	}
+	return 0
 }

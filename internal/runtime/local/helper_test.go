@@ -16,6 +16,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/runtime/local"
+	"github.com/capstan-dev/capstan/internal/sandbox"
 )
 
 // TestMain turns the test binary into a stand-in engine when it is run as
@@ -24,6 +25,9 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "engine" && os.Args[2] == "sim" {
 		os.Exit(fakeEngine(os.Args[3:]))
+	}
+	if len(os.Args) > 3 && os.Args[1] == "runtime-parent-sandboxed" {
+		os.Exit(runtimeParentSandboxed(os.Args[2], os.Args[3]))
 	}
 	if len(os.Args) > 2 && os.Args[1] == "runtime-parent" {
 		os.Exit(runtimeParent(os.Args[2]))
@@ -42,6 +46,30 @@ func runtimeParent(pidfile string) int {
 	}
 	err = rt.Start(context.Background(), runtime.ReplicaSpec{ID: "orphan", Model: "llama-3.1-8b", GPU: "h100",
 		Env: map[string]string{"HELPER_PIDFILE": pidfile}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	select {}
+}
+
+// runtimeParentSandboxed plays capstan with a sandbox: it starts one
+// replica marked with HELPER_MARK=mark (its pid inside the sandbox means
+// nothing outside it; the mark finds it) and waits to be killed.
+func runtimeParentSandboxed(dir, mark string) int {
+	exe, _ := os.Executable()
+	sb, err := sandbox.New(sandbox.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rt, err := local.New(local.Options{Binary: exe, LogDir: dir, Sandbox: sb})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	err = rt.Start(context.Background(), runtime.ReplicaSpec{ID: "orphan", Model: "llama-3.1-8b", GPU: "h100",
+		Env: map[string]string{"HELPER_MARK": mark}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -93,6 +121,16 @@ func fakeEngine(args []string) int {
 	mux.HandleFunc("/invocations", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `[{"generated_text":"pid %d env %s"}]`, os.Getpid(), os.Getenv("HELPER_ENV"))
 	})
+	// What a replica can see: its user, the processes in its /proc, and
+	// each file HELPER_READ names (what a hostile engine would try).
+	mux.HandleFunc("/view", func(w http.ResponseWriter, r *http.Request) {
+		procs, _ := filepath.Glob("/proc/[0-9]*")
+		fmt.Fprintf(w, "uid=%d procs=%d\n", os.Getuid(), len(procs))
+		for _, p := range filepath.SplitList(os.Getenv("HELPER_READ")) {
+			b, err := os.ReadFile(p)
+			fmt.Fprintf(w, "read %s: %q %v\n", p, b, err)
+		}
+	})
 	go func() { _ = http.Serve(l, mux) }()
 	if !*noAnnounce {
 		fmt.Printf("listening on http://%s\n", l.Addr())
@@ -110,6 +148,7 @@ func fakeEngine(args []string) int {
 				fmt.Fprintln(os.Stderr, "ignoring SIGTERM")
 				continue
 			}
+			fmt.Fprintln(os.Stderr, "helper engine: SIGTERM, exiting")
 			return 0
 		case <-exitC:
 			fmt.Fprintln(os.Stderr, "helper engine crashing on purpose")

@@ -27,6 +27,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/procenv"
 	"github.com/capstan-dev/capstan/internal/runtime"
+	"github.com/capstan-dev/capstan/internal/sandbox"
 )
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -63,6 +64,9 @@ type Options struct {
 	Engines map[string]engines.Installed
 	// Catalog validates model and GPU names (default catalog.Default()).
 	Catalog *catalog.Catalog
+	// Sandbox confines each replica to its work dir, its binary and its
+	// model; nil runs replicas as plain children (tests of other packages).
+	Sandbox *sandbox.Sandbox
 }
 
 const (
@@ -291,11 +295,13 @@ func (r *Runtime) env(spec runtime.ReplicaSpec, engineEnv map[string]string, api
 	return env
 }
 
-// command is the replica's executable and arguments, listening on port.
-func (r *Runtime) command(spec runtime.ReplicaSpec, port int) (string, []string, map[string]string, error) {
+// command is the replica's executable and arguments, listening on port,
+// its engine's variables, and what it reads that a sandbox must show it:
+// the engine's installation and the model.
+func (r *Runtime) command(spec runtime.ReplicaSpec, port int) (string, []string, map[string]string, []string, error) {
 	a, err := engines.ByName(spec.Engine)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, nil, err
 	}
 	l := engines.Launch{Spec: spec, Host: r.opts.Host, Port: port}
 	if a.Name == engines.Sim {
@@ -304,17 +310,26 @@ func (r *Runtime) command(spec runtime.ReplicaSpec, port int) (string, []string,
 	} else {
 		inst := r.opts.Engines[a.Name]
 		if l.Binary, err = a.Resolve(inst); err != nil {
-			return "", nil, nil, err
+			return "", nil, nil, nil, err
 		}
 		l.ModelPath = spec.Model
 		if spec.ModelDir != "" {
 			if l.ModelPath, err = a.ModelPath(spec.ModelDir); err != nil {
-				return "", nil, nil, err
+				return "", nil, nil, nil, err
 			}
 		}
 		l.ExtraArgs = append(append([]string(nil), inst.Args...), spec.Args...)
 	}
-	return l.Binary, a.Args(l), a.Env(l), nil
+	var reads []string
+	if a.Name != engines.Sim {
+		reads = sandbox.Installation(l.Binary)
+	}
+	for _, m := range []string{spec.ModelDir, l.ModelPath} {
+		if filepath.IsAbs(m) {
+			reads = append(reads, m)
+		}
+	}
+	return l.Binary, a.Args(l), a.Env(l), reads, nil
 }
 
 // newAPIKey makes a replica's API key: 32 random bytes, hex; "" for an
@@ -557,7 +572,7 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 			return outcome{msg: fmt.Sprintf("no free port: %v", err)}
 		}
 	}
-	bin, args, engineEnv, err := r.command(rep.spec, port)
+	bin, args, engineEnv, reads, err := r.command(rep.spec, port)
 	if err != nil {
 		return outcome{msg: err.Error()}
 	}
@@ -575,9 +590,14 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 	if err != nil {
 		return outcome{msg: fmt.Sprintf("pipe: %v", err)}
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Env = r.env(rep.spec, engineEnv, a.APIKeyEnv, rep.apiKey, dir)
+	cmd, err := r.opts.Sandbox.Command(sandbox.Program{Argv: append([]string{bin}, args...),
+		Env: r.env(rep.spec, engineEnv, a.APIKeyEnv, rep.apiKey, dir), Dir: dir, Writable: []string{dir},
+		ReadOnly: reads, Name: "replica/" + rep.spec.ID, Trusted: a.Name == engines.Sim})
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		return outcome{msg: fmt.Sprintf("launch %s: %v", bin, err)}
+	}
 	cmd.Stdout, cmd.Stderr = pw, logf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -587,6 +607,7 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 	}
 	pw.Close()
 	pid := cmd.Process.Pid
+	signal := func(sig syscall.Signal) { sandbox.SignalGroup(pid, sig, cmd.Sandboxed) }
 	log.Info("replica launched", "pid", pid, "attempt", attempt+1, "log", rep.logPath)
 
 	announce := make(chan string, 1)
@@ -607,18 +628,18 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 	// kill ends the run: SIGTERM the group, SIGKILL after the grace period.
 	kill := func(graceful bool) {
 		if graceful {
-			_ = syscall.Kill(-pid, syscall.SIGTERM)
+			signal(syscall.SIGTERM)
 			t := r.opts.Clock.NewTimer(r.opts.StopGrace)
 			select {
 			case <-exited:
 				t.Stop()
-				_ = syscall.Kill(-pid, syscall.SIGKILL) // stragglers in the group
+				signal(syscall.SIGKILL) // stragglers in the group
 				return
 			case <-t.C():
 				log.Warn("replica ignored SIGTERM; killing", "grace", r.opts.StopGrace)
 			}
 		}
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		signal(syscall.SIGKILL)
 		<-exited
 	}
 
@@ -643,7 +664,7 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 			kill(true)
 			return outcome{stopped: true}
 		case err := <-exited:
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			signal(syscall.SIGKILL)
 			msg := fmt.Sprintf("engine %s (log: %s)", exitText(err), rep.logPath)
 			if last := lastLines(rep.logPath, logStart, failureLines); last != "" {
 				msg = fmt.Sprintf("engine %s: %s (log: %s)", exitText(err), last, rep.logPath)
