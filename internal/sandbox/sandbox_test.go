@@ -41,7 +41,7 @@ func run(t *testing.T, s *Sandbox, p Program) string {
 	return string(out)
 }
 
-// TestProgramCannotReachServer runs what issue 35's attacker ran: read the
+// TestProgramCannotReachServer runs what a hostile space would: read the
 // server's environment through /proc, its config file, a neighbour's home.
 func TestProgramCannotReachServer(t *testing.T) {
 	t.Setenv("CAPSTAN_TEST_SERVER_SECRET", "server-secret-4711")

@@ -11,7 +11,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -86,6 +90,8 @@ func TestChaos(t *testing.T) {
 		orphanN += len(left)
 	}
 
+	leaked := leakedFiles(t, srv.dataDir)
+
 	outside := h.j.outsideWindows()
 	for i, f := range outside {
 		if i == 20 {
@@ -102,10 +108,10 @@ func TestChaos(t *testing.T) {
 	h.j.mu.Unlock()
 	t.Logf("requests: %d ok, %d failed (all but %d inside kill windows); control-plane calls by outcome: %v",
 		ok, failed, len(outside), ops)
-	line := fmt.Sprintf("chaos: kills=%d acknowledged=%d lost=%d stuck=%d orphans=%d failed_outside_kill_window=%d",
-		kills, acked, lost, stuck, orphanN, len(outside))
+	line := fmt.Sprintf("chaos: kills=%d acknowledged=%d lost=%d stuck=%d orphans=%d leaked_files=%d failed_outside_kill_window=%d",
+		kills, acked, lost, stuck, orphanN, len(leaked), len(outside))
 	fmt.Println(line)
-	if lost != 0 || stuck != 0 || orphanN != 0 || len(outside) != 0 {
+	if lost != 0 || stuck != 0 || orphanN != 0 || len(leaked) != 0 || len(outside) != 0 {
 		t.Errorf("%s (seed %d)", line, seed)
 	}
 	if kills == 0 || acked == 0 || ok == 0 {
@@ -257,4 +263,33 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// leakedFiles are what a stopped server should not have left in its data
+// dir, however often it and its replicas were killed: a replica's work
+// directory (removed when the replica stops; only its log stays) and a
+// fetch's or extraction's .capstan-part-* leftover.
+func leakedFiles(t *testing.T, dataDir string) []string {
+	var out []string
+	ents, _ := os.ReadDir(filepath.Join(dataDir, "replicas"))
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, filepath.Join("replicas", e.Name()))
+		}
+	}
+	_ = filepath.WalkDir(dataDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".capstan-part-") {
+			rel, _ := filepath.Rel(dataDir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	for i, f := range out {
+		if i == 20 {
+			t.Logf("… %d more", len(out)-i)
+			break
+		}
+		t.Logf("left in the data dir: %s", f)
+	}
+	return out
 }

@@ -187,8 +187,28 @@ type engine struct {
 	pid, ppid int
 }
 
-// engines lists the live (not zombie) engine processes of dataDir from /proc.
+// engines lists the live (not zombie) engine processes of dataDir from
+// /proc, one per replica: a sandboxed replica is bubblewrap, its reaper and
+// the engine, and only the outermost, whose parent is no engine, counts (a
+// reaper whose bubblewrap died counts on its own, as an orphan).
 func engines(dataDir string) []engine {
+	all := engineProcs(dataDir)
+	inner := map[int]bool{}
+	for _, e := range all {
+		inner[e.pid] = true
+	}
+	var out []engine
+	for _, e := range all {
+		if !inner[e.ppid] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// engineProcs are all processes whose command line runs `engine sim` and
+// whose stderr is a log in dataDir.
+func engineProcs(dataDir string) []engine {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil

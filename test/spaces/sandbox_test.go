@@ -10,7 +10,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
-// TestSpaceCannotReachServer is issue 35's repro: a template whose program
+// TestSpaceCannotReachServer: a template whose program
 // reads the server's environment (/proc/$PPID/environ), its config file
 // (/proc/$PPID/cwd and the path itself), its data directory, and a
 // neighbour space's files and Jupyter token, and writes into the

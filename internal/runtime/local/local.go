@@ -158,6 +158,7 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Catalog == nil {
 		opts.Catalog = catalog.Default()
 	}
+	removeLeftWorkDirs(opts.LogDir, opts.Logger)
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
 	return &Runtime{
@@ -167,6 +168,31 @@ func New(opts Options) (*Runtime, error) {
 		reps:   map[string]*replica{},
 		subs:   map[*subscriber]struct{}{},
 	}, nil
+}
+
+// removeLeftWorkDirs removes the work dirs a server killed with SIGKILL
+// left in dir: its replicas died with it (parent-death signal), and no
+// replica of this runtime runs yet, so every directory there is a leftover.
+// The logs, files, stay.
+func removeLeftWorkDirs(dir string, log *slog.Logger) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			log.Warn("replica work dir of a previous run not removed", "dir", filepath.Join(dir, e.Name()), "err", err)
+			continue
+		}
+		n++
+	}
+	if n > 0 {
+		log.Info("removed the work dirs of a previous run's replicas", "dirs", n)
+	}
 }
 
 // replicaIDRE keeps ids safe as log file and directory names.

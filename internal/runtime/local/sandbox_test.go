@@ -34,7 +34,7 @@ func newSandbox(t *testing.T, hide ...string) *sandbox.Sandbox {
 	return sb
 }
 
-// TestReplicaSandboxed is issue 35's attack from a replica's side: a
+// TestReplicaSandboxed is a hostile space's attack from a replica's side: a
 // hostile engine reads the server's config and data, a neighbour
 // replica's files, and the server's process. In its sandbox it sees only
 // its own directory, runs as a user of its own when the server is root,

@@ -46,3 +46,30 @@ func TestWorkDirStaysInside(t *testing.T) {
 		}
 	}
 }
+
+// TestNewRemovesLeftWorkDirs: the work dirs a killed server left (its
+// replicas died with it) go when the next runtime starts; logs stay.
+func TestNewRemovesLeftWorkDirs(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	left := filepath.Join(base, "ep.AllTraffic.gen3.0")
+	if err := os.MkdirAll(filepath.Join(left, "tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	logFile := filepath.Join(base, "ep.AllTraffic.gen3.0.log")
+	if err := os.WriteFile(logFile, []byte("engine log\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Binary: exe, LogDir: base}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Errorf("the previous run's work dir is still there: %v", err)
+	}
+	if _, err := os.Stat(logFile); err != nil {
+		t.Errorf("the previous run's log went too: %v", err)
+	}
+}
