@@ -616,9 +616,20 @@ func (r *Runtime) runOnce(rep *replica, log *slog.Logger, attempt int) outcome {
 	if err != nil {
 		return outcome{msg: fmt.Sprintf("pipe: %v", err)}
 	}
-	cmd, err := r.opts.Sandbox.Command(sandbox.Program{Argv: append([]string{bin}, args...),
+	prog := sandbox.Program{Argv: append([]string{bin}, args...),
 		Env: r.env(rep.spec, engineEnv, a.APIKeyEnv, rep.apiKey, dir), Dir: dir, Writable: []string{dir},
-		ReadOnly: reads, Name: "replica/" + rep.spec.ID, Trusted: a.Name == engines.Sim})
+		ReadOnly: reads, Name: "replica/" + rep.spec.ID, Trusted: a.Name == engines.Sim}
+	if shared := rep.spec.KVTiers.StorageDir; shared != "" && rep.spec.KVTiers.StorageBytes > 0 {
+		// The node's tieredstorage store is written and evicted by every
+		// replica on the node: they share it, so they share its user too.
+		err = os.MkdirAll(shared, 0o755)
+		prog.Writable = append(prog.Writable, shared)
+		prog.Name = "tieredstorage/" + shared
+	}
+	var cmd *sandbox.Cmd
+	if err == nil {
+		cmd, err = r.opts.Sandbox.Command(prog)
+	}
 	if err != nil {
 		pr.Close()
 		pw.Close()
