@@ -147,11 +147,7 @@ func find(path, name string) (string, error) {
 
 // probe runs /bin/true in the sandbox every program gets.
 func (s *Sandbox) probe(bwrap string) error {
-	args, err := s.args(Program{Argv: []string{"/bin/true"}, Dir: "/", Name: "probe"})
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(bwrap, args...)
+	cmd := exec.Command(bwrap, s.args(Program{Argv: []string{"/bin/true"}, Dir: "/", Name: "probe"})...)
 	cmd.Env = []string{"PATH=" + searchPath}
 	done := make(chan error, 1)
 	var out strings.Builder
@@ -225,8 +221,6 @@ type Cmd struct {
 	// Sandboxed: the process started is bubblewrap, the program its
 	// grandchild.
 	Sandboxed bool
-	// UID is the user the program runs as (-1: the server's).
-	UID int
 }
 
 // Command prepares p: in the sandbox, or — when none works here and the
@@ -242,11 +236,10 @@ func (s *Sandbox) Command(p Program) (*Cmd, error) {
 		}
 		cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
 		cmd.Dir, cmd.Env = p.Dir, p.Env
-		return &Cmd{Cmd: cmd, UID: -1}, nil
+		return &Cmd{Cmd: cmd}, nil
 	}
-	uid := -1
 	if s.asRoot {
-		uid = UID(p.Name)
+		uid := UID(p.Name)
 		for _, w := range p.Writable {
 			if err := chownTree(w, uid); err != nil {
 				return nil, fmt.Errorf("sandbox: give %s to uid %d: %w", w, uid, err)
@@ -254,13 +247,9 @@ func (s *Sandbox) Command(p Program) (*Cmd, error) {
 		}
 		p.Env = withUser(p.Env)
 	}
-	args, err := s.args(p)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(s.bwrap, args...)
+	cmd := exec.Command(s.bwrap, s.args(p)...)
 	cmd.Env = p.Env
-	return &Cmd{Cmd: cmd, Sandboxed: true, UID: uid}, nil
+	return &Cmd{Cmd: cmd, Sandboxed: true}, nil
 }
 
 // UID is the user a program named name runs as when capstan runs as root.
@@ -285,7 +274,7 @@ func withUser(env []string) []string {
 }
 
 // args is bwrap's command line for p.
-func (s *Sandbox) args(p Program) ([]string, error) {
+func (s *Sandbox) args(p Program) []string {
 	a := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"}
 	if !s.asRoot {
 		a = append(a, "--unshare-user")
@@ -357,7 +346,7 @@ func (s *Sandbox) args(p Program) ([]string, error) {
 		a = append(a, s.setpriv, "--reuid", uid, "--regid", uid, "--clear-groups", "--no-new-privs",
 			"--inh-caps=-all", "--bounding-set=-all", "--")
 	}
-	return append(a, p.Argv...), nil
+	return append(a, p.Argv...)
 }
 
 type mount struct{ kind, src, dst, perms string }
