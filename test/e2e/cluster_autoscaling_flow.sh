@@ -91,11 +91,15 @@ grep -q "nodepool.karpenter.sh/inference created" "$work/apply.out" || fail "app
 nodes() { cap get nodes --cluster inf-cluster -o json | jq '[.items[] | select(.status=="Running")] | length'; }
 jsm() { cap get jsm cl-flow -o json; }
 replicas() { jsm | jq -r '.status.replicas // 0'; }
+desired() {
+  curl -s "$url/metrics" | awk '/^capstan_deployment_replicas\{/ && /name="cl-flow"/ && /state="desired"/ {print $2}'
+}
 
-# Sample replicas and nodes for the whole run.
+# Sample the replicas running, the nodes and the replicas the autoscaler
+# asks for, for the whole run.
 (
   while :; do
-    echo "$(replicas 2>/dev/null) $(nodes 2>/dev/null)" >>"$work/samples.log"
+    echo "$(replicas 2>/dev/null) $(nodes 2>/dev/null) $(desired 2>/dev/null)" >>"$work/samples.log"
     sleep 0.25
   done
 ) &
@@ -109,11 +113,16 @@ cap bench --target "$url" --model cl-flow --workload random:input=64,output=64 -
 [ "$(jq '.stages[0].summaries[0].failed' "$work/load.json")" = 0 ] || fail "requests failed: $(jq -c '.stages[0].summaries[0].errors' "$work/load.json")"
 peak_r=$(awk '{print $1}' "$work/samples.log" | sort -n | tail -1)
 peak_n=$(awk '{print $2}' "$work/samples.log" | sort -n | tail -1)
-[ "$peak_r" = 3 ] || fail "replicas peaked at $peak_r, want 3"
+peak_d=$(awk '{print $3}' "$work/samples.log" | sort -n | tail -1)
+[ "$peak_d" = 3 ] || fail "desired replicas peaked at $peak_d, want 3 (maxReplicaCount)"
+# A consolidation move keeps its replica serving until the replacement does:
+# one node at a time is disrupted for being under-used, and each node here
+# holds one replica, so at most one more than desired runs.
+[ "$peak_r" -ge 3 ] && [ "$peak_r" -le 4 ] || fail "replicas running peaked at $peak_r, want 3 (4 during a consolidation move)"
 [ "$peak_n" -ge 3 ] || fail "nodes peaked at $peak_n, want ≥ 3"
 cap get nodes --cluster inf-cluster -o json | jq -e '[.items[] | select(.capacityType=="reserved")] | length >= 1' >/dev/null ||
   fail "no node on the training plan: $(cap get nodes --cluster inf-cluster)"
-echo "load: $(jq '.stages[0].summaries[0].succeeded' "$work/load.json") requests ok; peak $peak_r replicas on $peak_n nodes"
+echo "load: $(jq '.stages[0].summaries[0].succeeded' "$work/load.json") requests ok; peak $peak_d replicas desired, $peak_r running on $peak_n nodes"
 cap get nodes --cluster inf-cluster
 
 # --- idle: replicas to 0, then the nodes consolidated away
