@@ -13,6 +13,9 @@ command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(pro
 command -v nginx >/dev/null || need+=(nginx)
 # Spaces run Debian's Jupyter server (test/spaces drives it through capstan).
 command -v jupyter-notebook >/dev/null || need+=(jupyter-notebook)
+# The sample notebooks run in a space with Debian's nbconvert and boto3.
+command -v jupyter-nbconvert >/dev/null || need+=(jupyter-nbconvert)
+/usr/bin/python3 -c 'import boto3' 2>/dev/null || need+=(python3-boto3)
 # Spaces and engines run in bubblewrap's sandbox (docs/security.md).
 command -v bwrap >/dev/null || need+=(bubblewrap)
 if [ ${#need[@]} -gt 0 ]; then

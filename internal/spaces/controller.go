@@ -374,6 +374,8 @@ func (s *Service) start(k string, w *workspace.Workspace, prog string, r workspa
 		"PATH": safePath, "HOME": home, "TMPDIR": filepath.Join(home, ".tmp"),
 		envSpacesDir: s.o.Dir, envSpace: k,
 		workspace.EnvPort: strconv.Itoa(port), workspace.EnvBaseURL: p.base, workspace.EnvToken: p.token,
+		// Notebooks call capstan's APIs (SageMaker, manifests, OpenAI) here.
+		"CAPSTAN_URL":  s.o.URL,
 		"CAPSTAN_NODE": node.Name, "CAPSTAN_INSTANCE_TYPE": node.InstanceType, "CAPSTAN_GPU_MODEL": node.GPU,
 		"CAPSTAN_GPUS": strconv.Itoa(r.Request.GPUs),
 	} {

@@ -52,6 +52,7 @@ type doc struct {
 	serveArgs []string // from <!-- docs-test: serve ARGS -->
 	s3        bool     // <!-- docs-test: s3 -->
 	llamacpp  bool     // <!-- docs-test: llamacpp -->
+	copies    []string // repository paths from <!-- docs-test: copy PATH -->
 	links     []link   // links to a loopback address, in order
 	problems  []string // file:line: message, each one fails the file
 }
@@ -130,6 +131,12 @@ func parse(path, name string) (*doc, error) {
 				d.s3 = true
 			case "llamacpp":
 				d.llamacpp = true
+			case "copy":
+				if rest == "" || strings.ContainsAny(rest, " \\") || !filepath.IsLocal(rest) {
+					d.problems = append(d.problems, fmt.Sprintf("%s:%d: copy marker needs a relative PATH inside the repository, got %q", path, i+1, rest))
+					continue
+				}
+				d.copies = append(d.copies, rest)
 			case "skip-open":
 				if rest == "" {
 					d.problems = append(d.problems, fmt.Sprintf("%s:%d: skip-open marker without a reason", path, i+1))
@@ -400,6 +407,8 @@ func TestParse(t *testing.T) {
 		{"issue number", "Fixed in issue 3.\n", "x.md:1: issue number", 0},
 		{"issue hash", "See #12 for details.\n", "issue number", 0},
 		{"heading is fine", "# Title\n\n## 2 things\n", "", 0},
+		{"copy", "<!-- docs-test: copy notebooks -->\n", "", 0},
+		{"copy outside the repository", "<!-- docs-test: copy ../secrets -->\n", "copy marker needs a relative PATH", 0},
 		{"unclosed", "```sh\necho\n", "never closed", 1},
 		{"indented", "1. step\n\n   ```sh\n   echo hi\n   ```\n", "", 1},
 	}
@@ -549,6 +558,32 @@ func runDoc(t *testing.T, bin string, d *doc) string {
 	}
 	if err := os.Symlink(bin, filepath.Join(binDir, "capstan")); err != nil {
 		t.Fatal(err)
+	}
+	// Repository files the page uses, where a user's clone has them.
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.copies {
+		src, dst := filepath.Join(root, c), filepath.Join(work, c)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(src)
+		switch {
+		case err != nil:
+			t.Fatalf("%s: copy %s: %v", d.path, c, err)
+		case fi.IsDir():
+			err = os.CopyFS(dst, os.DirFS(src))
+		default:
+			var b []byte
+			if b, err = os.ReadFile(src); err == nil {
+				err = os.WriteFile(dst, b, 0o644)
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: copy %s: %v", d.path, c, err)
+		}
 	}
 	// Files named by markers exist from the start, so a serve marker's
 	// --config can name one; the session writes them again in order.

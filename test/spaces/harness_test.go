@@ -245,10 +245,16 @@ func (s *server) dialKernel(name, kernel string, hdr http.Header) int {
 // the Jupyter REST API starts the kernel, its WebSocket channel runs the
 // code, and the stream output comes back.
 func (s *server) execute(name, code string) string {
+	s.t.Helper()
+	return s.executeWithin(name, code, 60*time.Second)
+}
+
+// executeWithin is execute for code that may run up to timeout.
+func (s *server) executeWithin(name, code string, timeout time.Duration) string {
 	t := s.t
 	t.Helper()
 	kernel := s.startKernel(name)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	hdr := http.Header{}
 	if s.token != "" {
