@@ -24,6 +24,9 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# Code Editor spaces run code-server (npm; built once per version, outside
+# the repository).
+command -v code-server >/dev/null || bash test/spaces/install-code-server.sh
 if ! command -v aws >/dev/null; then
   echo "installing the aws CLI (pip)"
   python3 -m pip install -q awscli

@@ -318,7 +318,18 @@ func (s *Sandbox) args(p Program) []string {
 		r = filepath.Clean(r)
 		mounts = append(mounts, mount{kind: "--ro-bind-try", src: r, dst: r})
 	}
-	mounts = append(mounts, mount{kind: "--ro-bind-try", src: p.Argv[0], dst: p.Argv[0]})
+	if target, err := os.Readlink(p.Argv[0]); err == nil {
+		// bwrap can neither bind onto a symbolic link of the read-only
+		// root (/usr/local/bin/code-server → its npm package) nor make one
+		// where it exists: the host's link is seen as it is, unless a
+		// tmpfs hides it; then the same link is made there. What it points
+		// to is shown through ReadOnly.
+		if underTmpfs(mounts, p.Argv[0]) {
+			mounts = append(mounts, mount{kind: "--symlink", src: target, dst: p.Argv[0]})
+		}
+	} else {
+		mounts = append(mounts, mount{kind: "--ro-bind-try", src: p.Argv[0], dst: p.Argv[0]})
+	}
 	for _, w := range p.Writable {
 		w = filepath.Clean(w)
 		mounts = append(mounts, mount{kind: "--bind", src: w, dst: w})
@@ -489,6 +500,16 @@ func groupMembers(pgid int) []int {
 		}
 	}
 	return out
+}
+
+// underTmpfs reports whether path lies under one of mounts' tmpfs.
+func underTmpfs(mounts []mount, path string) bool {
+	for _, m := range mounts {
+		if m.kind == "--tmpfs" && strings.HasPrefix(path, strings.TrimSuffix(m.dst, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Installation is what a sandbox must show for bin to run: the binary

@@ -230,3 +230,31 @@ func TestUnsearchable(t *testing.T) {
 		})
 	}
 }
+
+// TestSymlinkedProgram: a program named by a symbolic link runs, whether
+// the link is on the read-only root (as /usr/local/bin/code-server is) or
+// in a folder the sandbox hides (then the link is made inside it).
+func TestSymlinkedProgram(t *testing.T) {
+	s := newSandbox(t)
+	dir := t.TempDir() // under /tmp, which the sandbox replaces
+	hidden := filepath.Join(dir, "say")
+	if err := os.Symlink("/bin/echo", hidden); err != nil {
+		t.Fatal(err)
+	}
+	onRoot := "/usr/bin/awk" // Debian's alternatives link
+	if fi, err := os.Lstat(onRoot); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("%s is not a symbolic link here (%v); the test needs one on the root", onRoot, err)
+	}
+	for _, c := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{onRoot, `BEGIN { print "from awk" }`}, "from awk"},
+		{[]string{hidden, "from a hidden link"}, "from a hidden link"},
+	} {
+		p := Program{Argv: c.argv, Dir: "/", Name: "replica/link", ReadOnly: Installation(c.argv[0])}
+		if out := run(t, s, p); strings.TrimSpace(out) != c.want {
+			t.Errorf("%s printed %q, want %q", c.argv[0], out, c.want)
+		}
+	}
+}

@@ -147,7 +147,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !hasSlash {
-		http.Redirect(w, r, base, http.StatusMovedPermanently)
+		// The query stays: curl resolves code-server's "./?folder=…"
+		// redirect to the base without its slash.
+		to := base
+		if r.URL.RawQuery != "" {
+			to += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, to, http.StatusMovedPermanently)
 		return
 	}
 	t, ok := h.o.Spaces.Target(ns, name)
@@ -167,8 +173,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			pr.SetURL(&url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", t.Port)})
 			// The app checks Origin against Host on WebSockets.
 			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Set("Authorization", "token "+t.Token)
 			stripCookie(pr.Out, CookieName)
+			if t.Cookie != "" {
+				stripCookie(pr.Out, t.Cookie)
+				pr.Out.AddCookie(&http.Cookie{Name: t.Cookie, Value: t.Token})
+			} else {
+				pr.Out.Header.Set("Authorization", "token "+t.Token)
+			}
+			if t.Base != "" {
+				pr.Out.URL.Path = stripBase(pr.Out.URL.Path, t.Base)
+				if pr.Out.URL.RawPath != "" {
+					pr.Out.URL.RawPath = stripBase(pr.Out.URL.RawPath, t.Base)
+				}
+			}
 			pr.SetXForwarded()
 		},
 		ErrorLog: slog.NewLogLogger(h.o.Logger.Handler(), slog.LevelWarn),
@@ -297,6 +314,12 @@ func loopback(remote string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// stripBase is path without the space's base path, for an app that serves
+// at /: "/spaces/ns/name/x" → "/x".
+func stripBase(path, base string) string {
+	return "/" + strings.TrimPrefix(strings.TrimPrefix(path, base), "/")
 }
 
 // stripCookie removes one cookie from an outgoing request: capstan's token

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -526,12 +527,18 @@ func (s *Service) awaitReady(k string, p *proc) {
 	})
 }
 
+// codeServerCookie is the cookie code-server takes its session in.
+const codeServerCookie = "code-server-session"
+
 // probe asks the app whether it is up; for Jupyter it returns the
 // server's last_activity.
 func (s *Service) probe(p *proc) (string, error) {
 	u := fmt.Sprintf("http://127.0.0.1:%d%s", p.port, p.base)
-	if p.appType == workspace.AppJupyter {
+	switch p.appType {
+	case workspace.AppJupyter:
 		u += "api/status"
+	case workspace.AppCodeEditor:
+		u = fmt.Sprintf("http://127.0.0.1:%d/healthz", p.port)
 	}
 	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
@@ -634,6 +641,12 @@ func (s *Service) idleStop(k string, idleFor time.Duration) {
 type Target struct {
 	Port  int
 	Token string
+	// Cookie, when set, names the cookie the app takes the token in
+	// (code-server's session) instead of 'Authorization: token'.
+	Cookie string
+	// Base, when set, is the path prefix the proxy strips: the app
+	// serves at / (code-server) rather than under its base URL.
+	Base string
 }
 
 // Target returns the running space ns/name's target.
@@ -644,7 +657,11 @@ func (s *Service) Target(ns, name string) (Target, bool) {
 	if p == nil || !p.healthy {
 		return Target{}, false
 	}
-	return Target{Port: p.port, Token: p.token}, true
+	t := Target{Port: p.port, Token: p.token}
+	if p.appType == workspace.AppCodeEditor {
+		t.Cookie, t.Base = codeServerCookie, strings.TrimSuffix(p.base, "/")
+	}
+	return t, true
 }
 
 // setFailed records a failure of generation gen: the space is tried

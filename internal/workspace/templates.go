@@ -63,17 +63,23 @@ func DefaultTemplates() []*WorkspaceTemplate {
 		}},
 		{Metadata: manifest.ObjectMeta{Name: CodeEditorTemplate, Namespace: TemplateNamespace}, Spec: WorkspaceTemplateSpec{
 			DisplayName:       "SageMaker Code Editor",
-			Description:       "Code Editor (code-server), when code-server is installed on the node.",
+			Description:       "Code Editor (code-server, the open-source VS Code server), when code-server is installed on the node.",
 			DefaultImage:      "public.ecr.aws/sagemaker/sagemaker-distribution:latest-cpu",
 			AllowCustomImages: &no,
 			DefaultResources:  defaults,
 			ResourceBounds:    bounds,
 			PrimaryStorage:    storage,
 			AppType:           AppCodeEditor,
+			// code-server takes a hashed password whose hash is also its
+			// session cookie's value; the space's token stands for that
+			// hash, and capstan's proxy sends it as the cookie. Like
+			// Jupyter's, it goes through the environment, not argv.
+			EnvironmentVariables: []manifest.EnvVar{{Name: "HASHED_PASSWORD", Value: "$(" + EnvToken + ")"}},
 			DefaultContainerConfig: &ContainerConfig{
 				Command: []string{"code-server"},
-				Args: []string{"--bind-addr=127.0.0.1:$(" + EnvPort + ")", "--auth=none",
-					"--abs-proxy-base-path=$(" + EnvBaseURL + ")", "--disable-telemetry", "$(HOME)"},
+				Args: []string{"--bind-addr=127.0.0.1:$(" + EnvPort + ")", "--auth=password",
+					"--abs-proxy-base-path=$(" + EnvBaseURL + ")", "--disable-telemetry", "--disable-update-check",
+					"--disable-workspace-trust", "$(HOME)"},
 			},
 			DefaultIdleShutdown:   &IdleShutdown{Enabled: false, IdleTimeoutInMinutes: 60},
 			IdleShutdownOverrides: &IdleShutdownPolicy{Allow: &yes, MinTimeoutMinutes: &one, MaxTimeoutMinutes: &week},

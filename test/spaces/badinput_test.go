@@ -117,7 +117,15 @@ func TestBadInput(t *testing.T) {
 
 	// A template whose program is not installed: accepted, then Failed
 	// with the reason.
-	s.apply(ws("editor", "spec:\n  displayName: editor\n  templateRef: {name: sagemaker-code-editor-template, namespace: jupyter-k8s-system}\n"))
+	s.apply(`apiVersion: workspace.jupyter.org/v1alpha1
+kind: WorkspaceTemplate
+metadata: {name: editor}
+spec:
+  displayName: An editor this machine lacks
+  defaultImage: editor:latest
+  defaultContainerConfig: {command: [capstan-no-such-editor]}
+`)
+	s.apply(ws("editor", "spec:\n  displayName: editor\n  templateRef: {name: editor}\n"))
 	w := s.waitPhase("editor", "Failed", 30*time.Second)
 	deg := ""
 	for _, c := range w.Status.Conditions {
@@ -125,11 +133,11 @@ func TestBadInput(t *testing.T) {
 			deg = c.Reason + ": " + c.Message
 		}
 	}
-	if !strings.Contains(deg, "ProgramNotFound") || !strings.Contains(deg, "code-server") {
-		t.Errorf("Degraded condition %q, want ProgramNotFound naming code-server", deg)
+	if !strings.Contains(deg, "ProgramNotFound") || !strings.Contains(deg, "capstan-no-such-editor") {
+		t.Errorf("Degraded condition %q, want ProgramNotFound naming capstan-no-such-editor", deg)
 	}
 	// Its template is in use.
-	code, b := s.do(http.MethodDelete, "/apis/workspace.jupyter.org/v1alpha1/namespaces/jupyter-k8s-system/workspacetemplates/sagemaker-code-editor-template", nil, nil)
+	code, b := s.do(http.MethodDelete, "/apis/workspace.jupyter.org/v1alpha1/namespaces/default/workspacetemplates/editor", nil, nil)
 	if code != http.StatusConflict || !strings.Contains(string(b), "default/editor") {
 		t.Errorf("deleting a template in use: %d %s", code, b)
 	}
