@@ -719,9 +719,10 @@ func (c *Controller) leavingNode(id string, st *objState) (on, gone bool) {
 // keep serving: up to short, the replicas the others do not cover yet. While
 // a replica of the current revision was refused a node, none does, unless a
 // node autoscaler adds nodes to the deployment's cluster for it
-// (Options.Provisioned; whole GPUs only, as the autoscaler sizes no MIG
-// slice): then the room it waits for is a new node's, not the leaving
-// replicas' own, and they serve until the replacement does or their node
+// (Options.Provisioned; whole GPUs only: a MIG replica's room may be the
+// leaving node's own, as in a re-layout): then the room it waits for is a
+// new node's, not the leaving replicas' own, and they serve until the
+// replacement does or their node
 // goes (a spot interruption's notice, the drain timeout). Each is announced
 // once with an Evicted event.
 func (c *Controller) keepLeaving(k string, rec *record, p *plan, st *objState, leaving []replicaRec, short int) int {

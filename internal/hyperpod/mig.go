@@ -43,6 +43,13 @@ func (s *Service) partitions(instanceType, layout string) ([][]string, error) {
 	return out, nil
 }
 
+// Partitions is what each GPU of a node of instanceType holds under the
+// MIG layout (nil: whole GPUs): how the node autoscaler sizes a node that
+// is launching before it joins the pool.
+func (s *Service) Partitions(instanceType, layout string) ([][]string, error) {
+	return s.partitions(instanceType, layout)
+}
+
 // nodeSpec is how node n joins the pool: its instance type's capacity and
 // its layout's partitions.
 func (s *Service) nodeSpec(n Node) (cluster.NodeSpec, error) {

@@ -411,8 +411,12 @@ func (s *Service) Offerings(_ context.Context, clusterName string) ([]Offering, 
 				return fmt.Errorf("hyperpod: free capacity of %s/%s: %w", rec.Name, g.Name, err)
 			}
 			avail := max(min(free, MaxNodesPerGroup-g.Target), 0)
+			parts, err := s.partitions(g.InstanceType, g.MIGLayout)
+			if err != nil {
+				return fmt.Errorf("hyperpod: MIG layout of %s/%s: %w", rec.Name, g.Name, err)
+			}
 			out = append(out, Offering{Cluster: rec.Name, Group: g.Name, InstanceType: g.InstanceType,
-				CapacityType: g.CapacityType(), PricePerHour: s.price(g.InstanceGroupSpec), Available: avail})
+				CapacityType: g.CapacityType(), PricePerHour: s.price(g.InstanceGroupSpec), Available: avail, Partitions: parts})
 		}
 		return nil
 	})

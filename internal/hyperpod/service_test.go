@@ -3,6 +3,7 @@ package hyperpod
 import (
 	"context"
 	"errors"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -656,7 +657,7 @@ func TestOfferings(t *testing.T) {
 		t.Fatalf("offerings %+v", offs)
 	}
 	for i := range want {
-		if offs[i] != want[i] {
+		if !reflect.DeepEqual(offs[i], want[i]) {
 			t.Errorf("offering %d = %+v, want %+v", i, offs[i], want[i])
 		}
 	}

@@ -242,4 +242,7 @@ type Offering struct {
 	CapacityType CapacityType
 	PricePerHour float64
 	Available    int
+	// Partitions is each GPU's MIG layout on a new node of the group (its
+	// MIGLayout), as cluster.NodeSpec.Partitions; nil for whole GPUs.
+	Partitions [][]string
 }

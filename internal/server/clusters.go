@@ -152,16 +152,12 @@ type autoscalerState struct {
 	cat   *catalog.Catalog
 }
 
-// Pending is the pool's pending replicas but those that want a MIG slice:
-// the provisioner sizes nodes by whole GPUs and knows no group's layout, so
-// a MIG replica waits for a node with a matching layout (docs/mig.md).
+// Pending is the pool's pending replicas, MIG slices included: the
+// provisioner launches nodes of a group whose layout has the slice.
 func (s *autoscalerState) Pending() []nodes.PendingReplica {
 	ps := s.pool.Pending()
 	out := make([]nodes.PendingReplica, 0, len(ps))
 	for _, p := range ps {
-		if p.Request.MIGProfile != "" {
-			continue
-		}
 		out = append(out, nodes.PendingReplica{ID: p.ReplicaID, Cluster: p.Cluster, InstanceTypes: p.InstanceTypes, Request: p.Request, Since: p.Since})
 	}
 	return out
@@ -192,6 +188,12 @@ func (s *autoscalerState) Nodes() []nodes.NodeState {
 		if it, err := s.cat.InstanceType(h.InstanceType); err == nil {
 			ns.Capacity = cluster.CapacityOf(it)
 		}
+		freeSlice := func(profile string) {
+			if ns.MIGFree == nil {
+				ns.MIGFree = map[string]int{}
+			}
+			ns.MIGFree[profile]++
+		}
 		if pn, ok := pool[ns.Name]; ok {
 			ns.Deleting = ns.Deleting || pn.Cordoned
 			ns.Allocated, ns.Since = pn.Allocated, pn.Since
@@ -201,8 +203,23 @@ func (s *autoscalerState) Nodes() []nodes.NodeState {
 					ns.Capacity.GPUs--
 				}
 			}
+			for _, sl := range pn.Slices {
+				if sl.ReplicaID == "" {
+					freeSlice(sl.Profile)
+				}
+			}
 			for _, p := range pn.Placed {
 				ns.Replicas = append(ns.Replicas, nodes.PlacedReplica{ID: p.ReplicaID, Request: p.Request, InstanceType: p.InstanceType})
+			}
+		} else if parts, err := s.svc.Partitions(h.InstanceType, h.MIGLayout); err == nil {
+			// Launching: all its slices will be free.
+			for _, gpu := range parts {
+				if len(gpu) > 0 {
+					ns.Capacity.GPUs--
+				}
+				for _, profile := range gpu {
+					freeSlice(profile)
+				}
 			}
 		}
 		out = append(out, ns)

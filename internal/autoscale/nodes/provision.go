@@ -3,6 +3,7 @@ package nodes
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/capstan-dev/capstan/internal/cluster"
@@ -52,8 +53,23 @@ type slot struct {
 	name    string
 	typ     string
 	free    cluster.Resources
+	mig     map[string]int // free MIG slices by profile
 	pods    int
 	planned *plannedNode
+}
+
+// fits reports whether req fits in the slot: a MIG request needs a free
+// slice of its profile besides CPU and memory.
+func (s *slot) fits(req cluster.Resources) bool {
+	return fits(s.free, req) && (req.MIGProfile == "" || s.mig[req.MIGProfile] > 0)
+}
+
+// take books req in the slot.
+func (s *slot) take(req cluster.Resources) {
+	s.free = sub(s.free, req)
+	if req.MIGProfile != "" {
+		s.mig[req.MIGProfile]--
+	}
 }
 
 type plannedNode struct {
@@ -73,7 +89,8 @@ type usage struct {
 // with room and an allowed type, else on the node planned in this batch with
 // the fewest replicas that has room, else on a new planned node: the first
 // pool of its cluster (by weight) with an offering it allows whose type fits
-// the replica, picking reserved over spot over on-demand, then the cheapest,
+// the replica (for a MIG slice: whose group's layout has a slice of that
+// profile), picking reserved over spot over on-demand, then the cheapest,
 // within the offering's Available count and the pool's Limits (its managed
 // nodes, launching ones and planned ones included). A cluster no pool names
 // gets DefaultNodePool.
@@ -106,7 +123,8 @@ func Provision(pending []PendingReplica, nodes []NodeState, offerings []hyperpod
 		if n.Deleting {
 			continue
 		}
-		existing[n.Cluster] = append(existing[n.Cluster], slot{name: n.Name, typ: n.InstanceType, free: sub(n.Capacity, n.Allocated)})
+		existing[n.Cluster] = append(existing[n.Cluster], slot{name: n.Name, typ: n.InstanceType, free: sub(n.Capacity, n.Allocated),
+			mig: maps.Clone(n.MIGFree)})
 		if n.Managed {
 			if p := ps.poolOf(n); p != nil {
 				u := used[p]
@@ -149,12 +167,12 @@ func Provision(pending []PendingReplica, nodes []NodeState, offerings []hyperpod
 		}
 		typeOK := func(t string) bool { return len(r.InstanceTypes) == 0 || contains(r.InstanceTypes, t) }
 		if s := firstFit(existing[r.Cluster], r.Request, typeOK); s != nil {
-			s.free = sub(s.free, r.Request)
+			s.take(r.Request)
 			plan.Nominated[r.ID] = s.name
 			continue
 		}
 		if s := fewestFit(planned[r.Cluster], r.Request, typeOK); s != nil {
-			s.free = sub(s.free, r.Request)
+			s.take(r.Request)
 			s.pods++
 			s.planned.replicas = append(s.planned.replicas, r.ID)
 			continue
@@ -175,7 +193,10 @@ func Provision(pending []PendingReplica, nodes []NodeState, offerings []hyperpod
 		u.res = add(u.res, c)
 		pn := &plannedNode{offering: o, pool: p, replicas: []string{r.ID}}
 		plannedOrder = append(plannedOrder, pn)
-		planned[r.Cluster] = append(planned[r.Cluster], &slot{typ: o.InstanceType, free: sub(c, r.Request), pods: 1, planned: pn})
+		s := &slot{typ: o.InstanceType, pods: 1, planned: pn}
+		s.free, s.mig = room(c, o)
+		s.take(r.Request)
+		planned[r.Cluster] = append(planned[r.Cluster], s)
 	}
 
 	type key struct {
@@ -204,9 +225,17 @@ func Provision(pending []PendingReplica, nodes []NodeState, offerings []hyperpod
 	return plan
 }
 
+// room is what a new node of offering o, of capacity c, has free: its
+// whole GPUs and its MIG slices.
+func room(c cluster.Resources, o *hyperpod.Offering) (cluster.Resources, map[string]int) {
+	partitioned, slices := migRoom(o.Partitions)
+	c.GPUs -= partitioned
+	return c, slices
+}
+
 func firstFit(slots []slot, req cluster.Resources, typeOK func(string) bool) *slot {
 	for i := range slots {
-		if fits(slots[i].free, req) && typeOK(slots[i].typ) {
+		if slots[i].fits(req) && typeOK(slots[i].typ) {
 			return &slots[i]
 		}
 	}
@@ -218,7 +247,7 @@ func firstFit(slots []slot, req cluster.Resources, typeOK func(string) bool) *sl
 func fewestFit(slots []*slot, req cluster.Resources, typeOK func(string) bool) *slot {
 	var best *slot
 	for _, s := range slots {
-		if (best == nil || s.pods < best.pods) && fits(s.free, req) && typeOK(s.typ) {
+		if (best == nil || s.pods < best.pods) && s.fits(req) && typeOK(s.typ) {
 			best = s
 		}
 	}
@@ -237,7 +266,10 @@ func choose(r *PendingReplica, pools []*NodePool, offerings []*hyperpod.Offering
 			}
 			allowed = true
 			c, ok := capOf(o.InstanceType)
-			if !ok || !fits(c, r.Request) {
+			if !ok {
+				continue
+			}
+			if free, slices := room(c, o); !(&slot{free: free, mig: slices}).fits(r.Request) {
 				continue
 			}
 			big = true
@@ -259,6 +291,9 @@ func choose(r *PendingReplica, pools []*NodePool, offerings []*hyperpod.Offering
 	switch {
 	case !allowed:
 		return nil, nil, fmt.Sprintf("no NodePool of cluster %s allows an offering of the replica's instance types", r.Cluster)
+	case !big && r.Request.MIGProfile != "":
+		return nil, nil, fmt.Sprintf("no allowed instance group's MIG layout has a %s slice (its %s label) with %dm CPU and %d bytes memory",
+			r.Request.MIGProfile, hyperpod.MIGConfigLabel, r.Request.MilliCPU, r.Request.MemoryBytes)
 	case !big:
 		return nil, nil, fmt.Sprintf("no allowed instance type fits the request (%d GPUs, %dm CPU, %d bytes memory)",
 			r.Request.GPUs, r.Request.MilliCPU, r.Request.MemoryBytes)

@@ -215,3 +215,113 @@ func BenchmarkProvision1000x20(b *testing.B) {
 		Provision(pending, nodes, offerings, nil, capOf)
 	}
 }
+
+// TestProvisionMIG: a replica that asks for a MIG slice goes on a node with
+// a free slice of its profile, else on a new node of a group whose layout
+// has the profile; CPU and memory room alone is not enough.
+func TestProvisionMIG(t *testing.T) {
+	od := hyperpod.CapacityOnDemand
+	slice := func(profile string) cluster.Resources {
+		return cluster.Resources{MIGProfile: profile, MilliCPU: 1000, MemoryBytes: 4 * gib}
+	}
+	all := func(n int, profiles ...string) [][]string {
+		out := make([][]string, n)
+		for i := range out {
+			out[i] = profiles
+		}
+		return out
+	}
+	sevenSmall := []string{"1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"}
+	whole := offer("whole", "ml.p4d.24xlarge", od, 30, 10)
+	partitioned := offer("mig", "ml.p4d.24xlarge", od, 30, 10)
+	partitioned.Partitions = all(8, sevenSmall...)
+	big := offer("mig-big", "ml.p4d.24xlarge", od, 20, 10) // cheaper, but only 7g slices
+	big.Partitions = all(8, "7g.80gb")
+
+	cases := []struct {
+		name      string
+		pending   []PendingReplica
+		nodes     []NodeState
+		offerings []hyperpod.Offering
+		launches  map[string]int // group → nodes
+		nominated map[string]string
+		reason    string // of the first unschedulable replica
+	}{
+		{
+			name:      "a whole-GPU node with room is no slice: a node of the partitioned group",
+			pending:   []PendingReplica{pend("r1", slice("1g.10gb"))},
+			nodes:     []NodeState{{Name: "n-whole", Cluster: "c", InstanceType: "ml.p4d.24xlarge", Capacity: catalog["ml.p4d.24xlarge"]}},
+			offerings: []hyperpod.Offering{whole, big, partitioned},
+			launches:  map[string]int{"mig": 1},
+		},
+		{
+			name:    "a free slice on a node: nominated, nothing launched",
+			pending: []PendingReplica{pend("r1", slice("1g.10gb"))},
+			nodes: []NodeState{{Name: "n-mig", Cluster: "c", InstanceType: "ml.p4d.24xlarge",
+				Capacity: cluster.Resources{MilliCPU: 96000, MemoryBytes: 1152 * gib}, MIGFree: map[string]int{"1g.10gb": 1}}},
+			offerings: []hyperpod.Offering{partitioned},
+			nominated: map[string]string{"r1": "n-mig"},
+		},
+		{
+			name:    "one free slice, two replicas: the second gets a new node",
+			pending: []PendingReplica{pend("r1", slice("1g.10gb")), pend("r2", slice("1g.10gb"))},
+			nodes: []NodeState{{Name: "n-mig", Cluster: "c", InstanceType: "ml.p4d.24xlarge",
+				Capacity: cluster.Resources{MilliCPU: 96000, MemoryBytes: 1152 * gib}, MIGFree: map[string]int{"1g.10gb": 1}}},
+			offerings: []hyperpod.Offering{partitioned},
+			nominated: map[string]string{"r1": "n-mig"},
+			launches:  map[string]int{"mig": 1},
+		},
+		{
+			name: "56 slices of a node's layout hold 56 replicas; the 57th needs another node",
+			pending: func() []PendingReplica {
+				var out []PendingReplica
+				for i := range 57 {
+					out = append(out, pend(fmt.Sprintf("r%02d", i), cluster.Resources{MIGProfile: "1g.10gb", MilliCPU: 100, MemoryBytes: gib}))
+				}
+				return out
+			}(),
+			offerings: []hyperpod.Offering{partitioned},
+			launches:  map[string]int{"mig": 2},
+		},
+		{
+			name:      "no group's layout has the profile",
+			pending:   []PendingReplica{pend("r1", slice("3g.40gb"))},
+			offerings: []hyperpod.Offering{whole, partitioned},
+			reason:    "no allowed instance group's MIG layout has a 3g.40gb slice",
+		},
+		{
+			name:      "a partitioned group takes whole-GPU replicas on its whole GPUs only",
+			pending:   []PendingReplica{pend("r1", gpus(1))},
+			offerings: []hyperpod.Offering{partitioned, whole},
+			launches:  map[string]int{"whole": 1},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Provision(tc.pending, tc.nodes, tc.offerings, nil, capacityOf)
+			launches := map[string]int{}
+			for _, l := range got.Launches {
+				launches[l.Group] += l.Count
+			}
+			if len(launches) == 0 {
+				launches = nil
+			}
+			if !reflect.DeepEqual(launches, tc.launches) {
+				t.Errorf("launches %v, want %v", launches, tc.launches)
+			}
+			nominated := got.Nominated
+			if len(nominated) == 0 {
+				nominated = nil
+			}
+			if !reflect.DeepEqual(nominated, tc.nominated) {
+				t.Errorf("nominated %v, want %v", nominated, tc.nominated)
+			}
+			switch {
+			case tc.reason == "" && len(got.Unschedulable) > 0:
+				t.Errorf("unschedulable %+v", got.Unschedulable)
+			case tc.reason != "" && (len(got.Unschedulable) == 0 || !strings.Contains(got.Unschedulable[0].Reason, tc.reason)):
+				t.Errorf("unschedulable %+v, want %q", got.Unschedulable, tc.reason)
+			}
+		})
+	}
+}

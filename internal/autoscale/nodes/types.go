@@ -30,7 +30,10 @@ type NodeState struct {
 	CapacityType                       hyperpod.CapacityType
 	PricePerHour                       float64
 	Capacity, Allocated                cluster.Resources
-	Replicas                           []PlacedReplica
+	// MIGFree counts the free MIG slices of its partitioned GPUs by
+	// profile (Capacity.GPUs counts only its whole GPUs).
+	MIGFree  map[string]int
+	Replicas []PlacedReplica
 	// Launching is a Pending node: in-flight capacity that counts for
 	// pending replicas and is never consolidated.
 	Launching bool
@@ -204,6 +207,24 @@ func add(a, b cluster.Resources) cluster.Resources {
 
 func sub(a, b cluster.Resources) cluster.Resources {
 	return cluster.Resources{GPUs: a.GPUs - b.GPUs, MilliCPU: a.MilliCPU - b.MilliCPU, MemoryBytes: a.MemoryBytes - b.MemoryBytes}
+}
+
+// migRoom is what MIG partitions give a node: how many of its GPUs are
+// partitioned (they take no whole-GPU request) and its slices by profile.
+func migRoom(parts [][]string) (partitioned int, slices map[string]int) {
+	for _, gpu := range parts {
+		if len(gpu) == 0 {
+			continue
+		}
+		partitioned++
+		if slices == nil {
+			slices = map[string]int{}
+		}
+		for _, profile := range gpu {
+			slices[profile]++
+		}
+	}
+	return partitioned, slices
 }
 
 func negative(r cluster.Resources) bool { return r.GPUs < 0 || r.MilliCPU < 0 || r.MemoryBytes < 0 }
