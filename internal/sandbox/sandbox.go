@@ -27,6 +27,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -40,6 +41,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // ErrUnavailable: no sandbox can be used here and the admin has not opted
@@ -131,41 +134,52 @@ func New(o Options) (*Sandbox, error) {
 // find is path when set, else name on searchPath.
 func find(path, name string) (string, error) {
 	if path != "" {
-		if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		if !executable(path) {
 			return "", fmt.Errorf("%s is not an executable file", path)
 		}
 		return path, nil
 	}
-	for _, d := range filepath.SplitList(searchPath) {
-		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
+	if p, ok := LookPath(name, searchPath); ok {
+		return p, nil
 	}
 	return "", fmt.Errorf("%s is not installed (looked in %s; Debian: apt-get install bubblewrap)", name, searchPath)
 }
 
+// LookPath finds the executable file name in the directories of path (a
+// PATH-style list) rather than the environment's PATH: the programs capstan
+// starts search a fixed path. A name with a slash is taken as it is.
+func LookPath(name, path string) (string, bool) {
+	if strings.Contains(name, "/") {
+		return name, executable(name)
+	}
+	for _, d := range filepath.SplitList(path) {
+		if p := filepath.Join(d, name); executable(p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func executable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
 // probe runs /bin/true in the sandbox every program gets.
 func (s *Sandbox) probe(bwrap string) error {
-	cmd := exec.Command(bwrap, s.args(Program{Argv: []string{"/bin/true"}, Dir: "/", Name: "probe"})...)
+	// Once, at start: the real clock is right.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bwrap, s.args(Program{Argv: []string{"/bin/true"}, Dir: "/", Name: "probe"})...)
 	cmd.Env = []string{"PATH=" + searchPath}
-	done := make(chan error, 1)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("%s cannot build a sandbox here: %v: %s", bwrap, err, strings.TrimSpace(out.String()))
-		}
-		return nil
-	case <-time.After(10 * time.Second): // once, at start: the real clock is right
-		_ = cmd.Process.Kill()
+	out, err := cmd.CombinedOutput()
+	switch {
+	case ctx.Err() != nil:
 		return fmt.Errorf("%s did not finish a trial run in 10s", bwrap)
+	case err != nil:
+		return fmt.Errorf("%s cannot build a sandbox here: %v: %s", bwrap, err, strings.TrimSpace(string(out)))
 	}
+	return nil
 }
 
 // Available is nil when programs run sandboxed, else why they do not.
@@ -475,28 +489,14 @@ func SignalGroup(pgid int, sig syscall.Signal, sandboxed bool) {
 
 // groupMembers are the processes in process group pgid, from /proc.
 func groupMembers(pgid int) []int {
-	ents, err := os.ReadDir("/proc")
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return nil
 	}
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp …; comm may hold spaces and ')'.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) >= 3 && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PGRP == pgid {
+			out = append(out, p.PID)
 		}
 	}
 	return out

@@ -58,20 +58,15 @@ type proc struct {
 // lookPath finds prog on safePath (or checks an absolute path), never on
 // the server's own PATH.
 func lookPath(prog string) (string, error) {
-	if strings.Contains(prog, "/") {
-		if !filepath.IsAbs(prog) {
-			return "", fmt.Errorf("%q: a program with a '/' must be an absolute path: %w", prog, ErrProgramNotFound)
-		}
-		if fi, err := os.Stat(prog); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("%q is not an executable file: %w", prog, ErrProgramNotFound)
-		}
-		return prog, nil
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		return "", fmt.Errorf("%q: a program with a '/' must be an absolute path: %w", prog, ErrProgramNotFound)
 	}
-	for _, d := range filepath.SplitList(safePath) {
-		p := filepath.Join(d, prog)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
+	p, ok := sandbox.LookPath(prog, safePath)
+	switch {
+	case ok:
+		return p, nil
+	case strings.Contains(prog, "/"):
+		return "", fmt.Errorf("%q is not an executable file: %w", prog, ErrProgramNotFound)
 	}
 	return "", fmt.Errorf("%q is not installed on the node (looked in %s): %w", prog, safePath, ErrProgramNotFound)
 }

@@ -10,12 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // capstanBinary returns $CAPSTAN_BIN when set (test/run.sh builds
@@ -209,39 +210,25 @@ func engines(dataDir string) []engine {
 // engineProcs are all processes whose command line runs `engine sim` and
 // whose stderr is a log in dataDir.
 func engineProcs(dataDir string) []engine {
-	ents, err := os.ReadDir("/proc")
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return nil
 	}
 	var out []engine
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, p := range procs {
+		argv, err := p.CmdLine()
+		if err != nil || !strings.Contains(strings.Join(argv, "\x00")+"\x00", "engine\x00sim\x00") {
 			continue
 		}
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !strings.Contains(string(cmdline), "engine\x00sim\x00") {
-			continue
-		}
-		logPath, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/2", pid))
+		logPath, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/2", p.PID))
 		if err != nil || !strings.HasPrefix(logPath, dataDir+string(os.PathSeparator)) {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+		st, err := p.Stat()
+		if err != nil || st.State == "Z" || st.State == "X" {
 			continue
 		}
-		// pid (comm) state ppid ...; comm may hold spaces, so split after ')'.
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat)[i+1:])
-		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		out = append(out, engine{pid: pid, ppid: ppid})
+		out = append(out, engine{pid: p.PID, ppid: st.PPID})
 	}
 	return out
 }
