@@ -1,9 +1,11 @@
 package spaces
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -167,7 +169,25 @@ func (s *Service) seedTemplates() error {
 	return s.o.Store.Update(func(tx *store.Tx) error {
 		for _, t := range workspace.DefaultTemplates() {
 			k := key(t.Metadata.Namespace, t.Metadata.Name)
-			if tx.Exists(bucketTemplates, k) {
+			var stored workspace.WorkspaceTemplate
+			found, err := tx.Get(bucketTemplates, k, &stored)
+			if err != nil {
+				return err
+			}
+			if found {
+				// A default no one has changed (generation 1) follows
+				// this version's: an older Code Editor template ran
+				// code-server with --auth=none.
+				was, _ := json.Marshal(stored.Spec)
+				now, _ := json.Marshal(t.Spec)
+				if stored.Metadata.Generation != 1 || bytes.Equal(was, now) {
+					continue
+				}
+				stored.Spec = t.Spec
+				s.log.Info("default template updated to this version's", "template", k)
+				if err := tx.Put(bucketTemplates, k, &stored); err != nil {
+					return err
+				}
 				continue
 			}
 			now := s.o.Clock.Now().UTC().Truncate(time.Second)
