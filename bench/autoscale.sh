@@ -58,7 +58,11 @@
 # (scale-down stabilisation, seconds), ENGINE_TIME_SCALE, WORKLOAD,
 # ZERO_ROUNDS, CONCURRENT, INSTANCE_TYPE. Part 3: NODES (1; 0 = off),
 # NODES_ONLY (0), NODE_LAUNCH (node launch time, 2s), NODE_INSTANCE_TYPE
-# (ml.g5.2xlarge), CONSOLIDATE_AFTER (seconds, 0),
+# (ml.g5.2xlarge), NODE_MIG (a MIG variant of part 3: "LAYOUT PROFILE",
+# e.g. "all-3g.40gb 3g.40gb" with NODE_INSTANCE_TYPE=ml.p5.4xlarge; both
+# clusters' groups get the layout as their nvidia.com/mig.config label and
+# each replica asks for one slice of PROFILE; NODE_MIG_SLICES, the slices of
+# PROFILE a node holds, sizes the static cluster), CONSOLIDATE_AFTER (seconds, 0),
 # NODE_COOLDOWN (the min-0 deployment's cooldownPeriod, seconds, 10),
 # NODE_BATCH_IDLE (the node autoscaler's batchIdle, Karpenter's 1s),
 # NODE_MIN_REPLICAS (nd-auto's minReplicaCount, 0: capacity standing for a
@@ -164,6 +168,13 @@ NODES_ONLY=${NODES_ONLY:-0}
 [[ "$NODES_ONLY" == 1 ]] && NODES=1
 NODE_LAUNCH=${NODE_LAUNCH:-2s}
 NODE_INSTANCE_TYPE=${NODE_INSTANCE_TYPE:-ml.g5.2xlarge}
+NODE_MIG=${NODE_MIG:-}
+node_mig_layout="" node_mig_profile=""
+NODE_MIG_SLICES=${NODE_MIG_SLICES:-1}
+if [[ -n "$NODE_MIG" ]]; then
+	read -r node_mig_layout node_mig_profile <<<"$NODE_MIG"
+	[[ -n "$node_mig_profile" ]] || { echo "NODE_MIG is \"LAYOUT PROFILE\", e.g. \"all-3g.40gb 3g.40gb\"" >&2; exit 2; }
+fi
 # Karpenter's default consolidateAfter, 0 s: the replicas' scale-down window
 # (30 s × the trace scale) already holds replicas through a lull, so a node
 # waiting again after its replica left only adds node-hours (15 s cost 0.59
@@ -238,10 +249,11 @@ die() {
 # InferenceEndpointConfig for the fsx model folder above, one A10G per
 # replica; with CLUSTER, on that HyperPod cluster's NODE_INSTANCE_TYPE nodes.
 manifest() {
-	local meta="{name: $1, namespace: default}" type=$INSTANCE_TYPE
+	local meta="{name: $1, namespace: default}" type=$INSTANCE_TYPE accel=nvidia.com/gpu
 	if [[ -n "${4:-}" ]]; then
 		meta="{name: $1, namespace: default, annotations: {capstan.dev/cluster: $4}}"
 		type=$NODE_INSTANCE_TYPE
+		[[ -n "$node_mig_profile" ]] && accel=nvidia.com/mig-$node_mig_profile
 	fi
 	cat <<EOF
 apiVersion: inference.sagemaker.aws.amazon.com/v1
@@ -261,7 +273,7 @@ spec:
     image: capstan/sim
     modelInvocationPort: {containerPort: 8000, name: http}
     modelVolumeMount: {name: model-weights, mountPath: /opt/ml/model}
-    resources: {requests: {cpu: "4", memory: 16Gi, nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}
+    resources: {requests: {cpu: "4", memory: 16Gi, $accel: "1"}, limits: {$accel: "1"}}
 ${3:-}
 EOF
 }
@@ -405,9 +417,10 @@ sm() {
 }
 node_role="arn:aws:iam::000000000000:role/capstan-bench"
 create_cluster() { # NAME COUNT [karpenter]
-	local groups extra=()
-	groups=$(printf '[{"InstanceGroupName":"on-demand","InstanceType":"%s","InstanceCount":%s,"ExecutionRole":"%s","LifeCycleConfig":{"SourceS3Uri":"s3://bucket/lifecycle","OnCreate":"on_create.sh"}}]' \
-		"$NODE_INSTANCE_TYPE" "$2" "$node_role")
+	local groups extra=() labels=""
+	[[ -n "$node_mig_layout" ]] && labels=$(printf ',"KubernetesConfig":{"Labels":{"nvidia.com/mig.config":"%s"}}' "$node_mig_layout")
+	groups=$(printf '[{"InstanceGroupName":"on-demand","InstanceType":"%s","InstanceCount":%s,"ExecutionRole":"%s","LifeCycleConfig":{"SourceS3Uri":"s3://bucket/lifecycle","OnCreate":"on_create.sh"}%s}]' \
+		"$NODE_INSTANCE_TYPE" "$2" "$node_role" "$labels")
 	[[ -n "${3:-}" ]] && extra=(--auto-scaling '{"Mode":"Enable","AutoScalerType":"Karpenter"}' --cluster-role "$node_role")
 	sm create-cluster --cluster-name "$1" --instance-groups "$groups" --node-recovery Automatic \
 		--orchestrator '{"Eks":{"ClusterArn":"arn:aws:eks:us-east-1:000000000000:cluster/bench"}}' "${extra[@]}" \
@@ -427,8 +440,11 @@ node_hours() { metric "$1" capstan_cluster_node_hours_total cluster; }
 
 nodes_part() {
 	local nh0 nh1 t_end zero_after="nan" n sampler
-	# The static cluster sized for the peak.
-	create_cluster bench-static "$STATIC_REPLICAS"
+	# The static cluster sized for the peak: a node a replica, or with
+	# NODE_MIG as few nodes as the layout's slices allow.
+	local static_nodes=$STATIC_REPLICAS
+	[[ -n "$node_mig_layout" ]] && static_nodes=$(( (STATIC_REPLICAS + NODE_MIG_SLICES - 1) / NODE_MIG_SLICES ))
+	create_cluster bench-static "$static_nodes"
 	manifest nd-static "$STATIC_REPLICAS" "" bench-static >"$OUT/nd-static.yaml"
 	cap apply -f "$OUT/nd-static.yaml" >/dev/null || die "apply nd-static"
 	wait_complete nd-static
