@@ -60,8 +60,10 @@ type slot struct {
 
 // fits reports whether req fits in the slot: a MIG request needs a free
 // slice of its profile besides CPU and memory.
-func (s *slot) fits(req cluster.Resources) bool {
-	return fits(s.free, req) && (req.MIGProfile == "" || s.mig[req.MIGProfile] > 0)
+func (s *slot) fits(req *cluster.Resources) bool {
+	f := &s.free
+	return req.GPUs <= f.GPUs && req.MilliCPU <= f.MilliCPU && req.MemoryBytes <= f.MemoryBytes &&
+		(req.MIGProfile == "" || s.mig[req.MIGProfile] > 0)
 }
 
 // take books req in the slot.
@@ -235,7 +237,7 @@ func room(c cluster.Resources, o *hyperpod.Offering) (cluster.Resources, map[str
 
 func firstFit(slots []slot, req cluster.Resources, typeOK func(string) bool) *slot {
 	for i := range slots {
-		if slots[i].fits(req) && typeOK(slots[i].typ) {
+		if slots[i].fits(&req) && typeOK(slots[i].typ) {
 			return &slots[i]
 		}
 	}
@@ -247,7 +249,7 @@ func firstFit(slots []slot, req cluster.Resources, typeOK func(string) bool) *sl
 func fewestFit(slots []*slot, req cluster.Resources, typeOK func(string) bool) *slot {
 	var best *slot
 	for _, s := range slots {
-		if (best == nil || s.pods < best.pods) && s.fits(req) && typeOK(s.typ) {
+		if (best == nil || s.pods < best.pods) && s.fits(&req) && typeOK(s.typ) {
 			best = s
 		}
 	}
@@ -269,7 +271,7 @@ func choose(r *PendingReplica, pools []*NodePool, offerings []*hyperpod.Offering
 			if !ok {
 				continue
 			}
-			if free, slices := room(c, o); !(&slot{free: free, mig: slices}).fits(r.Request) {
+			if free, slices := room(c, o); !(&slot{free: free, mig: slices}).fits(&r.Request) {
 				continue
 			}
 			big = true
