@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sm "github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
 	"github.com/chromedp/chromedp"
 )
 
@@ -403,4 +404,47 @@ func TestDeploymentPagesSignedIn(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=clusters] a`)),
 		waitText(`[data-testid=nodes]`, "on-demand"),
 	)
+}
+
+// TestMIGUnderKarpenter: the HyperPod guide's order, seen on the cluster
+// page: with Karpenter turned on and a p5 group at zero nodes labelled
+// all-1g.10gb, a JumpStartModel on a mig-1g.10gb slice gets a partitioned
+// node launched for it, and the page shows the node with the replica on
+// one of its slices. (A server of its own: it turns Karpenter on.)
+func TestMIGUnderKarpenter(t *testing.T) {
+	s := startServer(t, `cluster:
+  launchTime: 2s
+  instanceGroups:
+    - {name: g5, instanceType: ml.g5.8xlarge, count: 1}
+    - {name: p5-mig, instanceType: ml.p5.48xlarge, count: 0, migLayout: all-1g.10gb}
+`)
+	_, err := s.SM.UpdateCluster(context.Background(), &sm.UpdateClusterInput{ClusterName: aws.String("ml-cluster"),
+		AutoScaling: &smtypes.ClusterAutoScalingConfig{Mode: smtypes.ClusterAutoScalingModeEnable, AutoScalerType: smtypes.ClusterAutoScalerTypeKarpenter},
+		ClusterRole: aws.String("arn:aws:iam::000000000000:role/capstan")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apply(t, `apiVersion: inference.sagemaker.aws.amazon.com/v1
+kind: JumpStartModel
+metadata: {name: sliced}
+spec:
+  model: {modelHubName: SageMakerPublicHub, modelId: deepseek-llm-r1-distill-qwen-1-5b}
+  server: {instanceType: ml.p5.48xlarge, acceleratorPartitionType: mig-1g.10gb}
+`, "")
+	ctx := newBrowser(t, 1280, 800)
+	run(t, ctx, "the cluster with Karpenter on",
+		chromedp.Navigate(s.URL+"/console/clusters"),
+		waitText(`[data-testid=clusters]`, "ml-cluster"),
+		chromedp.Click(chromedp.CSS(`[data-testid=clusters] a`)),
+		waitText("main h1", "ml-cluster"),
+		waitText(`[data-testid=instance-groups]`, "all-1g.10gb"),
+	)
+	run(t, ctx, "a partitioned node launched for the slice",
+		waitText(`[data-testid=nodes]`, "ml.p5.48xlarge"),
+		waitText(`[data-testid=nodes]`, "1g.10gb: 1 used, 55 free"),
+		waitText(`[data-testid=nodes]`, "jsm.default.sliced.r1.0"),
+	)
+	get(t, ctx, "scroll to the groups", chromedp.Evaluate[bool](
+		`window.scrollTo(0, document.querySelector('[data-testid=instance-groups]').getBoundingClientRect().top + window.scrollY - 56); true`))
+	screenshot(t, ctx, "mig-karpenter", true)
 }
