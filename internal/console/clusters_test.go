@@ -143,8 +143,7 @@ spec:
 		run(t, ctx, "node "+*n.InstanceId, waitText(`[data-testid=nodes]`, *n.InstanceId))
 	}
 	// The shot shows the groups and the nodes.
-	get(t, ctx, "scroll to the groups", chromedp.Evaluate[bool](
-		`window.scrollTo(0, document.querySelector('[data-testid=instance-groups]').getBoundingClientRect().top + window.scrollY - 56); true`))
+	scrollToGroups(t, ctx)
 	screenshot(t, ctx, "cluster-detail", true)
 
 	// Ages follow the server's (dev) clock, not the browser's.
@@ -444,7 +443,14 @@ spec:
 		waitText(`[data-testid=nodes]`, "1g.10gb: 1 used, 55 free"),
 		waitText(`[data-testid=nodes]`, "jsm.default.sliced.r1.0"),
 	)
+	scrollToGroups(t, ctx)
+	screenshot(t, ctx, "mig-karpenter", true)
+}
+
+// scrollToGroups scrolls the cluster page to its instance groups, under
+// the top bar, for a screenshot of the groups and the nodes.
+func scrollToGroups(t *testing.T, ctx context.Context) {
+	t.Helper()
 	get(t, ctx, "scroll to the groups", chromedp.Evaluate[bool](
 		`window.scrollTo(0, document.querySelector('[data-testid=instance-groups]').getBoundingClientRect().top + window.scrollY - 56); true`))
-	screenshot(t, ctx, "mig-karpenter", true)
 }

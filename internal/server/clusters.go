@@ -188,39 +188,28 @@ func (s *autoscalerState) Nodes() []nodes.NodeState {
 		if it, err := s.cat.InstanceType(h.InstanceType); err == nil {
 			ns.Capacity = cluster.CapacityOf(it)
 		}
-		freeSlice := func(profile string) {
-			if ns.MIGFree == nil {
-				ns.MIGFree = map[string]int{}
-			}
-			ns.MIGFree[profile]++
-		}
 		if pn, ok := pool[ns.Name]; ok {
 			ns.Deleting = ns.Deleting || pn.Cordoned
 			ns.Allocated, ns.Since = pn.Allocated, pn.Since
 			// GPUs split into MIG slices take no whole-GPU replica.
-			for _, parts := range pn.Partitions {
-				if len(parts) > 0 {
-					ns.Capacity.GPUs--
-				}
-			}
+			partitioned, _ := nodes.MIGRoom(pn.Partitions)
+			ns.Capacity.GPUs -= partitioned
 			for _, sl := range pn.Slices {
 				if sl.ReplicaID == "" {
-					freeSlice(sl.Profile)
+					if ns.MIGFree == nil {
+						ns.MIGFree = map[string]int{}
+					}
+					ns.MIGFree[sl.Profile]++
 				}
 			}
 			for _, p := range pn.Placed {
 				ns.Replicas = append(ns.Replicas, nodes.PlacedReplica{ID: p.ReplicaID, Request: p.Request, InstanceType: p.InstanceType})
 			}
 		} else if parts, err := s.svc.Partitions(h.InstanceType, h.MIGLayout); err == nil {
-			// Launching: all its slices will be free.
-			for _, gpu := range parts {
-				if len(gpu) > 0 {
-					ns.Capacity.GPUs--
-				}
-				for _, profile := range gpu {
-					freeSlice(profile)
-				}
-			}
+			// Launching: every slice of its layout will be free.
+			partitioned, slices := nodes.MIGRoom(parts)
+			ns.Capacity.GPUs -= partitioned
+			ns.MIGFree = slices
 		}
 		out = append(out, ns)
 	}

@@ -230,7 +230,7 @@ func Provision(pending []PendingReplica, nodes []NodeState, offerings []hyperpod
 // room is what a new node of offering o, of capacity c, has free: its
 // whole GPUs and its MIG slices.
 func room(c cluster.Resources, o *hyperpod.Offering) (cluster.Resources, map[string]int) {
-	partitioned, slices := migRoom(o.Partitions)
+	partitioned, slices := MIGRoom(o.Partitions)
 	c.GPUs -= partitioned
 	return c, slices
 }

@@ -209,9 +209,10 @@ func sub(a, b cluster.Resources) cluster.Resources {
 	return cluster.Resources{GPUs: a.GPUs - b.GPUs, MilliCPU: a.MilliCPU - b.MilliCPU, MemoryBytes: a.MemoryBytes - b.MemoryBytes}
 }
 
-// migRoom is what MIG partitions give a node: how many of its GPUs are
-// partitioned (they take no whole-GPU request) and its slices by profile.
-func migRoom(parts [][]string) (partitioned int, slices map[string]int) {
+// MIGRoom is what MIG partitions (cluster.NodeSpec.Partitions) give a
+// node: how many of its GPUs are partitioned (they take no whole-GPU
+// request) and its slices by profile.
+func MIGRoom(parts [][]string) (partitioned int, slices map[string]int) {
 	for _, gpu := range parts {
 		if len(gpu) == 0 {
 			continue
