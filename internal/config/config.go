@@ -65,6 +65,41 @@ type Config struct {
 	// Sandbox confines the programs capstan starts for users: spaces and
 	// engine replicas (docs/security.md#sandbox).
 	Sandbox Sandbox `json:"sandbox,omitempty"`
+	// MetricsStore is capstan's own metric store, which the console's
+	// dashboards read (docs/observability.md#dashboards-in-the-console).
+	MetricsStore MetricsStore `json:"metricsStore,omitempty"`
+}
+
+// MetricsStore says how capstan's own metric store scrapes and what it
+// keeps in memory.
+type MetricsStore struct {
+	// ScrapeInterval is how often it reads capstan's and every ready
+	// replica's metrics: 1s to 5m (default 5s).
+	ScrapeInterval Duration `json:"scrapeInterval,omitempty"`
+	// Retention is how long it keeps samples: 1m to 7 days (default 3h).
+	Retention Duration `json:"retention,omitempty"`
+	// MaxSeries bounds the series it holds: 100 to 1,000,000 (default
+	// 10000); past it new series are dropped (and logged) until old ones
+	// age out.
+	MaxSeries int `json:"maxSeries,omitempty"`
+	// Disabled turns the store off: no scraping, and the console's
+	// dashboards page and /prometheus/api/v1 answer 404.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// validate checks the store's settings, naming the field at fault.
+func (m MetricsStore) validate() []error {
+	var errs []error
+	if d := m.ScrapeInterval.Duration; d != 0 && (d < time.Second || d > 5*time.Minute) {
+		errs = append(errs, fmt.Errorf("metricsStore.scrapeInterval: %v must be in [1s, 5m]", d))
+	}
+	if d := m.Retention.Duration; d != 0 && (d < time.Minute || d > 7*24*time.Hour) {
+		errs = append(errs, fmt.Errorf("metricsStore.retention: %v must be in [1m, 168h]", d))
+	}
+	if n := m.MaxSeries; n != 0 && (n < 100 || n > 1_000_000) {
+		errs = append(errs, fmt.Errorf("metricsStore.maxSeries: %d must be in [100, 1000000]", n))
+	}
+	return errs
 }
 
 // Sandbox says how spaces and replicas are confined.
@@ -409,6 +444,7 @@ func (c *Config) Validate(cat *catalog.Catalog) error {
 	}
 	errs = append(errs, c.validateKeys()...)
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.MetricsStore.validate()...)
 	if c.Engine.TimeScale <= 0 || c.Engine.TimeScale > 1000 {
 		errs = append(errs, fmt.Errorf("engine.timeScale: %v must be in (0, 1000]", c.Engine.TimeScale))
 	}

@@ -81,6 +81,7 @@ func TestAccessibility(t *testing.T) {
 		{"/console/deployments/jsm/default/" + demo, `[data-testid=events]`},
 		{"/console/apply", `textarea`},
 		{"/console/spaces", `[data-testid=spaces] tbody tr`},
+		{"/console/dashboards", `[data-testid=dashboard-panel][data-state=data] canvas`},
 	}
 	for _, p := range pages {
 		run(t, ctx, "open "+p.path, chromedp.Navigate(s.URL+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))

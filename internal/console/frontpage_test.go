@@ -28,6 +28,7 @@ var navPages = []navPage{
 	{"Clusters", "/console/clusters", "Clusters", "ml-cluster"},
 	{"Deployments", "/console/deployments", "Deployments", "JumpStartModel"},
 	{"Spaces", "/console/spaces", "Spaces", "No spaces yet."},
+	{"Dashboards", "/console/dashboards", "Dashboards", "Requests, latency, TTFB and TTFT"},
 	{"Apply manifest", "/console/apply", "Apply a manifest", "as capstan apply -f takes them"},
 }
 

@@ -74,6 +74,10 @@ func (c *Controller) autoscale(ctx context.Context, k string, rec *record, p *pl
 		rec.Desired = &d
 		rec.Activated = now
 		st.coldStart = now
+		// The cold-start series exists (at zero) from the first activation
+		// on, so a scrape sees it before the replica serves and rate() counts
+		// the first cold start too.
+		c.m.coldStart.WithLabelValues(p.namespace, p.name, p.kind)
 		changed = true
 		c.m.decisions.WithLabelValues(p.namespace, p.name, p.kind, string(autoscale.ReasonActivated)).Inc()
 		c.m.desired.WithLabelValues(p.namespace, p.name, p.kind).Set(float64(d))

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/engines"
@@ -100,6 +101,31 @@ func catalogRenames() []relabelConfig {
 		}
 	}
 	return out
+}
+
+// catalogNames is engine → its series name → the catalog's: the renames
+// catalogRenames gives Prometheus, for capstan's own scraper (CatalogName).
+var catalogNames = sync.OnceValue(func() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, a := range engines.All() {
+		for _, p := range a.Metrics.CatalogNames() {
+			if out[a.Name] == nil {
+				out[a.Name] = map[string]string{}
+			}
+			out[a.Name][p[0]] = p[1]
+		}
+	}
+	return out
+})
+
+// CatalogName is the catalog's name of series name from a replica of
+// engine, or name when it has none: the same renames as the generated
+// config's metric relabelling.
+func CatalogName(engine, name string) string {
+	if n, ok := catalogNames()[engine][name]; ok {
+		return n
+	}
+	return name
 }
 
 type authorization struct {

@@ -87,32 +87,13 @@ func ReplicaMetricsHandler(l Lister) http.Handler {
 	client := &http.Client{Timeout: 10 * time.Second}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+ReplicaMetricsPath+"{id}/metrics", func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		var rep *runtime.Replica
-		for _, x := range l.List() {
-			if x.Spec.ID == id && x.State == runtime.StateHealthy && x.Addr != "" {
-				rep = &x
-				break
+		resp, err := FetchReplicaMetrics(r.Context(), client, l, r.PathValue("id"), r.Header.Get("Accept"))
+		if err != nil {
+			code := http.StatusBadGateway
+			if errors.Is(err, ErrNoReadyReplica) {
+				code = http.StatusNotFound
 			}
-		}
-		if rep == nil {
-			http.Error(w, fmt.Sprintf("no ready replica %q", id), http.StatusNotFound)
-			return
-		}
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+rep.Addr+"/metrics", nil)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		if rep.APIKey != "" {
-			req.Header.Set("Authorization", "Bearer "+rep.APIKey)
-		}
-		if a := r.Header.Get("Accept"); a != "" {
-			req.Header.Set("Accept", a) // Prometheus negotiates its exposition format
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			http.Error(w, fmt.Sprintf("replica %s: %v", id, err), http.StatusBadGateway)
+			http.Error(w, err.Error(), code)
 			return
 		}
 		defer resp.Body.Close()
@@ -123,6 +104,41 @@ func ReplicaMetricsHandler(l Lister) http.Handler {
 		_, _ = io.Copy(w, io.LimitReader(resp.Body, replicaMetricsLimit))
 	})
 	return mux
+}
+
+// ErrNoReadyReplica is FetchReplicaMetrics' error for an id that names no
+// ready replica.
+var ErrNoReadyReplica = errors.New("no ready replica")
+
+// FetchReplicaMetrics reads the engine's own /metrics page of replica id
+// with its API key (accept, when set, is passed on: Prometheus negotiates
+// its exposition format). The caller closes the body and bounds its read.
+func FetchReplicaMetrics(ctx context.Context, client *http.Client, l Lister, id, accept string) (*http.Response, error) {
+	var rep *runtime.Replica
+	for _, x := range l.List() {
+		if x.Spec.ID == id && x.State == runtime.StateHealthy && x.Addr != "" {
+			rep = &x
+			break
+		}
+	}
+	if rep == nil {
+		return nil, fmt.Errorf("%w %q", ErrNoReadyReplica, id)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+rep.Addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	if rep.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+rep.APIKey)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("replica %s: %w", id, err)
+	}
+	return resp, nil
 }
 
 // ErrUnauthorized is returned by FetchTargets when the server wants an

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/cloudwatch"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/console"
+	"github.com/capstan-dev/capstan/internal/dashboards"
 	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/gateway"
@@ -33,6 +35,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/metricstore"
 	"github.com/capstan-dev/capstan/internal/nodeapi"
 	"github.com/capstan-dev/capstan/internal/observability"
+	"github.com/capstan-dev/capstan/internal/promdb"
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
 	"github.com/capstan-dev/capstan/internal/sagemaker/runtimeapi"
@@ -231,6 +234,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
 	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
 	var targetsH, replicaMetricsH http.Handler = observability.TargetsHandler(rt), observability.ReplicaMetricsHandler(rt)
+	// capstan's own Prometheus: the console's dashboards query it.
+	promH, dashboardsH, scraper := metricsStore(cfg.MetricsStore, reg, rt, clk, ln.Addr().String(), log)
 	if len(cfg.Credentials) > 0 {
 		secrets := map[string]string{}
 		for _, c := range cfg.Credentials {
@@ -257,6 +262,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		metricsH = bearerAuth(metricsH, "adminTokens", cfg.AdminTokens)
 		targetsH = bearerAuth(targetsH, "adminTokens", cfg.AdminTokens)
 		replicaMetricsH = bearerAuth(replicaMetricsH, "adminTokens", cfg.AdminTokens)
+		promH = bearerAuth(promH, "adminTokens", cfg.AdminTokens)
+		dashboardsH = bearerAuth(dashboardsH, "adminTokens", cfg.AdminTokens)
 		clockH = bearerAuth(clockH, "adminTokens", cfg.AdminTokens)
 	}
 	// The console is static assets plus config.json; what it shows comes
@@ -282,6 +289,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	rs.handle("/metrics", doorAdmin, metricsH)
 	rs.handle(observability.DiscoveryPath, doorAdmin, targetsH)
 	rs.handle("GET "+observability.ReplicaMetricsPath+"{id}/metrics", doorAdmin, replicaMetricsH)
+	rs.handle(promdb.Path, doorAdmin, promH)
+	rs.handle(dashboards.ServePath, doorAdmin, dashboardsH)
+	rs.handle(dashboards.ServePath+"/", doorAdmin, dashboardsH)
 	rs.handle("/healthz", doorAdmin, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }))
 	rs.handle("/_capstan/clock", doorAdmin, clockH)
 	for _, p := range openai.Paths() {
@@ -297,7 +307,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// the node autoscaler. Stop waits for all of them before it stops the
 	// replicas.
 	for _, run := range []func(context.Context){ctrl.Run, dep.Run, aas.Run, cls.svc.Run, cls.autoscaler.Run, asyncQ.Run,
-		gw.Sampler().Run, cw.Run, spc.Run} {
+		gw.Sampler().Run, cw.Run, spc.Run, scraper} {
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()
@@ -465,4 +475,28 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), s)
 	}
+}
+
+// metricsStore is capstan's own metric store: the Prometheus API over it
+// (promdb.Path), the dashboards' index (dashboards.ServePath) and the
+// scraper's loop. Disabled, both handlers answer 404 and the loop does
+// nothing.
+func metricsStore(c config.MetricsStore, reg prometheus.Gatherer, rt observability.Lister, clk clock.Clock, addr string,
+	log *slog.Logger) (api, index http.Handler, run func(context.Context)) {
+	if c.Disabled {
+		off := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "capstan's metrics store is off (metricsStore.disabled in capstan.yaml)", http.StatusNotFound)
+		})
+		return off, off, func(context.Context) {}
+	}
+	db := promdb.NewDB(c.Retention.Duration, c.MaxSeries)
+	sc := &promdb.Scraper{DB: db, Clock: clk, Interval: c.ScrapeInterval.Duration, Server: reg, Instance: addr, Replicas: rt, Log: log}
+	every, keep := c.ScrapeInterval.Duration, c.Retention.Duration
+	if every == 0 {
+		every = promdb.DefaultScrapeInterval
+	}
+	if keep == 0 {
+		keep = promdb.DefaultRetention
+	}
+	return promdb.NewAPI(db, clk).Handler(), dashboards.Handler(strings.TrimSuffix(promdb.Path, "/"), every, keep), sc.Run
 }

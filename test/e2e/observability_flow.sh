@@ -13,19 +13,26 @@
 # Reservations dashboards the script also runs a cluster with a MIG group
 # and a Karpenter-grown group, a JumpStartModel there that scales from zero,
 # and an endpoint on a training plan, which it finally lets expire.
-# Then SIGINT stops Prometheus cleanly.
-# Needs CAPSTAN_BIN, the aws CLI, python3 with boto3, jq, curl and prometheus
-# (test/run.sh installs them). About a minute.
+# The same panels are then read from capstan's own metric store, with no
+# Prometheus: its Prometheus API (/prometheus, promtool as a client) answers
+# every panel's query, and the console's dashboards page in headless
+# Chromium (test/e2e/dashcheck) shows every panel with data, and filters by
+# the Endpoint variable. Then SIGINT stops Prometheus cleanly.
+# Needs CAPSTAN_BIN, the aws CLI, python3 with boto3, jq, curl, prometheus
+# (with promtool), Chromium and Go (test/run.sh installs them). About two
+# minutes. With CAPSTAN_DOCS_SCREENSHOTS=DIR, the dashboards' screenshots
+# are written there (docs/images/console).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-# Nodes launch in 2 s (the default is minutes).
-echo 'cluster: {launchTime: 2s}' >"$work/capstan.yaml"
+# Nodes launch in 2 s (the default is minutes); capstan's own metric store
+# scrapes every second, as the Prometheus below does.
+printf 'cluster: {launchTime: 2s}\nmetricsStore: {scrapeInterval: 1s}\n' >"$work/capstan.yaml"
 serve_args=(--config "$work/capstan.yaml")
 
 # shellcheck source=lib/serve.sh
 source "$here/lib/serve.sh"
-for c in jq curl prometheus; do command -v "$c" >/dev/null || fail "$c is required (test/run.sh installs it)"; done
+for c in jq curl prometheus promtool go; do command -v "$c" >/dev/null || fail "$c is required (test/run.sh installs it)"; done
 python3 -c 'import boto3' 2>/dev/null || fail "python3 with boto3 is required"
 export CAPSTAN_SERVER=$url
 cap() { "$CAPSTAN_BIN" "$@"; }
@@ -158,12 +165,14 @@ for i in 1 2 3; do
     --content-type application/json "$work/out$i.json" >/dev/null 2>"$work/invoke.err" || fail "invoke-endpoint: $(cat "$work/invoke.err")"
 done
 CAPSTAN_URL=$url python3 - <<'PY' || fail "boto3 response stream"
-import json, os
+import json, os, time
 import boto3
 smr = boto3.client("sagemaker-runtime", endpoint_url=os.environ["CAPSTAN_URL"], region_name="us-east-1",
                    aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
 body = json.dumps({"messages": [{"role": "user", "content": "Stream, please."}], "max_tokens": 4})
-for _ in range(2):
+for i in range(2):
+    if i:
+        time.sleep(1.5)  # a scrape apart, so rate() sees the second stream
     out = smr.invoke_endpoint_with_response_stream(EndpointName="obs-ep", Body=body, ContentType="application/json")
     got = b"".join(ev["PayloadPart"]["Bytes"] for ev in out["Body"] if "PayloadPart" in ev)
     assert got, "empty stream"
@@ -235,13 +244,38 @@ for _ in $(seq 1 60); do
 done
 [ -n "$ok" ] || fail "dashboard panels: $(cat "$work/panels.txt")"
 echo "every dashboard panel has data ($(grep -c '^ok' "$work/panels.txt") panels)"
-advance 170h
+
+# 5b. The same from capstan's own metric store, with no Prometheus: its
+# Prometheus API answers promtool and every panel's query, and the console
+# draws every panel in headless Chromium.
+store="$url/prometheus"
+got=$(promtool query instant --time "$(server_now)" "$store" 'sum(capstan_gateway_requests_total{endpoint="obs-ep",status="200"})') ||
+  fail "promtool against capstan's store: $got"
+grep -q '=> 5 @' <<<"$got" || fail "promtool: $got, want 5 requests to obs-ep"
+ok=""
 for _ in $(seq 1 60); do
-  python3 "$here/lib/dashboard_panels.py" "$work/grafana" "$prom" --only "$expired" >"$work/panels.txt" 2>&1 && ok=2 && break
+  python3 "$here/lib/dashboard_panels.py" "$work/grafana" "$store" --expect-empty "$expired" >"$work/store-panels.txt" 2>&1 && ok=1 && break
   sleep 0.5
 done
-[ "$ok" = 2 ] || fail "after the plan ended: $(cat "$work/panels.txt")"
+[ -n "$ok" ] || fail "dashboard panels from capstan's store: $(cat "$work/store-panels.txt")"
+echo "every dashboard panel has data in capstan's own store ($(grep -c '^ok' "$work/store-panels.txt") panels)"
+(cd "$here/../.." && go build -o "$work/dashcheck" ./test/e2e/dashcheck) || fail "build test/e2e/dashcheck"
+shots=()
+[ -z "${CAPSTAN_DOCS_SCREENSHOTS:-}" ] || shots=(-screenshots "$CAPSTAN_DOCS_SCREENSHOTS")
+"$work/dashcheck" -url "$url" -expect-empty "$expired" -endpoint obs-ep "${shots[@]}" >"$work/console.txt" 2>&1 ||
+  fail "console dashboards: $(cat "$work/console.txt")"
+echo "the console's dashboards page shows every panel with data ($(grep -c '^ok capstan' "$work/console.txt") panels)"
+
+advance 170h
+for _ in $(seq 1 60); do
+  python3 "$here/lib/dashboard_panels.py" "$work/grafana" "$prom" --only "$expired" >"$work/panels.txt" 2>&1 &&
+    python3 "$here/lib/dashboard_panels.py" "$work/grafana" "$store" --only "$expired" >"$work/store-panels.txt" 2>&1 && ok=2 && break
+  sleep 0.5
+done
+[ "$ok" = 2 ] || fail "after the plan ended: $(cat "$work/panels.txt" "$work/store-panels.txt")"
 grep "$expired" "$work/panels.txt"
+"$work/dashcheck" -url "$url" -only "$expired" >"$work/console.txt" 2>&1 || fail "console after the plan ended: $(cat "$work/console.txt")"
+grep "$expired" "$work/console.txt"
 
 # 6. SIGINT stops Prometheus cleanly.
 kill -INT "$up_pid"

@@ -129,3 +129,24 @@ export async function bearer(method, path, body, contentType = 'application/json
 export const MANIFESTS = '/apis/inference.sagemaker.aws.amazon.com/v1';
 export const NODES = '/apis/capstan.dev/v1';
 export const WORKSPACES = '/apis/workspace.jupyter.org/v1alpha1';
+
+// prom calls capstan's own Prometheus API (/prometheus/api/v1/…: query,
+// query_range, label values) with the admin token, and returns its data;
+// a refusal keeps Prometheus' errorType and error.
+export async function prom(path, params) {
+  const headers = {};
+  const s = session();
+  if (config.auth.adminToken) {
+    if (!s || !s.adminToken) throw new APIError('SignInRequired', 'Sign in with an admin token to use this page.', 401);
+    headers.Authorization = 'Bearer ' + s.adminToken;
+  }
+  const res = await fetch(PROMETHEUS + path + '?' + new URLSearchParams(params), { headers });
+  const { data, text } = await readBody(res);
+  if (!res.ok || data.status !== 'success') {
+    throw new APIError(data.errorType || `HTTP${res.status}`, data.error || data.message || text || res.statusText, res.status);
+  }
+  return data.data;
+}
+
+export const PROMETHEUS = '/prometheus/api/v1/';
+export const DASHBOARDS = '/_capstan/dashboards';

@@ -6,6 +6,7 @@ import { BASE, Link, currentPath, match, navigate, useRoute } from './router.jsx
 import Apply from './pages/Apply.jsx';
 import ClusterDetail from './pages/ClusterDetail.jsx';
 import Clusters from './pages/Clusters.jsx';
+import Dashboards from './pages/Dashboards.jsx';
 import DeploymentDetail from './pages/DeploymentDetail.jsx';
 import Deployments from './pages/Deployments.jsx';
 import EndpointDetail from './pages/EndpointDetail.jsx';
@@ -28,6 +29,8 @@ const routes = [
   ['/deployments', Deployments],
   ['/deployments/:kind/:namespace/:name', DeploymentDetail],
   ['/spaces', Spaces],
+  ['/dashboards', Dashboards],
+  ['/dashboards/:uid', Dashboards],
   ['/apply', Apply],
 ];
 
@@ -37,6 +40,7 @@ const nav = [
   ['/clusters', 'Clusters'],
   ['/deployments', 'Deployments'],
   ['/spaces', 'Spaces'],
+  ['/dashboards', 'Dashboards'],
   ['/apply', 'Apply manifest'],
 ];
 
