@@ -115,6 +115,11 @@ func TestScrapeAndQuery(t *testing.T) {
 	if got := instant(t, srv, `up`, "job"); got["capstan"] != "1" || got["capstan-replicas"] != "1" {
 		t.Errorf("up = %v, want 1 for both jobs", got)
 	}
+	// The replica's page has one sample; the server's a counter and a
+	// histogram: 2 buckets, +Inf (added), _sum and _count.
+	if got := instant(t, srv, `scrape_samples_scraped`, "job"); got["capstan"] != "6" || got["capstan-replicas"] != "1" {
+		t.Errorf("scrape_samples_scraped = %v, want capstan 6, capstan-replicas 1", got)
+	}
 
 	// A range query: one point per 10 s over the last minute.
 	now := clk.Now()

@@ -91,8 +91,9 @@ func (s *Scraper) ScrapeOnce(ctx context.Context) int {
 	seen := map[string]bool{}
 
 	if s.Server != nil {
+		began := time.Now()
 		mfs, err := s.Server.Gather()
-		s.write("capstan", t, map[string]string{"job": observability.JobServer, "instance": s.Instance}, "", mfs, err)
+		s.write("capstan", t, map[string]string{"job": observability.JobServer, "instance": s.Instance}, "", mfs, err, time.Since(began))
 		seen["capstan"] = true
 	}
 	if s.Replicas != nil {
@@ -102,8 +103,9 @@ func (s *Scraper) ScrapeOnce(ctx context.Context) int {
 			for k, v := range g.Labels {
 				target[k] = v
 			}
+			began := time.Now()
 			mfs, err := s.fetch(ctx, id)
-			s.write("replica/"+id, t, target, g.Labels["engine"], mfs, err)
+			s.write("replica/"+id, t, target, g.Labels["engine"], mfs, err, time.Since(began))
 			seen["replica/"+id] = true
 		}
 	}
@@ -142,10 +144,12 @@ func (s *Scraper) fetch(ctx context.Context, id string) ([]*dto.MetricFamily, er
 	return out, nil
 }
 
-// write appends one target's scrape: its families' samples, its up
-// series, and staleness markers for the series its last scrape had and
-// this one lacks.
-func (s *Scraper) write(key string, t int64, target map[string]string, engine string, mfs []*dto.MetricFamily, err error) {
+// write appends one target's scrape: its families' samples, the series
+// Prometheus adds for every target (up, scrape_duration_seconds,
+// scrape_samples_scraped), and staleness markers for the series its last
+// scrape had and this one lacks. took is the scrape's wall time, which no
+// test controls: it is reported, never decided on.
+func (s *Scraper) write(key string, t int64, target map[string]string, engine string, mfs []*dto.MetricFamily, err error, took time.Duration) {
 	now := map[uint64]labels.Labels{}
 	up := 1.0
 	if err != nil {
@@ -163,9 +167,12 @@ func (s *Scraper) write(key string, t int64, target map[string]string, engine st
 			})
 		}
 	}
-	upl := seriesLabels("up", target, nil)
-	now[upl.Hash()] = upl
-	s.append(upl, t, up)
+	scraped := float64(len(now))
+	for name, v := range map[string]float64{"up": up, "scrape_duration_seconds": took.Seconds(), "scrape_samples_scraped": scraped} {
+		l := seriesLabels(name, target, nil)
+		now[l.Hash()] = l
+		s.append(l, t, v)
+	}
 	for h, l := range s.last[key] {
 		if _, ok := now[h]; !ok {
 			s.append(l, t, staleNaN)

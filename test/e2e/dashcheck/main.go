@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
 	"github.com/capstan-dev/capstan/internal/dashboards"
@@ -100,6 +101,9 @@ func run(base, shots, endpoint string, timeout time.Duration, empty, only titles
 			return fmt.Errorf("open a tab: %w", err)
 		}
 		bad, err := checkDashboard(tab, base, d, shots, timeout, empty, only)
+		if err == nil && d.UID == dashboards.InferenceUID && len(only) == 0 {
+			err = checkHover(tab)
+		}
 		if err == nil && endpoint != "" && d.UID == dashboards.InferenceUID && len(only) == 0 {
 			err = checkFilter(tab, endpoint, timeout)
 		}
@@ -181,6 +185,32 @@ func contains(bad []string, title string) bool {
 		}
 	}
 	return false
+}
+
+// checkHover moves the mouse over the request-rate chart, as a user reading
+// a value does: its legend must switch from the last values to the values at
+// the cursor's time.
+func checkHover(tab context.Context) error {
+	const sel = `[data-title^="Request rate"]`
+	box, err := do(tab, chromedp.Evaluate[[]float64](`(() => {
+  const r = document.querySelector('` + sel + ` .u-over').getBoundingClientRect();
+  return [r.left + r.width * 0.9, r.top + r.height / 2];
+})()`))
+	if err != nil || len(box) != 2 {
+		return fmt.Errorf("hover: find the chart: %v", err)
+	}
+	if _, err := do(tab, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, box[0], box[1])); err != nil {
+		return fmt.Errorf("hover: %w", err)
+	}
+	at, err := do(tab, chromedp.Evaluate[string](`document.querySelector('`+sel+` .dash-legend').dataset.at`))
+	if err != nil {
+		return err
+	}
+	if _, perr := time.Parse(time.RFC3339, at); perr != nil {
+		return fmt.Errorf("hover: the legend shows %q, want the values at a time under the cursor", at)
+	}
+	fmt.Printf("ok hover over Request rate: legend at %s\n", at)
+	return nil
 }
 
 // checkFilter picks endpoint in the Endpoint variable, as a user does in

@@ -196,6 +196,9 @@ function TimeSeries({ panel, results, ctx }) {
     return { xs, series };
   }, [results, ctx, panel]);
   const points = model.series.reduce((n, s) => n + s.values.filter((v) => v != null).length, 0);
+  // The point under the cursor (null: none): the legend then shows every
+  // series' value there, as Grafana's multi-series tooltip does.
+  const [hover, setHover] = useState(null);
   // The panel's height in the grid (rows and the gaps between them) less
   // its title and legend.
   const rows = panel.gridPos?.h || 8;
@@ -215,6 +218,7 @@ function TimeSeries({ panel, results, ctx }) {
       width: Math.max(240, box.current.clientWidth || 480),
       height: Math.max(120, height),
       legend: { show: false },
+      hooks: { setCursor: [(u) => setHover(u.cursor.idx ?? null)] },
       cursor: { points: { show: false } },
       scales: { x: { time: true }, y: { range: yRange }, ...(right ? { y2: { range: yRange } } : {}) },
       series: [
@@ -246,9 +250,10 @@ function TimeSeries({ panel, results, ctx }) {
     <>
       <div ref={box} class="dash-plot" />
       {points ? (
-        <ul class="dash-legend">
+        <ul class="dash-legend" data-at={hover != null ? new Date(model.xs[hover] * 1000).toISOString() : 'last'}>
+          {hover != null ? <li class="at">{new Date(model.xs[hover] * 1000).toLocaleTimeString()}</li> : null}
           {model.series.map((s, i) => {
-            const last = [...s.values].reverse().find((v) => v != null);
+            const last = hover != null ? s.values[hover] : [...s.values].reverse().find((v) => v != null);
             return (
               <li>
                 <span class="swatch" style={{ background: COLORS[i % COLORS.length] }} />
