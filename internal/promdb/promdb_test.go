@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -230,5 +231,30 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("HTTP %d %s %q; want %d %s containing %q", code, out.ErrorType, out.Error, tc.code, tc.typ, tc.msg)
 			}
 		})
+	}
+}
+
+// A scrape past the series limit keeps the series it has, drops the new
+// ones and says so once, not on every scrape.
+func TestScrapePastSeriesLimit(t *testing.T) {
+	clk := clock.NewFake(t0)
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "g"}, []string{"i"})
+	reg.MustRegister(g)
+	for i := 0; i < 5; i++ {
+		g.WithLabelValues(fmt.Sprint(i)).Set(1)
+	}
+	var logs strings.Builder
+	db := NewDB(time.Hour, 3)
+	s := &Scraper{DB: db, Clock: clk, Server: reg, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	for i := 0; i < 3; i++ {
+		s.ScrapeOnce(context.Background())
+		clk.Step(time.Second)
+	}
+	if n := db.Series(); n != 3 {
+		t.Errorf("%d series, want the limit, 3", n)
+	}
+	if n := strings.Count(logs.String(), "series limit reached"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
 	}
 }

@@ -47,7 +47,7 @@ type Scraper struct {
 
 	client  *http.Client
 	last    map[string]map[uint64]labels.Labels // target → series of its last scrape
-	full    bool                                // the series limit was hit (logged once)
+	full    bool                                // the series limit was hit (logged once until Prune makes room)
 	sampled int                                 // samples appended by the last ScrapeOnce
 }
 
@@ -67,6 +67,8 @@ func (s *Scraper) Run(ctx context.Context) {
 			if now := s.Clock.Now(); now.Sub(lastPrune) >= pruneEvery {
 				s.DB.Prune(now)
 				lastPrune = now
+				// Room again: the next time the limit is hit is logged.
+				s.full = s.full && s.DB.Series() >= s.DB.maxSeries
 			}
 		}
 	}
@@ -191,7 +193,6 @@ func (s *Scraper) append(l labels.Labels, t int64, v float64) {
 		}
 		return
 	}
-	s.full = false
 	if ok {
 		s.sampled++
 	}
