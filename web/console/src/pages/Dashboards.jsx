@@ -503,7 +503,7 @@ function Dashboard({ index, uid }) {
         </button>
       </div>
       <p class="hint">{dash.description}</p>
-      <div class="dash-grid">
+      <div class="dash-grid" data-range={ctx.end - ctx.start} data-step={ctx.step} data-rate-interval={ctx.builtins.$__rate_interval}>
         {panels.map((p) =>
           p.type === 'row' ? (
             <h2 class="dash-row" style={{ gridColumn: '1 / span 24', gridRow: `${(p.gridPos?.y || 0) + 1} / span 1` }}>
