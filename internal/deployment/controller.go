@@ -84,6 +84,8 @@ type objState struct {
 	pending  map[string]string               // replica → why it is not placed
 	waitRoom map[string]bool                 // pending replicas that freed capacity would place
 	startErr map[string]string               // replica → why Start failed
+	// tieredOff is the cluster a TieredStorageOff event was last given for.
+	tieredOff string
 	// crashed is why a replica last failed while running (the engine
 	// exited, e.g. its model does not fit its MIG slice) until it is
 	// healthy again: the runtime's restarts do not hide it.
@@ -825,6 +827,25 @@ func (c *Controller) evicted(rec *record, st *objState) []string {
 	return out
 }
 
+// noteTieredOff says, once per cluster, that a tieredstorage KV tier
+// without l2CacheSize runs on a cluster whose tiered storage is off, so it
+// gets capstan's default budget rather than a share of the node's memory.
+// A Normal event: the tier works (HyperPod itself requires the cluster's
+// tiered storage; capstan serves the tier either way and says which budget).
+func (c *Controller) noteTieredOff(k string, p *plan, st *objState) {
+	if _, on := c.o.TieredStorage(p.cluster); on {
+		st.tieredOff = ""
+		return
+	}
+	if st.tieredOff == p.cluster {
+		return
+	}
+	st.tieredOff = p.cluster
+	c.event(k, manifest.EventNormal, ReasonTieredStorageOff, fmt.Sprintf(
+		"cluster %s has tiered storage off (TieredStorageConfig; the tiered-storage add-on): the tieredstorage KV tier gets capstan's default budget, a tenth of the node's local storage; turn it on or set spec.kvCacheSpec.l2CacheSpec.l2CacheSize",
+		p.cluster))
+}
+
 // placeAndStart places every listed replica that has no node yet and starts
 // every placed replica the runtime does not run.
 func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p *plan, st *objState, res modelsource.Result) {
@@ -838,7 +859,10 @@ func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p
 			}
 		}
 		node, _ := c.o.Cluster.NodeOf(r.ID)
-		budget := p.tieredBytes(it)
+		budget := c.tieredBytes(p, it)
+		if p.tiered && p.l2Size == 0 && c.o.TieredStorage != nil {
+			c.noteTieredOff(k, p, st)
+		}
 		if p.tiered && !c.runs(r.ID) {
 			// Sized when it starts, from the disk there is then; a replica
 			// that runs keeps its budget (a full disk costs misses).
@@ -998,6 +1022,10 @@ func (c *Controller) layoutTakes(instanceType, layout string, req cluster.Resour
 // ReasonInsufficientDisk is the Warning event of a replica that does not
 // start because its node's tieredstorage budget does not fit on the disk.
 const ReasonInsufficientDisk = "InsufficientDisk"
+
+// ReasonTieredStorageOff is the event of a tieredstorage KV tier without
+// l2CacheSize on a cluster whose tiered storage is off.
+const ReasonTieredStorageOff = "TieredStorageOff"
 
 // runs reports whether the runtime runs replica id (in any state but
 // stopped).

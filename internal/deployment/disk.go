@@ -91,7 +91,7 @@ func (c *Controller) tieredBudget(p *plan, it catalog.InstanceType, node string)
 		}
 		return p.l2Size, "", ""
 	}
-	def := manifest.DefaultTieredStorageBytes(it)
+	def, _ := c.defaultTiered(p.cluster, it)
 	switch {
 	case def <= 0:
 		return 0, "", fmt.Sprintf("tieredstorage on node %s: %s has no local storage; set spec.kvCacheSpec.l2CacheSpec.l2CacheSize or use redis", node, it.Name)

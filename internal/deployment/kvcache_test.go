@@ -1,6 +1,7 @@
 package deployment
 
 import (
+	"fmt"
 	"github.com/capstan-dev/capstan/internal/engines"
 
 	"context"
@@ -294,5 +295,46 @@ func TestKVCacheUnknownObject(t *testing.T) {
 	h := newHarness(t)
 	if _, err := h.svc.KVCache(context.Background(), manifest.KindInferenceEndpointConfig, "default", "nope"); !errors.Is(err, manifest.ErrNotFound) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestTieredStorageFromCluster: without l2CacheSize a tieredstorage tier on
+// a cluster with tiered storage on (TieredStorageConfig, 20 %) gets that
+// share of the node's memory (ml.g5.24xlarge: 384 GiB → 76.8 GiB); on a
+// cluster with it off, capstan's default (100Gi on that type) and an event
+// saying why, once.
+func TestTieredStorageFromCluster(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pct       int
+		on        bool
+		wantFlag  string
+		wantEvent bool
+	}{
+		{"on", 20, true, fmt.Sprintf("--tiered-storage-bytes=%d", int64(384)<<30*20/100), false},
+		{"off", 0, false, fmt.Sprintf("--tiered-storage-bytes=%d", int64(100)<<30), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, withDataDir(t.TempDir()), func(o *Options, _ *harnessConfig) {
+				o.TieredStorage = func(string) (int, bool) { return tc.pct, tc.on }
+			})
+			h.svc.Controller().diskFree = func(string) (int64, error) { return 500 << 30, nil }
+			h.apply(iec("demo", 1, 1, "  kvCacheSpec: {enableL2Cache: true, l2CacheSpec: {l2CacheBackend: tieredstorage}}\n"))
+			h.reconcile(kIEC("demo"))
+			h.reconcile(kIEC("demo"))
+			starts := h.rt.Starts()
+			if len(starts) != 1 || !slices.Contains(engineArgs(starts[0]), tc.wantFlag) {
+				t.Fatalf("starts %+v, want %s", starts, tc.wantFlag)
+			}
+			n := 0
+			for _, r := range h.eventReasons(manifest.KindInferenceEndpointConfig, "demo") {
+				if r == ReasonTieredStorageOff {
+					n++
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.wantEvent]; n != want {
+				t.Errorf("%d %s events, want %d", n, ReasonTieredStorageOff, want)
+			}
+		})
 	}
 }

@@ -273,7 +273,7 @@ func (c *Controller) kvReport(p *plan, reps []*kvReplica) manifest.KVCacheReport
 	if hasTS {
 		nodeTS(ts, reps)
 		if ts.Units == 0 && it != nil && p != nil {
-			ts.EachBytes = p.tieredBytes(*it)
+			ts.EachBytes = c.tieredBytes(p, *it)
 		}
 		ts.HitRate = hitRate(tierTok[manifest.KVTierTieredStorage], rep.QueriedTokens)
 		rep.Tiers = append(rep.Tiers, *ts)

@@ -89,6 +89,11 @@ type Options struct {
 	// node; elsewhere (nil: nowhere) it stops at once, since the room its
 	// replacement waits for may be its own.
 	Provisioned func(cluster string) bool
+	// TieredStorage is a cluster's tiered storage (its TieredStorageConfig,
+	// the tiered-storage add-on): on with the share of a node's memory a
+	// tieredstorage KV tier without l2CacheSize gets. nil: no cluster has
+	// it, and such a tier gets manifest.DefaultTieredStorageBytes.
+	TieredStorage func(cluster string) (memoryPercent int, on bool)
 	// Groups lists a cluster's instance groups of an instance type (nil:
 	// the pool's nodes are all that is known). A replica that finds no
 	// node of its type says why by them: a group scaled to zero, or cut

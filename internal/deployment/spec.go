@@ -320,13 +320,26 @@ func (p *plan) l1Bytes(it catalog.InstanceType) int64 {
 }
 
 // tieredBytes is the model's tieredstorage budget on a node of it:
-// l2CacheSize, else manifest.DefaultTieredStorageBytes (0 without local
-// storage).
-func (p *plan) tieredBytes(it catalog.InstanceType) int64 {
+// l2CacheSize, else the cluster's default (defaultTiered).
+func (c *Controller) tieredBytes(p *plan, it catalog.InstanceType) int64 {
 	if p.l2Size > 0 {
 		return p.l2Size
 	}
-	return manifest.DefaultTieredStorageBytes(it)
+	b, _ := c.defaultTiered(p.cluster, it)
+	return b
+}
+
+// defaultTiered is the tieredstorage budget of a tier without l2CacheSize
+// on a node of it in cluster: the cluster's share of the node's memory when
+// its tiered storage is on, else manifest.DefaultTieredStorageBytes (0
+// without local storage). on says which.
+func (c *Controller) defaultTiered(cluster string, it catalog.InstanceType) (bytes int64, on bool) {
+	if c.o.TieredStorage != nil {
+		if pct, ok := c.o.TieredStorage(cluster); ok && pct > 0 {
+			return int64(it.MemoryGiB) << 30 * int64(pct) / 100, true
+		}
+	}
+	return manifest.DefaultTieredStorageBytes(it), false
 }
 
 // template is everything that, when it changes, needs new replicas (a

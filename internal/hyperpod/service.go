@@ -557,7 +557,7 @@ func (s *Service) create(spec ClusterSpec, seed bool) (Cluster, error) {
 			return &LimitError{What: "clusters", Limit: MaxClusters}
 		}
 		rec = record{Cluster: Cluster{Name: spec.Name, ID: s.newClusterID(), Status: StatusCreating, Groups: groups,
-			EksClusterArn: spec.EksClusterArn, NodeRecovery: spec.NodeRecovery, AutoScaling: spec.AutoScaling,
+			EksClusterArn: spec.EksClusterArn, NodeRecovery: spec.NodeRecovery, AutoScaling: spec.AutoScaling, TieredStorage: spec.TieredStorage,
 			ClusterRole: spec.ClusterRole, Tags: slices.Clone(spec.Tags), Created: now, Updated: now}}
 		if rec.NodeRecovery == "" {
 			rec.NodeRecovery = RecoveryAutomatic
@@ -729,6 +729,42 @@ func (s *Service) UpdateCluster(_ context.Context, nameOrArn string, u ClusterUp
 		p.event(rec.Name, "", "Normal", "ClusterUpdating", "cluster update started")
 		return nodes, nil
 	})
+}
+
+// SetMetrics turns the observability add-on on or off: whether capstan's
+// metric store keeps the cluster's series. It changes no node, so it works
+// in any status but Deleting, an InService cluster stays InService.
+func (s *Service) SetMetrics(_ context.Context, nameOrArn string, on bool) (Cluster, error) {
+	return s.mutate(nameOrArn, false, func(p *pass, rec *record, nodes []Node) ([]Node, error) {
+		if rec.Status == StatusDeleting {
+			return nil, &ConflictError{Name: rec.Name, Message: fmt.Sprintf("cluster %s is Deleting", rec.Name)}
+		}
+		if rec.MetricsOff == !on {
+			return nodes, nil
+		}
+		rec.MetricsOff = !on
+		reason, msg := "ObservabilityEnabled", "capstan's metric store keeps the cluster's series"
+		if !on {
+			reason, msg = "ObservabilityDisabled", "capstan's metric store drops the cluster's series"
+		}
+		p.event(rec.Name, "", "Normal", reason, msg)
+		return nodes, nil
+	})
+}
+
+// MetricsOff lists the clusters whose observability add-on is off.
+func (s *Service) MetricsOff(ctx context.Context) map[string]bool {
+	cs, err := s.Clusters(ctx)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, c := range cs {
+		if c.MetricsOff {
+			out[c.Name] = true
+		}
+	}
+	return out
 }
 
 // DeleteCluster refuses while workloads run on the cluster; otherwise the

@@ -352,7 +352,7 @@ func TestUpdateGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := e.svc.UpdateCluster(ctx, "c1", ClusterUpdate{Groups: []InstanceGroupSpec{group("b", p5, 1)}, GroupsToDelete: []string{"a"},
-		AutoScaling: &AutoScaling{Mode: "Enable", AutoScalerType: "Karpenter"}, ClusterRole: "arn:role", NodeRecovery: RecoveryNone})
+		AutoScaling: &AutoScaling{Mode: "Enable", AutoScalerType: "Karpenter"}, ClusterRole: "arn:aws:iam::000000000000:role/autoscaler", NodeRecovery: RecoveryNone})
 	if err != nil || len(c.Groups) != 2 || c.Groups[0].Status != GroupDeleting || !c.AutoScaling.Enabled() || c.NodeRecovery != RecoveryNone {
 		t.Fatalf("update %+v %v", c, err)
 	}

@@ -75,6 +75,21 @@ type AutoScaling struct {
 // Enabled reports whether the Karpenter autoscaler manages the cluster.
 func (a AutoScaling) Enabled() bool { return a.Mode == "Enable" }
 
+// TieredStorage is the cluster's managed tiered KV storage (SageMaker's
+// TieredStorageConfig): with Mode Enable, a tieredstorage KV tier of a
+// deployment on the cluster that sets no l2CacheSize gets MemoryPercent of
+// its node's memory.
+type TieredStorage struct {
+	Mode          string `json:"mode"` // Enable | Disable
+	MemoryPercent int    `json:"instanceMemoryAllocationPercentage,omitempty"`
+}
+
+// Enabled reports whether the cluster offers tiered storage.
+func (t TieredStorage) Enabled() bool { return t.Mode == "Enable" }
+
+// MaxTieredStoragePercent bounds InstanceMemoryAllocationPercentage.
+const MaxTieredStoragePercent = 100
+
 // LifeCycleConfig is kept and shown; capstan runs no lifecycle scripts.
 type LifeCycleConfig struct {
 	SourceS3URI string `json:"sourceS3Uri"`
@@ -129,6 +144,7 @@ type ClusterSpec struct {
 	EksClusterArn string              `json:"eksClusterArn,omitempty"`
 	NodeRecovery  string              `json:"nodeRecovery,omitempty"` // default Automatic
 	AutoScaling   AutoScaling         `json:"autoScaling,omitzero"`
+	TieredStorage TieredStorage       `json:"tieredStorage,omitzero"`
 	ClusterRole   string              `json:"clusterRole,omitempty"`
 	Tags          []Tag               `json:"tags,omitempty"`
 }
@@ -141,6 +157,7 @@ type ClusterUpdate struct {
 	GroupsToDelete []string
 	NodeRecovery   string
 	AutoScaling    *AutoScaling
+	TieredStorage  *TieredStorage
 	ClusterRole    string
 }
 
@@ -154,18 +171,22 @@ type Group struct {
 
 // Cluster is a stored cluster.
 type Cluster struct {
-	Name           string      `json:"name"`
-	ID             string      `json:"id"` // 12 lower-case alphanumerics; the ARN's last part
-	Status         Status      `json:"status"`
-	FailureMessage string      `json:"failureMessage,omitempty"`
-	Groups         []Group     `json:"groups"`
-	EksClusterArn  string      `json:"eksClusterArn,omitempty"`
-	NodeRecovery   string      `json:"nodeRecovery"`
-	AutoScaling    AutoScaling `json:"autoScaling,omitzero"`
-	ClusterRole    string      `json:"clusterRole,omitempty"`
-	Tags           []Tag       `json:"tags,omitempty"`
-	Created        time.Time   `json:"created"`
-	Updated        time.Time   `json:"updated"`
+	Name           string        `json:"name"`
+	ID             string        `json:"id"` // 12 lower-case alphanumerics; the ARN's last part
+	Status         Status        `json:"status"`
+	FailureMessage string        `json:"failureMessage,omitempty"`
+	Groups         []Group       `json:"groups"`
+	EksClusterArn  string        `json:"eksClusterArn,omitempty"`
+	NodeRecovery   string        `json:"nodeRecovery"`
+	AutoScaling    AutoScaling   `json:"autoScaling,omitzero"`
+	TieredStorage  TieredStorage `json:"tieredStorage,omitzero"`
+	// MetricsOff turns the observability add-on off: capstan's metric store
+	// keeps none of the cluster's series (the dashboards show none).
+	MetricsOff  bool      `json:"metricsOff,omitempty"`
+	ClusterRole string    `json:"clusterRole,omitempty"`
+	Tags        []Tag     `json:"tags,omitempty"`
+	Created     time.Time `json:"created"`
+	Updated     time.Time `json:"updated"`
 }
 
 // GroupView is a group with its node counts, as DescribeCluster shows it.

@@ -13,6 +13,10 @@ import (
 // reName is SageMaker's ClusterName and InstanceGroupName pattern.
 var reName = regexp.MustCompile(`^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$`)
 
+// reRoleArn is an IAM role ARN, as SageMaker's ClusterRole pattern (with
+// the XXXXXXXXXXXX account placeholder the HyperPod documentation prints).
+var reRoleArn = regexp.MustCompile(`^arn:aws[a-z\-]*:iam::(\d{12}|X{12}):role/?[a-zA-Z_0-9+=,.@\-_/]+$`)
+
 func fieldf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
@@ -43,6 +47,9 @@ func (s *Service) validateSpec(spec ClusterSpec, now time.Time) ([]Group, error)
 		return nil, err
 	}
 	if err := checkAutoScaling(spec.AutoScaling, spec.ClusterRole); err != nil {
+		return nil, err
+	}
+	if err := checkTieredStorage(spec.TieredStorage); err != nil {
 		return nil, err
 	}
 	if len(spec.Tags) > MaxTags {
@@ -133,6 +140,22 @@ func checkAutoScaling(a AutoScaling, role string) error {
 	if a.Enabled() && role == "" {
 		return fieldf("ClusterRole", "required when AutoScaling.Mode is Enable")
 	}
+	if role != "" && !reRoleArn.MatchString(role) {
+		return fieldf("ClusterRole", "%q is not an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)", role)
+	}
+	return nil
+}
+
+func checkTieredStorage(t TieredStorage) error {
+	if t.Mode != "" && t.Mode != "Enable" && t.Mode != "Disable" {
+		return fieldf("TieredStorageConfig.Mode", "%q must be Enable or Disable", t.Mode)
+	}
+	if t.MemoryPercent < 0 || t.MemoryPercent > MaxTieredStoragePercent {
+		return fieldf("TieredStorageConfig.InstanceMemoryAllocationPercentage", "%d must be in [0, %d]", t.MemoryPercent, MaxTieredStoragePercent)
+	}
+	if t.Enabled() && t.MemoryPercent == 0 {
+		return fieldf("TieredStorageConfig.InstanceMemoryAllocationPercentage", "required (1 to %d) when Mode is Enable", MaxTieredStoragePercent)
+	}
 	return nil
 }
 
@@ -151,6 +174,13 @@ func (s *Service) applyUpdate(rec *record, u ClusterUpdate, now time.Time) error
 	}
 	if err := checkAutoScaling(as, role); err != nil {
 		return err
+	}
+	ts := rec.TieredStorage
+	if u.TieredStorage != nil {
+		ts = *u.TieredStorage
+		if err := checkTieredStorage(ts); err != nil {
+			return err
+		}
 	}
 	if len(u.GroupsToDelete) > MaxGroups {
 		return fieldf("InstanceGroupsToDelete", "%d groups; the limit is %d", len(u.GroupsToDelete), MaxGroups)
@@ -210,6 +240,6 @@ func (s *Service) applyUpdate(rec *record, u ClusterUpdate, now time.Time) error
 	if u.NodeRecovery != "" {
 		rec.NodeRecovery = u.NodeRecovery
 	}
-	rec.ClusterRole, rec.AutoScaling = role, as
+	rec.ClusterRole, rec.AutoScaling, rec.TieredStorage = role, as, ts
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/autoscale/nodes"
+	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/hyperpod"
@@ -37,6 +38,9 @@ type Clusters interface {
 	Node(ctx context.Context, cluster, nodeID string) (hyperpod.Node, error)
 	FailNode(ctx context.Context, nodeNameOrID string) (hyperpod.Node, error)
 	Events(ctx context.Context, cluster, node string) ([]hyperpod.Event, error)
+	// UpdateCluster and SetMetrics change add-ons.
+	UpdateCluster(ctx context.Context, nameOrArn string, u hyperpod.ClusterUpdate) (hyperpod.Cluster, error)
+	SetMetrics(ctx context.Context, nameOrArn string, on bool) (hyperpod.Cluster, error)
 }
 
 // Options wire a Handler; all are required but Logger and Clock.
@@ -44,8 +48,10 @@ type Options struct {
 	Store    *store.Store
 	Clusters Clusters
 	Pool     *cluster.Cluster
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// Catalog lists the instance types (GET instancetypes).
+	Catalog *catalog.Catalog
+	Clock   clock.Clock
+	Logger  *slog.Logger
 }
 
 // Handler serves the node API.
@@ -66,6 +72,9 @@ func New(o Options) (*Handler, error) {
 	if o.Pool == nil {
 		missing = append(missing, errors.New("nodeapi: Options.Pool is required"))
 	}
+	if o.Catalog == nil {
+		missing = append(missing, errors.New("nodeapi: Options.Catalog is required"))
+	}
 	if len(missing) > 0 {
 		return nil, errors.Join(missing...)
 	}
@@ -77,6 +86,9 @@ func New(o Options) (*Handler, error) {
 	}
 	h := &Handler{o: o, mux: http.NewServeMux()}
 	h.handle("GET "+CapstanPath+"clusters", h.clusters)
+	h.handle("GET "+CapstanPath+"clusters/{name}/addons", h.addons)
+	h.handle("PUT "+CapstanPath+"clusters/{name}/addons/{addon}", h.setAddon)
+	h.handle("GET "+CapstanPath+"instancetypes", h.instanceTypes)
 	h.handle("GET "+CapstanPath+"nodes", h.nodes)
 	h.handle("GET "+CapstanPath+"nodes/{name}", h.node)
 	h.handle("POST "+CapstanPath+"nodes/{name}/fail", h.fail)
@@ -117,13 +129,17 @@ func statusOf(err error) (int, string) {
 	var nf *hyperpod.NotFoundError
 	var inv *invalidError
 	var mbe *http.MaxBytesError
+	var conflict *hyperpod.ConflictError
+	var field *hyperpod.FieldError
 	switch {
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, manifestapi.ReasonRequestEntityTooLarge
 	case errors.As(err, &nf), errors.Is(err, errNotFound):
 		return http.StatusNotFound, manifestapi.ReasonNotFound
-	case errors.As(err, &inv):
+	case errors.As(err, &inv), errors.As(err, &field):
 		return http.StatusUnprocessableEntity, manifestapi.ReasonInvalid
+	case errors.As(err, &conflict):
+		return http.StatusConflict, manifestapi.ReasonConflict
 	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest, manifestapi.ReasonBadRequest
 	}

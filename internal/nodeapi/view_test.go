@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/cluster"
 	"github.com/capstan-dev/capstan/internal/hyperpod"
@@ -33,6 +34,12 @@ func (o oneNode) FailNode(context.Context, string) (hyperpod.Node, error) { retu
 func (o oneNode) Events(context.Context, string, string) ([]hyperpod.Event, error) {
 	return nil, nil
 }
+func (o oneNode) UpdateCluster(context.Context, string, hyperpod.ClusterUpdate) (hyperpod.Cluster, error) {
+	return hyperpod.Cluster{}, nil
+}
+func (o oneNode) SetMetrics(context.Context, string, bool) (hyperpod.Cluster, error) {
+	return hyperpod.Cluster{}, nil
+}
 
 // TestNodeViewSlices: a node's view carries its GPU partitions and who
 // holds each slice, in the list and for one node.
@@ -47,7 +54,7 @@ func TestNodeViewSlices(t *testing.T) {
 	if _, err := pool.Place("r1", "c", n.InstanceType, cluster.Resources{MIGProfile: "4g.40gb"}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Options{Store: openStore(t), Clusters: oneNode{n}, Pool: pool, Clock: clk})
+	h, err := New(Options{Store: openStore(t), Clusters: oneNode{n}, Pool: pool, Catalog: catalog.Default(), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

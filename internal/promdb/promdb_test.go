@@ -258,3 +258,30 @@ func TestScrapePastSeriesLimit(t *testing.T) {
 		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// A cluster whose observability add-on is off keeps none of its series;
+// turned off later, its series end at the next scrape.
+func TestSkipClusters(t *testing.T) {
+	clk := clock.NewFake(t0)
+	reg := prometheus.NewRegistry()
+	nodes := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "capstan_cluster_nodes"}, []string{"cluster"})
+	reg.MustRegister(nodes)
+	nodes.WithLabelValues("a").Set(2)
+	nodes.WithLabelValues("b").Set(3)
+	off := map[string]bool{}
+	db := NewDB(time.Hour, 100)
+	s := &Scraper{DB: db, Clock: clk, Server: reg, SkipClusters: func() map[string]bool { return off }}
+	srv := httptest.NewServer(NewAPI(db, clk).Handler())
+	defer srv.Close()
+	s.ScrapeOnce(context.Background())
+	clk.Step(time.Second)
+	if got := instant(t, srv, `capstan_cluster_nodes`, "cluster"); len(got) != 2 {
+		t.Fatalf("both clusters on: %v", got)
+	}
+	off["b"] = true
+	s.ScrapeOnce(context.Background())
+	clk.Step(time.Second)
+	if got := instant(t, srv, `capstan_cluster_nodes`, "cluster"); len(got) != 1 || got["a"] != "2" {
+		t.Errorf("b off: %v, want only a", got)
+	}
+}

@@ -43,12 +43,16 @@ type Scraper struct {
 	Instance string
 	// Replicas lists the replicas to scrape (nil: none).
 	Replicas observability.Lister
-	Log      *slog.Logger
+	// SkipClusters names the clusters whose observability add-on is off:
+	// series labelled with one (cluster="…") are not kept. nil: none.
+	SkipClusters func() map[string]bool
+	Log          *slog.Logger
 
 	client  *http.Client
 	last    map[string]map[uint64]labels.Labels // target → series of its last scrape
 	full    bool                                // the series limit was hit (logged once until Prune makes room)
 	sampled int                                 // samples appended by the last ScrapeOnce
+	skip    map[string]bool                     // SkipClusters of this scrape
 }
 
 // Run scrapes until ctx ends.
@@ -89,6 +93,10 @@ func (s *Scraper) ScrapeOnce(ctx context.Context) int {
 		s.client = &http.Client{Timeout: s.interval()}
 	}
 	s.sampled = 0
+	s.skip = nil
+	if s.SkipClusters != nil {
+		s.skip = s.SkipClusters()
+	}
 	t := s.Clock.Now().UnixMilli()
 	seen := map[string]bool{}
 
@@ -160,6 +168,11 @@ func (s *Scraper) write(key string, t int64, target map[string]string, engine st
 	} else {
 		for _, mf := range mfs {
 			eachSample(mf, func(name string, extra []labels.Label, v float64) {
+				for _, l := range extra {
+					if l.Name == "cluster" && s.skip[l.Value] {
+						return
+					}
+				}
 				if engine != "" {
 					name = observability.CatalogName(engine, name)
 				}

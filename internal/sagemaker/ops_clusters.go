@@ -42,9 +42,8 @@ type Clusters interface {
 // learns it did nothing:
 //
 //   - CreateCluster: VpcConfig, Orchestrator.Slurm
-//   - CreateCluster and UpdateCluster: TieredStorageConfig,
-//     NodeProvisioningMode, and in InstanceGroups[]: InstanceStorageConfigs,
-//     OnStartDeepHealthChecks, OverrideVpcConfig, ScheduledUpdateConfig,
+//   - CreateCluster and UpdateCluster: NodeProvisioningMode, and in
+//     InstanceGroups[]: InstanceStorageConfigs, OnStartDeepHealthChecks, OverrideVpcConfig, ScheduledUpdateConfig,
 //     ImageId, SlurmConfig, NetworkInterface,
 //     LifeCycleConfig.OnInitComplete, and KubernetesConfig but for its
 //     nvidia.com/mig.config label (Taints and every other label are
@@ -216,6 +215,24 @@ type autoScalingInput struct {
 	AutoScalerType string  `json:"AutoScalerType"`
 }
 
+// tieredStorageInput is ClusterTieredStorageConfig.
+type tieredStorageInput struct {
+	Mode                               *string `json:"Mode"`
+	InstanceMemoryAllocationPercentage *int    `json:"InstanceMemoryAllocationPercentage"`
+}
+
+// spec is the hyperpod form of t (nil: not sent).
+func (t *tieredStorageInput) spec() *hyperpod.TieredStorage {
+	if t == nil || t.Mode == nil {
+		return nil
+	}
+	out := &hyperpod.TieredStorage{Mode: *t.Mode}
+	if t.InstanceMemoryAllocationPercentage != nil {
+		out.MemoryPercent = *t.InstanceMemoryAllocationPercentage
+	}
+	return out
+}
+
 type orchestratorInput struct {
 	Eks *struct {
 		ClusterArn *string `json:"ClusterArn"`
@@ -232,7 +249,7 @@ type clusterConfigInput struct {
 	ClusterRole              string               `json:"ClusterRole"`
 	AutoScaling              *autoScalingInput    `json:"AutoScaling"`
 	Orchestrator             *orchestratorInput   `json:"Orchestrator"`
-	TieredStorageConfig      json.RawMessage      `json:"TieredStorageConfig"`
+	TieredStorageConfig      *tieredStorageInput  `json:"TieredStorageConfig"`
 	NodeProvisioningMode     json.RawMessage      `json:"NodeProvisioningMode"`
 }
 
@@ -253,8 +270,9 @@ func (in *clusterConfigInput) common(ve *validationError) []string {
 		ve.requiredEnum(as.Mode, "autoScaling.mode", "Enable", "Disable")
 		ve.enum(as.AutoScalerType, "autoScaling.autoScalerType", "Karpenter")
 	}
-	if set(in.TieredStorageConfig) {
-		ignored = append(ignored, "TieredStorageConfig")
+	if ts := in.TieredStorageConfig; ts != nil {
+		ve.requiredEnum(ts.Mode, "tieredStorageConfig.mode", "Enable", "Disable")
+		ve.IntRange(ts.InstanceMemoryAllocationPercentage, 0, hyperpod.MaxTieredStoragePercent, "tieredStorageConfig.instanceMemoryAllocationPercentage")
 	}
 	if set(in.NodeProvisioningMode) {
 		ignored = append(ignored, "NodeProvisioningMode")
@@ -470,6 +488,9 @@ func (a *API) createCluster(ctx context.Context, body []byte) (any, error) {
 	if as := in.AutoScaling; as != nil {
 		spec.AutoScaling = hyperpod.AutoScaling{Mode: *as.Mode, AutoScalerType: as.AutoScalerType}
 	}
+	if ts := in.TieredStorageConfig.spec(); ts != nil {
+		spec.TieredStorage = *ts
+	}
 	for _, t := range in.Tags {
 		spec.Tags = append(spec.Tags, hyperpod.Tag(t))
 	}
@@ -515,6 +536,9 @@ func (a *API) updateCluster(ctx context.Context, body []byte) (any, error) {
 		NodeRecovery: in.NodeRecovery, ClusterRole: in.ClusterRole}
 	if as := in.AutoScaling; as != nil {
 		u.AutoScaling = &hyperpod.AutoScaling{Mode: *as.Mode, AutoScalerType: as.AutoScalerType}
+	}
+	if ts := in.TieredStorageConfig.spec(); ts != nil {
+		u.TieredStorage = ts
 	}
 	c, err := svc.UpdateCluster(ctx, *in.ClusterName, u)
 	if err != nil {
@@ -620,6 +644,13 @@ type describeClusterOutput struct {
 	NodeRecovery   string                 `json:"NodeRecovery,omitempty"`
 	ClusterRole    string                 `json:"ClusterRole,omitempty"`
 	AutoScaling    *autoScalingOutput     `json:"AutoScaling,omitempty"`
+	// TieredStorageConfig is ClusterTieredStorageConfig.
+	TieredStorageConfig *tieredStorageOutput `json:"TieredStorageConfig,omitempty"`
+}
+
+type tieredStorageOutput struct {
+	Mode                               string `json:"Mode"`
+	InstanceMemoryAllocationPercentage *int   `json:"InstanceMemoryAllocationPercentage,omitempty"`
 }
 
 // describeClusterOut is DescribeCluster's output for c, its groups as views
@@ -635,6 +666,12 @@ func (a *API) describeClusterOut(c hyperpod.Cluster, views []hyperpod.GroupView,
 	}
 	if c.AutoScaling.Mode != "" {
 		out.AutoScaling = &autoScalingOutput{Mode: c.AutoScaling.Mode, AutoScalerType: c.AutoScaling.AutoScalerType, Status: "InService"}
+	}
+	if ts := c.TieredStorage; ts.Mode != "" {
+		out.TieredStorageConfig = &tieredStorageOutput{Mode: ts.Mode}
+		if ts.MemoryPercent > 0 {
+			out.TieredStorageConfig.InstanceMemoryAllocationPercentage = ptr(ts.MemoryPercent)
+		}
 	}
 	for _, v := range views {
 		d := instanceGroupDetails{CurrentCount: v.Current, TargetCount: v.Target, InstanceGroupName: v.Name,

@@ -321,10 +321,10 @@ func TestClustersDisabled(t *testing.T) {
 }
 
 // TestClusterConversion checks what CreateCluster hands the service: the
-// plan from the ARN's last part, spot from CapacityRequirements, and the
-// ignored members it warns about.
+// plan from the ARN's last part, spot from CapacityRequirements, the
+// tiered storage, and the ignored members it warns about.
 func TestClusterConversion(t *testing.T) {
-	body := `{"ClusterName":"c","TieredStorageConfig":{"Mode":"Enable"},"InstanceGroups":[` +
+	body := `{"ClusterName":"c","TieredStorageConfig":{"Mode":"Enable","InstanceMemoryAllocationPercentage":20},"NodeProvisioningMode":"Continuous","InstanceGroups":[` +
 		group(`"CapacityRequirements":{"Spot":{}},"ImageId":"default","LifeCycleConfig":{"SourceS3Uri":"s3://b/lc","OnCreate":"a.sh","OnInitComplete":"b.sh"}`) + `,` +
 		group(`"InstanceGroupName":"od","CapacityRequirements":{"OnDemand":{}},"InstanceStorageConfigs":[{"EbsVolumeConfig":{"VolumeSizeInGB":500}}]`) + `,` +
 		group(`"InstanceGroupName":"plan","TrainingPlanArn":"`+planArn+`","ThreadsPerCore":2,"MinInstanceCount":1`) + `]}`
@@ -337,7 +337,10 @@ func TestClusterConversion(t *testing.T) {
 	if err := ve.Err(); err != nil {
 		t.Fatal(err)
 	}
-	wantIgnored := []string{"TieredStorageConfig", "InstanceGroups[0].LifeCycleConfig.OnInitComplete", "InstanceGroups[0].ImageId", "InstanceGroups[1].InstanceStorageConfigs"}
+	if ts := in.TieredStorageConfig.spec(); ts == nil || *ts != (hyperpod.TieredStorage{Mode: "Enable", MemoryPercent: 20}) {
+		t.Errorf("tiered storage = %+v, want Enable at 20 %%", ts)
+	}
+	wantIgnored := []string{"NodeProvisioningMode", "InstanceGroups[0].LifeCycleConfig.OnInitComplete", "InstanceGroups[0].ImageId", "InstanceGroups[1].InstanceStorageConfigs"}
 	if !slices.Equal(ignored, wantIgnored) {
 		t.Fatalf("ignored = %v, want %v", ignored, wantIgnored)
 	}

@@ -111,8 +111,8 @@ func defaultEksClusterArn(cfg config.Config) string {
 	return fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", cfg.Region, cfg.AccountID, cluster.DefaultName)
 }
 
-func (c *clusters) handler(st *store.Store, clk clock.Clock, log *slog.Logger) (*nodeapi.Handler, error) {
-	return nodeapi.New(nodeapi.Options{Store: st, Clusters: c.svc, Pool: c.pool, Clock: clk, Logger: log})
+func (c *clusters) handler(st *store.Store, cat *catalog.Catalog, clk clock.Clock, log *slog.Logger) (*nodeapi.Handler, error) {
+	return nodeapi.New(nodeapi.Options{Store: st, Clusters: c.svc, Pool: c.pool, Catalog: cat, Clock: clk, Logger: log})
 }
 
 // workloadsAdapter tells the cluster service what runs on a cluster: the
@@ -240,6 +240,16 @@ func autoScaled(c hyperpod.Cluster) bool {
 func (c *clusters) provisioned(name string) bool {
 	cl, _, err := c.svc.Cluster(context.Background(), name)
 	return err == nil && autoScaled(cl)
+}
+
+// tieredStorage is cluster name's tiered storage share of a node's memory
+// and whether it is on (deployment.Options.TieredStorage).
+func (c *clusters) tieredStorage(name string) (int, bool) {
+	cl, _, err := c.svc.Cluster(context.Background(), name)
+	if err != nil || !cl.TieredStorage.Enabled() {
+		return 0, false
+	}
+	return cl.TieredStorage.MemoryPercent, true
 }
 
 // groups lists cluster name's instance groups of instanceType with their

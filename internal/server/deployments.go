@@ -38,6 +38,9 @@ type deploymentDeps struct {
 	nodeEvents deployment.NodeEvents
 	// provisioned: whether the node autoscaler adds nodes to a cluster.
 	provisioned func(cluster string) bool
+	// tieredStorage: a cluster's tiered storage share of node memory, and
+	// whether it is on.
+	tieredStorage func(cluster string) (int, bool)
 	// groups: a cluster's instance groups of a type, with their nodes.
 	groups func(cluster, instanceType string) []deployment.GroupInfo
 	// models is the model-source fetcher both doors share (newModelSource).
@@ -73,7 +76,7 @@ func newModelSource(cfg config.Config, cat *catalog.Catalog, clk clock.Clock, lo
 func newDeployments(d deploymentDeps, o Options) (*deployment.Service, error) {
 	return deployment.New(deployment.Options{
 		Store: d.store, Clock: d.clock, Logger: d.log, Registerer: d.reg,
-		Engine: d.eng, Engines: d.cfg.Engines, Cluster: d.pool, NodeEvents: d.nodeEvents, Provisioned: d.provisioned, Groups: d.groups, Gateway: d.gw, Models: d.models, Endpoints: d.endpoints,
+		Engine: d.eng, Engines: d.cfg.Engines, Cluster: d.pool, NodeEvents: d.nodeEvents, Provisioned: d.provisioned, TieredStorage: d.tieredStorage, Groups: d.groups, Gateway: d.gw, Models: d.models, Endpoints: d.endpoints,
 		Triggers: triggers.Build, Catalog: d.cat, StartTimeout: d.cfg.Endpoints.StartTimeout.Duration,
 		Resync: o.Resync, GatewayURL: d.gatewayURL, Region: d.cfg.Region, AccountID: d.cfg.AccountID, DataDir: d.cfg.DataDir,
 	})

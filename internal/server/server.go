@@ -191,7 +191,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	dep, err := newDeployments(deploymentDeps{cfg: cfg, store: st, clock: clk, log: log, reg: reg, eng: eng, gw: gw,
 		endpoints: svc, cat: cat, models: models, gatewayURL: "http://" + ln.Addr().String(), pool: cls.pool, nodeEvents: cls.svc,
-		provisioned: cls.provisioned, groups: cls.groups}, o)
+		provisioned: cls.provisioned, tieredStorage: cls.tieredStorage, groups: cls.groups}, o)
 	if err != nil {
 		return fail(fmt.Errorf("deployments: %w", err))
 	}
@@ -216,7 +216,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	aas := appautoscaling.NewAPI(st, variantsAdapter{svc}, appautoscaling.Options{AccountID: cfg.AccountID, Region: cfg.Region,
 		Clock: clk, Logger: log, Registerer: reg, Source: gw, NewReader: asyncReaders(asyncQ, gw, clk)})
 
-	nodesH, err := cls.handler(st, clk, log)
+	nodesH, err := cls.handler(st, cat, clk, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -235,7 +235,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
 	var targetsH, replicaMetricsH http.Handler = observability.TargetsHandler(rt), observability.ReplicaMetricsHandler(rt)
 	// capstan's own Prometheus: the console's dashboards query it.
-	promH, dashboardsH, scraper := metricsStore(cfg.MetricsStore, reg, rt, clk, ln.Addr().String(), log)
+	promH, dashboardsH, scraper := metricsStore(cfg.MetricsStore, reg, rt, clk, ln.Addr().String(), log,
+		func() map[string]bool { return cls.svc.MetricsOff(context.Background()) })
 	if len(cfg.Credentials) > 0 {
 		secrets := map[string]string{}
 		for _, c := range cfg.Credentials {
@@ -482,7 +483,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 // scraper's loop. Disabled, both handlers answer 404 and the loop does
 // nothing.
 func metricsStore(c config.MetricsStore, reg prometheus.Gatherer, rt observability.Lister, clk clock.Clock, addr string,
-	log *slog.Logger) (api, index http.Handler, run func(context.Context)) {
+	log *slog.Logger, skipClusters func() map[string]bool) (api, index http.Handler, run func(context.Context)) {
 	if c.Disabled {
 		off := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "capstan's metrics store is off (metricsStore.disabled in capstan.yaml)", http.StatusNotFound)
@@ -490,7 +491,8 @@ func metricsStore(c config.MetricsStore, reg prometheus.Gatherer, rt observabili
 		return off, off, func(context.Context) {}
 	}
 	db := promdb.NewDB(c.Retention.Duration, c.MaxSeries)
-	sc := &promdb.Scraper{DB: db, Clock: clk, Interval: c.ScrapeInterval.Duration, Server: reg, Instance: addr, Replicas: rt, Log: log}
+	sc := &promdb.Scraper{DB: db, Clock: clk, Interval: c.ScrapeInterval.Duration, Server: reg, Instance: addr, Replicas: rt,
+		SkipClusters: skipClusters, Log: log}
 	every, keep := c.ScrapeInterval.Duration, c.Retention.Duration
 	if every == 0 {
 		every = promdb.DefaultScrapeInterval
