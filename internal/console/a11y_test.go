@@ -77,6 +77,7 @@ func TestAccessibility(t *testing.T) {
 		{"/console/plans/" + scale + "-plan-00", `[data-testid=plan-status]`},
 		{"/console/clusters", `[data-testid=clusters] tbody tr`},
 		{"/console/clusters/ml-cluster", `[data-testid=nodes] tbody tr`},
+		{"/console/clusters/new", `#cw-name`},
 		{"/console/deployments", `[data-testid=deployments] tbody tr`},
 		{"/console/deployments/jsm/default/" + demo, `[data-testid=events]`},
 		{"/console/apply", `textarea`},
@@ -96,6 +97,15 @@ func TestAccessibility(t *testing.T) {
 	paste(t, ctx, `textarea`, strings.Replace(yaml, "maxReplicaCount: 4", "maxReplicaCount: -1", 1))
 	run(t, ctx, "apply", chromedp.Click(chromedp.CSS(`main form button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=apply-errors]`)))
 	audit(t, ctx, "/console/apply with errors")
+	// The cluster wizard's custom setup, with a group's error next to it,
+	// and its review.
+	run(t, ctx, "wizard", chromedp.Navigate(s.URL+"/console/clusters/new"), chromedp.Click(chromedp.CSS(`[data-testid=mode-custom]`)),
+		typeInto(`#cw-name`, "a11y"), chromedp.Click(chromedp.CSS(`[data-testid=addon-tiered-storage]`)), typeInto(`#cw-g0-count`, "-1"),
+		chromedp.Click(chromedp.CSS(`[data-testid=to-review]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=review-groups]`)))
+	audit(t, ctx, "/console/clusters/new review")
+	run(t, ctx, "wizard error", chromedp.Click(chromedp.CSS(`[data-testid=create-cluster]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=error-cw-g0-count]`)))
+	audit(t, ctx, "/console/clusters/new with errors")
 
 	// The audit itself finds what it should: an unlabelled input and an
 	// image without alt text added to a page.

@@ -28,6 +28,9 @@ var dist embed.FS
 type Options struct {
 	// Region is the SigV4 region the console signs for.
 	Region string
+	// AccountID is the account in the ARNs the console writes (the cluster
+	// wizard's IAM roles and EKS cluster).
+	AccountID string
 	// SigV4 is true when the AWS APIs require signed requests: the console
 	// asks for an access key and signs its calls.
 	SigV4 bool
@@ -42,10 +45,11 @@ type Options struct {
 
 // Config is GET /console/config.json.
 type Config struct {
-	Region   string     `json:"region"`
-	Auth     AuthConfig `json:"auth"`
-	DevClock bool       `json:"devClock"`
-	Now      time.Time  `json:"now"`
+	Region    string     `json:"region"`
+	AccountID string     `json:"accountId"`
+	Auth      AuthConfig `json:"auth"`
+	DevClock  bool       `json:"devClock"`
+	Now       time.Time  `json:"now"`
 }
 
 // AuthConfig says which credentials the console must ask for.
@@ -93,7 +97,7 @@ func Handler(o Options) http.Handler {
 		case rel == "config.json":
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
-			_ = json.NewEncoder(w).Encode(Config{Region: o.Region, DevClock: o.DevClock, Now: o.Clock.Now().UTC(),
+			_ = json.NewEncoder(w).Encode(Config{Region: o.Region, AccountID: o.AccountID, DevClock: o.DevClock, Now: o.Clock.Now().UTC(),
 				Auth: AuthConfig{SigV4: o.SigV4, AdminToken: o.AdminToken}})
 		case strings.HasPrefix(rel, "assets/"):
 			// Vite names assets by their content's hash.

@@ -269,7 +269,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	// The console is static assets plus config.json; what it shows comes
 	// through the handlers above, with their authentication.
-	consoleH := console.Handler(console.Options{Region: cfg.Region, SigV4: cfg.AuthConfigured(),
+	consoleH := console.Handler(console.Options{Region: cfg.Region, AccountID: cfg.AccountID, SigV4: cfg.AuthConfigured(),
 		AdminToken: cfg.AuthConfigured(), DevClock: cfg.DevClock, Clock: clk})
 	// Each route names its door: the API whose error shape its refusals
 	// take (routes.classify, door.write).

@@ -5,6 +5,7 @@ import { ErrorBox, Field, useSubmit } from './components.jsx';
 import { BASE, Link, currentPath, match, navigate, useRoute } from './router.jsx';
 import Apply from './pages/Apply.jsx';
 import ClusterDetail from './pages/ClusterDetail.jsx';
+import ClusterNew from './pages/ClusterNew.jsx';
 import Clusters from './pages/Clusters.jsx';
 import Dashboards from './pages/Dashboards.jsx';
 import DeploymentDetail from './pages/DeploymentDetail.jsx';
@@ -25,6 +26,7 @@ const routes = [
   ['/plans/new', PlanNew],
   ['/plans/:name', PlanDetail],
   ['/clusters', Clusters],
+  ['/clusters/new', ClusterNew],
   ['/clusters/:name', ClusterDetail],
   ['/deployments', Deployments],
   ['/deployments/:kind/:namespace/:name', DeploymentDetail],

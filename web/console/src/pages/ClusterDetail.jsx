@@ -2,8 +2,9 @@
 // recovery, instance groups with their MIG layout), its nodes from
 // ListClusterNodes joined with capstan's node API (GPUs and MIG slices
 // allocated, capacity type, price).
+import { useState } from 'preact/hooks';
 import { NODES, bearer, sagemaker } from '../api.js';
-import { ErrorBox, Status, Table, fmtDate, fmtMoney, usePoll } from '../components.jsx';
+import { ErrorBox, Status, Table, fmtDate, fmtMoney, useSubmit, usePoll } from '../components.jsx';
 import { Link } from '../router.jsx';
 import { autoScalingText } from './Clusters.jsx';
 import { age, listAll } from './ClustersShared.jsx';
@@ -113,6 +114,83 @@ const nodeColumns = [
   },
 ];
 
+// AddonRow turns one add-on on or off through capstan's add-ons API; tiered
+// storage takes the share of node memory to turn on with.
+function AddonRow({ cluster, addon, reload }) {
+  const [percent, setPercent] = useState(String(addon.instanceMemoryAllocationPercentage || 20));
+  const [error, setError] = useState(null);
+  const tiered = addon.name === 'tiered-storage';
+  const [toggle, busy] = useSubmit(async () => {
+    setError(null);
+    const body = { enabled: !addon.enabled };
+    if (tiered && !addon.enabled) body.instanceMemoryAllocationPercentage = percent.trim() === '' ? undefined : Number(percent);
+    try {
+      await bearer('PUT', `${NODES}/clusters/${encodeURIComponent(cluster)}/addons/${addon.name}`, JSON.stringify(body));
+      await reload();
+    } catch (err) {
+      setError(err);
+    }
+  });
+  const pid = `addon-${addon.name}-percent`;
+  return (
+    <tr data-testid={'addon-' + addon.name} data-enabled={addon.enabled}>
+      <th scope="row">{addon.displayName}</th>
+      <td>
+        <Status value={addon.enabled ? 'Enabled' : 'Disabled'} />
+        {tiered && addon.enabled ? ` · ${addon.instanceMemoryAllocationPercentage}% of node memory` : null}
+      </td>
+      <td>{addon.description}</td>
+      <td>
+        <div class="addon-actions">
+          {tiered && !addon.enabled ? (
+            <label>
+              % of memory{' '}
+              <input id={pid} type="number" min="1" max="100" value={percent} onInput={(e) => setPercent(e.currentTarget.value)} aria-invalid={!!error} />
+            </label>
+          ) : null}
+          <button type="button" class={addon.enabled ? 'secondary' : ''} disabled={busy} onClick={toggle} data-testid={'toggle-' + addon.name}>
+            {addon.enabled ? 'Turn off' : 'Turn on'}
+          </button>
+        </div>
+        {error ? (
+          <span class="field-error" role="alert" data-testid={'error-addon-' + addon.name}>
+            {error.code}: {error.message}
+          </span>
+        ) : null}
+      </td>
+    </tr>
+  );
+}
+
+function Addons({ cluster }) {
+  const { data, error, reload } = usePoll(() => bearer('GET', `${NODES}/clusters/${encodeURIComponent(cluster)}/addons`), [cluster]);
+  return (
+    <>
+      <h2>Add-ons</h2>
+      <ErrorBox error={error} />
+      {data ? (
+        <div class="table-wrap">
+          <table data-testid="addons" aria-label="Add-ons">
+            <thead>
+              <tr>
+                <th scope="col">Add-on</th>
+                <th scope="col">Status</th>
+                <th scope="col">What it does</th>
+                <th scope="col">Change</th>
+              </tr>
+            </thead>
+            <tbody>
+              {(data.items || []).map((a) => (
+                <AddonRow key={a.name} cluster={cluster} addon={a} reload={reload} />
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+    </>
+  );
+}
+
 export default function ClusterDetail({ name }) {
   const { data, error, loading } = usePoll(async () => {
     const [cluster, nodes, views] = await Promise.all([
@@ -148,7 +226,7 @@ export default function ClusterDetail({ name }) {
           <div class="card">
             <dl class="props clusters-props" data-testid="cluster-props">
               <dt>Status</dt>
-              <dd>
+              <dd data-testid="cluster-status">
                 <Status value={c.ClusterStatus} />
               </dd>
               <dt>ARN</dt>
@@ -176,6 +254,7 @@ export default function ClusterDetail({ name }) {
               ) : null}
             </dl>
           </div>
+          <Addons cluster={c.ClusterName || name} />
           <h2>Instance groups</h2>
           <Table
             columns={groupColumns}

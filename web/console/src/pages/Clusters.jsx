@@ -50,8 +50,13 @@ export default function Clusters() {
     <section>
       <h1>Clusters</h1>
       <p class="hint">
-        HyperPod clusters: where manifests' replicas run. Manage them with the SageMaker cluster API (
+        HyperPod clusters: where manifests' replicas run. Create one here, or with the SageMaker cluster API (
         <code>aws sagemaker create-cluster</code>, <code>update-cluster</code>).
+      </p>
+      <p>
+        <Link href="/clusters/new" class="button" data-testid="new-cluster">
+          Create cluster
+        </Link>
       </p>
       <ErrorBox error={error} />
       {loading && !data ? (
