@@ -27,8 +27,9 @@ func choose(sel, value string) chromedp.Action[chromedp.Void] {
 // (the group, its price, the add-ons), creates the cluster through
 // CreateCluster and lands on its page, InService, with the node
 // autoscaler and observability on. Custom setup: a bad count
-// is refused next to that group's count; then two groups (a MIG-partitioned
-// ml.p4d.24xlarge and a spot ml.g5.xlarge at 0), tiered storage at 25 %
+// is refused next to that group's count; then three groups (a
+// MIG-partitioned ml.p4d.24xlarge, a spot ml.g5.xlarge at 0 and an
+// ml.p5.48xlarge group on a training plan at 0), tiered storage at 25 %
 // and observability off show in the review and in DescribeCluster; on the
 // cluster's page the add-ons say so and observability is turned back on.
 func TestClusterWizard(t *testing.T) {
@@ -46,6 +47,21 @@ func TestClusterWizard(t *testing.T) {
 		return names
 	}
 	before := len(clusters())
+	// A training plan for clusters, which a group of its type can draw on.
+	now := serverNow(t, s)
+	offers, err := s.SM.SearchTrainingPlanOfferings(context.Background(), &sm.SearchTrainingPlanOfferingsInput{
+		TargetResources: []smtypes.SageMakerResourceName{"hyperpod-cluster"}, InstanceType: "ml.p5.48xlarge",
+		InstanceCount: aws.Int32(1), DurationHours: aws.Int64(24), StartTimeAfter: aws.Time(now),
+		EndTimeBefore: aws.Time(now.Add(30 * 24 * time.Hour))})
+	if err != nil || len(offers.TrainingPlanOfferings) == 0 {
+		t.Fatalf("search: %+v %v", offers, err)
+	}
+	plan, err := s.SM.CreateTrainingPlan(context.Background(), &sm.CreateTrainingPlanInput{TrainingPlanName: aws.String("wizard-plan"),
+		TrainingPlanOfferingId: offers.TrainingPlanOfferings[0].TrainingPlanOfferingId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planArn := aws.ToString(plan.TrainingPlanArn)
 
 	run(t, ctx, "open the wizard from Clusters",
 		chromedp.Navigate(s.URL+"/console/clusters"),
@@ -96,6 +112,10 @@ func TestClusterWizard(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-testid=add-group]`)),
 		choose(`#cw-g1-type`, "ml.g5.xlarge"),
 		choose(`#cw-g1-capacity`, "spot"),
+		chromedp.Click(chromedp.CSS(`[data-testid=add-group]`)),
+		choose(`#cw-g2-type`, "ml.p5.48xlarge"),
+		chromedp.WaitReady(chromedp.CSS(`#cw-g2-capacity option[value="`+planArn+`"]`)),
+		choose(`#cw-g2-capacity`, planArn),
 		chromedp.Click(chromedp.CSS(`[data-testid=addon-observability]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid=addon-tiered-storage]`)),
 		typeInto(`#cw-tiered-percent`, "25"),
@@ -112,6 +132,8 @@ func TestClusterWizard(t *testing.T) {
 		waitText(`[data-testid=review-groups]`, "ml.p4d.24xlarge"),
 		waitText(`[data-testid=review-groups]`, "all-1g.5gb"),
 		waitText(`[data-testid=review-groups]`, "spot"),
+		waitText(`[data-testid=review-groups]`, "training plan wizard-plan"),
+		waitText(`[data-testid=review-groups]`, "prepaid (plan)"),
 		waitText(`[data-testid=review-addons]`, "On · 25% of each node's memory"),
 		waitText(`[data-testid=review-addons]`, "Off"),
 	)
@@ -134,7 +156,8 @@ func TestClusterWizard(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ts := d.TieredStorageConfig; ts == nil || aws.ToInt32(ts.InstanceMemoryAllocationPercentage) != 25 ||
-		d.AutoScaling == nil || d.AutoScaling.Mode != smtypes.ClusterAutoScalingModeEnable || len(d.InstanceGroups) != 2 {
+		d.AutoScaling == nil || d.AutoScaling.Mode != smtypes.ClusterAutoScalingModeEnable || len(d.InstanceGroups) != 3 ||
+		aws.ToString(d.InstanceGroups[2].TrainingPlanArn) != planArn {
 		t.Errorf("DescribeCluster custom-1: tiered %+v, autoscaling %+v, %d groups", d.TieredStorageConfig, d.AutoScaling, len(d.InstanceGroups))
 	}
 	run(t, ctx, "turn observability back on",

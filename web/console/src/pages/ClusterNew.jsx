@@ -189,7 +189,13 @@ function GroupFields({ g, i, types, plans, errors, update, remove }) {
   const id = (f) => `cw-g${i}-${f}`;
   const err = (f) => errors[`g${i}.${f}`];
   const t = types.find((x) => x.name === g.type);
-  const planChoices = plans.filter((p) => (p.TargetResources || []).includes('hyperpod-cluster') && p.InstanceType === g.type);
+  // Plans for clusters, of this instance type, not over.
+  const planChoices = plans.filter(
+    (p) =>
+      (p.TargetResources || []).includes('hyperpod-cluster') &&
+      ['Pending', 'Scheduled', 'Active'].includes(p.Status) &&
+      (p.ReservedCapacitySummaries || []).some((r) => r.InstanceType === g.type),
+  );
   return (
     <fieldset class="card cw-group" data-testid={'group-' + i}>
       <legend>Instance group {i + 1}</legend>
