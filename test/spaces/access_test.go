@@ -127,10 +127,12 @@ func TestAccessNeedsAdminToken(t *testing.T) {
 func TestLoopbackOnlyWithoutCredentials(t *testing.T) {
 	ip := nonLoopbackIP(t)
 	s := startServer(t, migCluster+"insecureListenAny: true\n")
-	port := s.URL[strings.LastIndex(s.URL, ":")+1:]
 	s.proc.Cmd.Process.Kill()
 	_ = s.proc.Cmd.Wait()
-	s.start("0.0.0.0:" + port)
+	// A fresh port: the old one may be taken by now (another process's
+	// outgoing connection gets any free port).
+	s.start("0.0.0.0:0")
+	port := s.URL[strings.LastIndex(s.URL, ":")+1:]
 	s.apply(workspaceYAML("nb", "Running", ""))
 	s.waitPhase("nb", "Running", 90*time.Second)
 	if code, _ := s.do(http.MethodGet, "/spaces/default/nb/api/status", nil, nil); code != http.StatusOK {
