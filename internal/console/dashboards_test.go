@@ -15,8 +15,10 @@ import (
 func TestDashboardsPage(t *testing.T) {
 	s := startServer(t, "metricsStore: {scrapeInterval: 1s}\n")
 	ctx := newBrowser(t, 1280, 900)
+	// Refreshed every 5 s: a page opened before the store's first scrapes
+	// of the cluster's series shows them at the next refresh.
 	run(t, ctx, "open Dashboards",
-		chromedp.Navigate(s.URL+"/console/dashboards"),
+		chromedp.Navigate(s.URL+"/console/dashboards?refresh=5s"),
 		waitHeading("Dashboards"),
 		waitText(`main`, "Requests, latency, TTFB and TTFT"),
 		waitText(`main`, "scraped every 1s, kept for 3h"),
