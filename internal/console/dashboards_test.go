@@ -22,7 +22,7 @@ func TestDashboardsPage(t *testing.T) {
 		waitHeading("Dashboards"),
 		waitText(`main`, "Requests, latency, TTFB and TTFT"),
 		waitText(`main`, "scraped every 1s, kept for 3h"),
-		chromedp.Click(chromedp.CSS(`.dash-tabs a[href="/console/dashboards/capstan-cluster"]`)),
+		chromedp.Click(chromedp.CSS(`.dash-tabs a[href^="/console/dashboards/capstan-cluster"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-title="Nodes by status"][data-state=data]`)),
 		waitText(`[data-title="Nodes by status"] .dash-legend`, "ml-cluster Running"),
 	)
