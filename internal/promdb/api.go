@@ -117,11 +117,7 @@ func form(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) query(w http.ResponseWriter, r *http.Request) {
-	if err := form(w, r); err != nil {
-		fail(w, err)
-		return
-	}
-	qs, err := queryParam(r)
+	qs, err := queryForm(w, r)
 	if err != nil {
 		fail(w, err)
 		return
@@ -139,11 +135,7 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
-	if err := form(w, r); err != nil {
-		fail(w, err)
-		return
-	}
-	qs, err := queryParam(r)
+	qs, err := queryForm(w, r)
 	if err != nil {
 		fail(w, err)
 		return
@@ -180,7 +172,11 @@ func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func queryParam(r *http.Request) (string, error) {
+// queryForm parses the request's parameters and returns its query.
+func queryForm(w http.ResponseWriter, r *http.Request) (string, error) {
+	if err := form(w, r); err != nil {
+		return "", err
+	}
 	qs := r.Form.Get("query")
 	switch {
 	case qs == "":

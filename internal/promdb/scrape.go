@@ -101,9 +101,9 @@ func (s *Scraper) ScrapeOnce(ctx context.Context) int {
 	seen := map[string]bool{}
 
 	if s.Server != nil {
-		began := time.Now()
+		began := s.Clock.Now()
 		mfs, err := s.Server.Gather()
-		s.write("capstan", t, map[string]string{"job": observability.JobServer, "instance": s.Instance}, "", mfs, err, time.Since(began))
+		s.write("capstan", t, map[string]string{"job": observability.JobServer, "instance": s.Instance}, "", mfs, err, clock.Since(s.Clock, began))
 		seen["capstan"] = true
 	}
 	if s.Replicas != nil {
@@ -113,9 +113,9 @@ func (s *Scraper) ScrapeOnce(ctx context.Context) int {
 			for k, v := range g.Labels {
 				target[k] = v
 			}
-			began := time.Now()
+			began := s.Clock.Now()
 			mfs, err := s.fetch(ctx, id)
-			s.write("replica/"+id, t, target, g.Labels["engine"], mfs, err, time.Since(began))
+			s.write("replica/"+id, t, target, g.Labels["engine"], mfs, err, clock.Since(s.Clock, began))
 			seen["replica/"+id] = true
 		}
 	}
@@ -157,8 +157,7 @@ func (s *Scraper) fetch(ctx context.Context, id string) ([]*dto.MetricFamily, er
 // write appends one target's scrape: its families' samples, the series
 // Prometheus adds for every target (up, scrape_duration_seconds,
 // scrape_samples_scraped), and staleness markers for the series its last
-// scrape had and this one lacks. took is the scrape's wall time, which no
-// test controls: it is reported, never decided on.
+// scrape had and this one lacks. took is the scrape's time on the clock.
 func (s *Scraper) write(key string, t int64, target map[string]string, engine string, mfs []*dto.MetricFamily, err error, took time.Duration) {
 	now := map[uint64]labels.Labels{}
 	up := 1.0
