@@ -89,17 +89,23 @@ echo "inf-cluster InService with 0 nodes"
 cap apply -f "$here/testdata/cluster-autoscaling.yaml" >"$work/apply.out" 2>&1 || fail "apply: $(cat "$work/apply.out")"
 grep -q "nodepool.karpenter.sh/inference created" "$work/apply.out" || fail "apply: $(cat "$work/apply.out")"
 nodes() { cap get nodes --cluster inf-cluster -o json | jq '[.items[] | select(.status=="Running")] | length'; }
+# Running nodes and, of them, those on the training plan: "N R".
+node_counts() {
+  cap get nodes --cluster inf-cluster -o json |
+    jq -r '[.items[] | select(.status=="Running")] | "\(length) \([.[] | select(.capacityType=="reserved")] | length)"'
+}
 jsm() { cap get jsm cl-flow -o json; }
 replicas() { jsm | jq -r '.status.replicas // 0'; }
 desired() {
   curl -s "$url/metrics" | awk '/^capstan_deployment_replicas\{/ && /name="cl-flow"/ && /state="desired"/ {print $2}'
 }
 
-# Sample the replicas running, the nodes and the replicas the autoscaler
-# asks for, for the whole run.
+# Sample the replicas running, the replicas the autoscaler asks for, the
+# nodes and those of them on the plan, for the whole run.
 (
   while :; do
-    echo "$(replicas 2>/dev/null) $(nodes 2>/dev/null) $(desired 2>/dev/null)" >>"$work/samples.log"
+    r=$(replicas 2>/dev/null) d=$(desired 2>/dev/null) n=$(node_counts 2>/dev/null)
+    echo "${r:-0} ${d:-0} ${n:-0 0}" >>"$work/samples.log"
     sleep 0.25
   done
 ) &
@@ -112,16 +118,21 @@ cap bench --target "$url" --model cl-flow --workload random:input=64,output=64 -
   fail "bench (load): $(tail -20 "$work/load.txt")"
 [ "$(jq '.stages[0].summaries[0].failed' "$work/load.json")" = 0 ] || fail "requests failed: $(jq -c '.stages[0].summaries[0].errors' "$work/load.json")"
 peak_r=$(awk '{print $1}' "$work/samples.log" | sort -n | tail -1)
-peak_n=$(awk '{print $2}' "$work/samples.log" | sort -n | tail -1)
-peak_d=$(awk '{print $3}' "$work/samples.log" | sort -n | tail -1)
+peak_d=$(awk '{print $2}' "$work/samples.log" | sort -n | tail -1)
+peak_n=$(awk '{print $3}' "$work/samples.log" | sort -n | tail -1)
+peak_reserved=$(awk '{print $4}' "$work/samples.log" | sort -n | tail -1)
 [ "$peak_d" = 3 ] || fail "desired replicas peaked at $peak_d, want 3 (maxReplicaCount)"
 # A consolidation move keeps its replica serving until the replacement does:
 # one node at a time is disrupted for being under-used, and each node here
 # holds one replica, so at most one more than desired runs.
 [ "$peak_r" -ge 3 ] && [ "$peak_r" -le 4 ] || fail "replicas running peaked at $peak_r, want 3 (4 during a consolidation move)"
 [ "$peak_n" -ge 3 ] || fail "nodes peaked at $peak_n, want ≥ 3"
-cap get nodes --cluster inf-cluster -o json | jq -e '[.items[] | select(.capacityType=="reserved")] | length >= 1' >/dev/null ||
-  fail "no node on the training plan: $(cap get nodes --cluster inf-cluster)"
+# The plan's instance is used first. (Not asserted at the end of the load:
+# on a busy machine the in-flight metric can read 0 for a few seconds, the
+# 3 s scale-down window lets a replica go, and its empty node is
+# consolidated; the replica that comes back may find the plan's node still
+# draining and launch on demand.)
+[ "${peak_reserved:-0}" -ge 1 ] || fail "no node on the training plan: $(cap get nodes --cluster inf-cluster)"
 echo "load: $(jq '.stages[0].summaries[0].succeeded' "$work/load.json") requests ok; peak $peak_d replicas desired, $peak_r running on $peak_n nodes"
 cap get nodes --cluster inf-cluster
 
