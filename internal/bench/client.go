@@ -314,6 +314,7 @@ func (c *OpenAIClient) Do(ctx context.Context, req *Request, rec *Record) {
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("X-Request-Id", req.RequestID)
+	markReplayable(hr, req.RequestID)
 	if req.Item.SessionID != "" {
 		hr.Header.Set("X-Session-Id", req.Item.SessionID)
 	}
@@ -328,6 +329,17 @@ func (c *OpenAIClient) Do(ctx context.Context, req *Request, rec *Record) {
 	}
 	defer resp.Body.Close()
 	readResponse(ctx, resp.Body, c.Stream, m)
+}
+
+// markReplayable lets Go's transport send hr again, on a new connection,
+// when the server closed the pooled connection it went out on before
+// answering: an Idempotency-Key header is what the transport looks for on a
+// POST. llama-server closes keep-alive connections early; without this, 1 in
+// 5 streamed requests sent to it directly at concurrency 4 failed with
+// "server closed idle connection" or EOF. A request whose answer had begun
+// is never sent again.
+func markReplayable(hr *http.Request, requestID string) {
+	hr.Header.Set("Idempotency-Key", requestID)
 }
 
 // send issues hr and records on rec what went wrong: a transport error or a

@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +130,56 @@ func TestEventStreamErrorFrames(t *testing.T) {
 				t.Fatalf("detail %q", rec.ErrorDetail)
 			}
 		})
+	}
+}
+
+// closingAfterOneServer answers the first request on each connection,
+// keeping it open, and closes the connection when a second request arrives
+// on it without answering: what llama-server does to a pooled connection.
+func closingAfterOneServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	const body = `{"choices":[{"text":"hi"}],"usage":{"prompt_tokens":2,"completion_tokens":1}}`
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for n := 0; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if n > 0 {
+						return
+					}
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// A request that goes out on a pooled connection the server then closes
+// unanswered is sent again on a new one, not counted as failed.
+func TestPooledConnectionClosedByServer(t *testing.T) {
+	base := closingAfterOneServer(t)
+	c := &OpenAIClient{HTTP: &http.Client{Transport: &http.Transport{}}, Clock: clock.Real{}, BaseURL: base}
+	for i := range 4 {
+		rec := &Record{}
+		c.Do(context.Background(), &Request{Item: &Item{Prompt: "hello", OutputTokens: 1}, Model: "m", RequestID: fmt.Sprint("r", i)}, rec)
+		if rec.Error != "" {
+			t.Fatalf("request %d: %s (%s)", i, rec.Error, rec.ErrorDetail)
+		}
 	}
 }

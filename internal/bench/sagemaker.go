@@ -81,6 +81,7 @@ func (c *SageMakerClient) Do(ctx context.Context, req *Request, rec *Record) {
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("X-Amzn-SageMaker-Inference-Id", req.RequestID)
 	hr.Header.Set("X-Request-Id", req.RequestID)
+	markReplayable(hr, req.RequestID)
 	if req.Item.SessionID != "" {
 		hr.Header.Set("X-Session-Id", req.Item.SessionID)
 	}
