@@ -38,6 +38,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 type cliEnv struct {
 	svc *deployment.Service
 	rt  *fake.Runtime
+	gw  *gateway.Gateway
 	clk *clock.Fake
 	srv *httptest.Server
 }
@@ -89,7 +90,7 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &cliEnv{svc: svc, rt: rt, clk: clk}
+	e := &cliEnv{svc: svc, rt: rt, gw: gw, clk: clk}
 	e.serve(t)
 	return e
 }
@@ -103,6 +104,7 @@ func (e *cliEnv) reconcile(t *testing.T, kind, ns, name string) {
 			t.Fatalf("reconcile %s %s/%s: %v", kind, ns, name, err)
 		}
 	}
+	e.gw.ScrapeOnce(context.Background()) // the gateway reads the routed replicas' /metrics, as its Run does
 }
 
 // stored lists "Kind/namespace/name" of every object the service holds,

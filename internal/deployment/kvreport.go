@@ -3,10 +3,6 @@ package deployment
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"sync"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -31,13 +27,6 @@ const (
 // engineTier maps the engine's tier label to the report's tier name.
 var engineTier = map[string]string{"l1": manifest.KVTierL1, "tieredstorage": manifest.KVTierTieredStorage, "l2": manifest.KVTierRedis}
 
-// kvScrapeTimeout bounds one replica's /metrics read; kvScrapeParallel the
-// reads in flight.
-const (
-	kvScrapeTimeout  = 2 * time.Second
-	kvScrapeParallel = 8
-)
-
 // engineKV is what one replica's /metrics says about its KV cache.
 type engineKV struct {
 	usage                float64
@@ -51,19 +40,18 @@ type engineKV struct {
 // kvReplica is one running replica of a report: its engine flags and, once
 // scraped, its metrics.
 type kvReplica struct {
-	id, addr, model, node string
-	apiKey                string // the engine's (runtime.Replica.APIKey)
-	engine                string
-	l1Bytes, tieredBytes  int64
-	redis                 bool
-	m                     *engineKV
+	id, model, node, engine string
+	l1Bytes, tieredBytes    int64
+	redis                   bool
+	m                       *engineKV
 }
 
 // KVCache reports the KV cache tiers of one object: their sizes from the
 // running replicas' engine flags (from the spec when none runs), their use
-// and hit rates from the replicas' /metrics, read now. manifest.ErrNotFound
-// for an unknown object; a replica that does not answer is left out of
-// use and hit rates (Scraped says how many did).
+// and hit rates from the gateway's last read of the replicas' /metrics (at
+// most one scrape interval old). manifest.ErrNotFound for an unknown object;
+// a replica whose last read failed, or that the gateway has not read, is
+// left out of use and hit rates (Scraped says how many count).
 func (s *Service) KVCache(ctx context.Context, kind, namespace, name string) (manifest.KVCacheReport, error) {
 	if err := checkKind(kind); err != nil {
 		return manifest.KVCacheReport{}, err
@@ -91,7 +79,7 @@ func (s *Service) KVCache(ctx context.Context, kind, namespace, name string) (ma
 		}
 		reps = append(reps, kr)
 	}
-	c.scrapeKV(ctx, reps)
+	c.readKV(reps)
 	p, _ := planFor(rec.obj(), c.o.Engines) // nil: no tier beyond what the replicas run
 	return c.kvReport(p, reps), nil
 }
@@ -99,58 +87,26 @@ func (s *Service) KVCache(ctx context.Context, kind, namespace, name string) (ma
 // replicaFlags reads the KV tiers a replica was started with.
 func replicaFlags(rep runtime.Replica) *kvReplica {
 	t := rep.Spec.KVTiers
-	return &kvReplica{id: rep.Spec.ID, addr: rep.Addr, apiKey: rep.APIKey, model: rep.Spec.Model, engine: rep.Spec.Engine,
+	return &kvReplica{id: rep.Spec.ID, model: rep.Spec.Model, engine: rep.Spec.Engine,
 		l1Bytes: t.CPUBytes, tieredBytes: t.StorageBytes, redis: t.RedisURL != ""}
 }
 
-// scrapeKV reads every replica's /metrics, a few at a time.
-func (c *Controller) scrapeKV(ctx context.Context, reps []*kvReplica) {
-	sem := make(chan struct{}, kvScrapeParallel)
-	var wg sync.WaitGroup
+// readKV takes each replica's KV figures from the gateway's last read of
+// its /metrics: the one reader of engine metrics, mapped by the replica's
+// engine adapter.
+func (c *Controller) readKV(reps []*kvReplica) {
 	for _, r := range reps {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			m, err := scrapeKV(ctx, r.addr, r.apiKey, engines.MustByName(r.engine).Metrics)
-			if err != nil {
-				c.log.Debug("kv report: scrape", "replica", r.id, "err", err)
-				return
-			}
-			r.m = m
-		}()
+		rd, ok := c.o.Gateway.LastEngineRead(r.id)
+		if !ok || rd.Err != nil {
+			continue
+		}
+		r.m = engineKVOf(rd.Stats)
 	}
-	wg.Wait()
 }
 
-var kvClient = &http.Client{Timeout: kvScrapeTimeout}
-
-func scrapeKV(ctx context.Context, addr, apiKey string, mm engines.MetricMap) (*engineKV, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err == nil && apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	if err != nil {
-		return nil, err
-	}
-	resp, err := kvClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return parseEngineKV(resp.Body, mm)
-}
-
-// parseEngineKV reads the KV series of one engine's exposition, mapped by
-// its adapter (the simulator's tier counters are read by their own names).
-func parseEngineKV(r io.Reader, mm engines.MetricMap) (*engineKV, error) {
-	st, err := engines.ReadMetrics(r, mm)
-	if err != nil {
-		return nil, fmt.Errorf("parse /metrics: %w", err)
-	}
+// engineKVOf is the KV part of one read of an engine's metrics (the
+// simulator's tier counters are read by their own names).
+func engineKVOf(st engines.Stats) *engineKV {
 	fams := st.Families
 	m := &engineKV{tierHits: map[string]float64{}, tierLoad: map[string]float64{}, tierUsed: map[string]float64{}, tierCap: map[string]float64{},
 		usage: st.KVUsage, queries: st.PrefixQueries, hits: st.PrefixHits,
@@ -169,7 +125,7 @@ func parseEngineKV(r io.Reader, mm engines.MetricMap) (*engineKV, error) {
 	byTier(metricTierBytes, m.tierLoad, func(s *dto.Metric) bool { return label(s, "direction") == "load" })
 	byTier(metricTierUsed, m.tierUsed, nil)
 	byTier(metricTierCapacity, m.tierCap, nil)
-	return m, nil
+	return m
 }
 
 func label(m *dto.Metric, name string) string {

@@ -77,6 +77,7 @@ func TestKVReport(t *testing.T) {
 	h.rt.SetAddr("iec.default.demo.r1.1", metricsServer(t, engineMetrics(0.25, 1000, 1000, 400, 0, 10, 0, 2e9)))
 	h.apply(iec("demo", 2, 1, "  kvCacheSpec: {l1CacheSize: 8Gi, enableL2Cache: true, l2CacheSpec: {l2CacheBackend: tieredstorage, l2CacheSize: 20Gi}}\n"))
 	h.reconcile(kIEC("demo"))
+	h.gw.ScrapeOnce(context.Background()) // the gateway reads every routed replica's /metrics
 	rep, err := h.svc.KVCache(context.Background(), manifest.KindInferenceEndpointConfig, "default", "demo")
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +103,8 @@ func TestKVReport(t *testing.T) {
 
 	t.Run("a replica that does not answer", func(t *testing.T) {
 		h.rt.SetAddr("iec.default.demo.r1.1", "127.0.0.1:1")
+		h.reconcile(kIEC("demo"))             // the route follows the replica's address
+		h.gw.ScrapeOnce(context.Background()) // the gateway reads every routed replica's /metrics
 		rep, err := h.svc.KVCache(context.Background(), manifest.KindInferenceEndpointConfig, "default", "demo")
 		if err != nil {
 			t.Fatal(err)
@@ -122,6 +125,7 @@ func TestKVReportRedisAndNoReplicas(t *testing.T) {
 	h.rt.SetDefaultAddr(metricsServer(t, engineMetrics(0.1, 500, 100, 50, 0, 0, 2, 0)))
 	h.apply(iec("demo", 1, 1, `  kvCacheSpec: {enableL2Cache: true, l2CacheSpec: {l2CacheBackend: redis, l2CacheLocalUrl: "redis://127.0.0.1:6379"}}`+"\n"))
 	h.reconcile(kIEC("demo"))
+	h.gw.ScrapeOnce(context.Background()) // the gateway reads every routed replica's /metrics
 	rep, err := h.svc.KVCache(context.Background(), manifest.KindInferenceEndpointConfig, "default", "demo")
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +141,7 @@ func TestKVReportRedisAndNoReplicas(t *testing.T) {
 
 	h.apply(iec("idle", 0, 1, "  kvCacheSpec: {enableL2Cache: true, l2CacheSpec: {l2CacheBackend: tieredstorage}}\n"))
 	h.reconcile(kIEC("idle"))
+	h.gw.ScrapeOnce(context.Background())
 	rep, err = h.svc.KVCache(context.Background(), manifest.KindInferenceEndpointConfig, "default", "idle")
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +188,7 @@ func TestKVReportRealEngine(t *testing.T) {
 	h.rt.SetDefaultAddr(addr)
 	h.apply(iec("demo", 1, 1, "  kvCacheSpec: {l1CacheSize: 1Gi}\n"))
 	h.reconcile(kIEC("demo"))
+	h.gw.ScrapeOnce(context.Background()) // the gateway reads every routed replica's /metrics
 	rep, err := h.svc.KVCache(context.Background(), manifest.KindInferenceEndpointConfig, "default", "demo")
 	if err != nil {
 		t.Fatal(err)

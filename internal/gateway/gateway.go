@@ -404,6 +404,13 @@ func (g *Gateway) BackendStats(backendID string) (BackendStats, bool) {
 	return g.tracker.snapshot(backendID, g.clock.Now())
 }
 
+// LastEngineRead is the gateway's last read of the backend's /metrics (Run
+// reads every routed backend each ScrapeInterval); false when it has none:
+// the backend is in no route, or Run has not reached it yet.
+func (g *Gateway) LastEngineRead(backendID string) (EngineRead, bool) {
+	return g.tracker.lastRead(backendID)
+}
+
 // InFlight returns the number of requests in flight to the backend.
 func (g *Gateway) InFlight(backendID string) int {
 	g.fmu.Lock()

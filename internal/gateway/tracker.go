@@ -25,8 +25,22 @@ type BackendStats struct {
 	ModelRoot    string  // /v1/models data[0].root: the catalog model id
 }
 
+// EngineRead is the gateway's last read of one backend's /metrics. In
+// capstan serve it is the one read of engine metrics: routing, the
+// autoscaling snapshot, the KV report and the metrics store all use it.
+type EngineRead struct {
+	At   time.Time // when the read ended, on the gateway's clock
+	Took time.Duration
+	// Err says the read failed; Stats are then empty.
+	Err error
+	// Stats are mapped by the backend's engine adapter; Stats.Families has
+	// every series read, by the engine's own names.
+	Stats engines.Stats
+}
+
 type backendHealth struct {
 	stats        BackendStats
+	read         *EngineRead
 	consecFails  int
 	ejectedUntil time.Time
 	probeFailed  bool
@@ -89,6 +103,21 @@ func (t *tracker) setStats(id string, s BackendStats) {
 		s.ModelRoot = h.stats.ModelRoot
 	}
 	h.stats = s
+}
+
+func (t *tracker) setRead(id string, r EngineRead) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.get(id).read = &r
+}
+
+func (t *tracker) lastRead(id string) (EngineRead, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h, ok := t.m[id]; ok && h.read != nil {
+		return *h.read, true
+	}
+	return EngineRead{}, false
 }
 
 func (t *tracker) setProbe(id string, ok bool) {
@@ -178,7 +207,10 @@ func (g *Gateway) ScrapeOnce(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, b := range bs {
 		wg.Go(func() {
-			st, err := g.scrape(ctx, b)
+			began := g.clock.Now()
+			st, es, err := g.scrape(ctx, b)
+			ended := g.clock.Now()
+			g.tracker.setRead(b.ID, EngineRead{At: ended, Took: ended.Sub(began), Err: err, Stats: es})
 			if err != nil {
 				g.log.Debug("backend scrape failed", "backend", b.ID, "err", err)
 			} else {
@@ -210,30 +242,31 @@ func (g *Gateway) probe(ctx context.Context, b Backend) bool {
 	return resp.StatusCode < 500
 }
 
-// scrape reads the engine gauges the routing policies use.
-func (g *Gateway) scrape(ctx context.Context, b Backend) (BackendStats, error) {
+// scrape reads the backend's /metrics: the gauges the routing policies use,
+// and the whole read, mapped by the backend's engine adapter.
+func (g *Gateway) scrape(ctx context.Context, b Backend) (BackendStats, engines.Stats, error) {
 	req, err := b.newRequest(ctx, http.MethodGet, "/metrics", nil)
 	if err != nil {
-		return BackendStats{}, err
+		return BackendStats{}, engines.Stats{}, err
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		return BackendStats{}, fmt.Errorf("scrape %s: %w", b.ID, err)
+		return BackendStats{}, engines.Stats{}, fmt.Errorf("scrape %s: %w", b.ID, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return BackendStats{}, fmt.Errorf("scrape %s: status %d", b.ID, resp.StatusCode)
+		return BackendStats{}, engines.Stats{}, fmt.Errorf("scrape %s: status %d", b.ID, resp.StatusCode)
 	}
 	m, err := engines.ReadMetrics(resp.Body, engines.MustByName(b.Engine).Metrics)
 	if err != nil {
-		return BackendStats{}, fmt.Errorf("scrape %s: %w", b.ID, err)
+		return BackendStats{}, engines.Stats{}, fmt.Errorf("scrape %s: %w", b.ID, err)
 	}
 	st := BackendStats{Scraped: true, Waiting: m.Waiting, Running: m.Running, KVUsage: m.KVUsage,
 		BlockSize: m.BlockSize, NumGPUBlocks: m.NumGPUBlocks}
 	if g.tracker.modelRoot(b.ID) == "" {
 		st.ModelRoot = g.modelRoot(ctx, b)
 	}
-	return st, nil
+	return st, m, nil
 }
 
 func (g *Gateway) modelRoot(ctx context.Context, b Backend) string {

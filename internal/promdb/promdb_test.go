@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
@@ -90,8 +91,18 @@ func TestScrapeAndQuery(t *testing.T) {
 	reps := replicas{{Spec: runtime.ReplicaSpec{ID: "r1", Engine: "llamacpp", Labels: map[string]string{"endpoint": "ep", "variant": "AllTraffic"}},
 		Addr: strings.TrimPrefix(engine.URL, "http://"), APIKey: "key-1", State: runtime.StateHealthy}}
 
+	// The gateway reads the replica's page (as in capstan serve, where it
+	// is the one reader of engine metrics); the store takes its reads.
+	gw := gateway.New(gateway.Options{Clock: clk, Registerer: prometheus.NewRegistry()})
+	gw.SetRoute(gateway.Route{Endpoint: "ep", Variants: []gateway.VariantRoute{{Name: "AllTraffic", Weight: 1,
+		Backends: []gateway.Backend{{ID: "r1", Addr: reps[0].Addr, Engine: "llamacpp", APIKey: "key-1"}}}}})
+	reads := func(id string) (ReplicaRead, bool) {
+		rd, ok := gw.LastEngineRead(id)
+		return ReplicaRead{Families: rd.Stats.Families, Took: rd.Took, Err: rd.Err}, ok
+	}
+
 	db := NewDB(time.Hour, 100)
-	s := &Scraper{DB: db, Clock: clk, Interval: time.Second, Server: reg, Instance: "127.0.0.1:8080", Replicas: reps}
+	s := &Scraper{DB: db, Clock: clk, Interval: time.Second, Server: reg, Instance: "127.0.0.1:8080", Replicas: reps, Reads: reads}
 	srv := httptest.NewServer(NewAPI(db, clk).Handler())
 	defer srv.Close()
 
@@ -101,6 +112,7 @@ func TestScrapeAndQuery(t *testing.T) {
 		for k := 0; k < 10; k++ {
 			lat.WithLabelValues("ep").Observe(0.5)
 		}
+		gw.ScrapeOnce(context.Background())
 		s.ScrapeOnce(context.Background())
 		clk.Step(time.Second)
 	}
@@ -133,6 +145,19 @@ func TestScrapeAndQuery(t *testing.T) {
 		if v, err := strconv.ParseFloat(p[1].(string), 64); err != nil || math.Abs(v-10) > 1e-9 {
 			t.Errorf("query_range point %v, want 10", p)
 		}
+	}
+
+	// The gateway's read fails (the engine is gone): the target is down
+	// and its series end.
+	engine.Close()
+	gw.ScrapeOnce(context.Background())
+	s.ScrapeOnce(context.Background())
+	clk.Step(time.Second)
+	if got := instant(t, srv, `up`, "job"); got["capstan-replicas"] != "0" {
+		t.Errorf("up = %v after a failed read, want capstan-replicas 0", got)
+	}
+	if got := instant(t, srv, `vllm:num_requests_running`, "endpoint"); len(got) != 0 {
+		t.Errorf("a down replica's series = %v, want none", got)
 	}
 
 	// The replica goes away: its series end at the next scrape (staleness

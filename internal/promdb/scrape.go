@@ -2,17 +2,13 @@ package promdb
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -23,9 +19,6 @@ import (
 // DefaultScrapeInterval is how often a Scraper reads its targets, as the
 // generated prometheus.yml does.
 const DefaultScrapeInterval = observability.DefaultScrapeInterval
-
-// metricsPageLimit bounds one replica's metrics page.
-const metricsPageLimit = 32 << 20
 
 // pruneEvery is how often Run drops samples past retention.
 const pruneEvery = time.Minute
@@ -41,14 +34,18 @@ type Scraper struct {
 	// Server is capstan serve's registry; Instance its listen address.
 	Server   prometheus.Gatherer
 	Instance string
-	// Replicas lists the replicas to scrape (nil: none).
+	// Replicas lists the replica targets (nil: none) and Reads gives the
+	// last read of one's /metrics: capstan serve reads every engine's
+	// metrics once, in its gateway, and the store takes that read rather
+	// than reading again. A replica with no read (in no route yet) is not a
+	// target.
 	Replicas observability.Lister
+	Reads    func(replicaID string) (ReplicaRead, bool)
 	// SkipClusters names the clusters whose observability add-on is off:
 	// series labelled with one (cluster="…") are not kept. nil: none.
 	SkipClusters func() map[string]bool
 	Log          *slog.Logger
 
-	client  *http.Client
 	last    map[string]map[uint64]labels.Labels // target → series of its last scrape
 	full    bool                                // the series limit was hit (logged once until Prune makes room)
 	sampled int                                 // samples appended by the last ScrapeOnce
@@ -90,7 +87,6 @@ func (s *Scraper) interval() time.Duration {
 func (s *Scraper) ScrapeOnce(ctx context.Context) int {
 	if s.last == nil {
 		s.last = map[string]map[uint64]labels.Labels{}
-		s.client = &http.Client{Timeout: s.interval()}
 	}
 	s.sampled = 0
 	s.skip = nil
@@ -106,16 +102,18 @@ func (s *Scraper) ScrapeOnce(ctx context.Context) int {
 		s.write("capstan", t, map[string]string{"job": observability.JobServer, "instance": s.Instance}, "", mfs, err, clock.Since(s.Clock, began))
 		seen["capstan"] = true
 	}
-	if s.Replicas != nil {
+	if s.Replicas != nil && s.Reads != nil {
 		for _, g := range observability.Targets(s.Replicas.List()) {
 			id := g.Labels["replica"]
+			rd, ok := s.Reads(id)
+			if !ok {
+				continue
+			}
 			target := map[string]string{"job": observability.JobReplicas, "instance": s.Instance}
 			for k, v := range g.Labels {
 				target[k] = v
 			}
-			began := s.Clock.Now()
-			mfs, err := s.fetch(ctx, id)
-			s.write("replica/"+id, t, target, g.Labels["engine"], mfs, err, clock.Since(s.Clock, began))
+			s.write("replica/"+id, t, target, g.Labels["engine"], rd.families(), rd.Err, rd.Took)
 			seen["replica/"+id] = true
 		}
 	}
@@ -131,27 +129,19 @@ func (s *Scraper) ScrapeOnce(ctx context.Context) int {
 	return s.sampled
 }
 
-func (s *Scraper) fetch(ctx context.Context, id string) ([]*dto.MetricFamily, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.interval())
-	defer cancel()
-	resp, err := observability.FetchReplicaMetrics(ctx, s.client, s.Replicas, id, "text/plain")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("replica %s: /metrics answered HTTP %d", id, resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	byName, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, metricsPageLimit))
-	if err != nil {
-		return nil, fmt.Errorf("replica %s: %w", id, err)
-	}
-	out := make([]*dto.MetricFamily, 0, len(byName))
-	for _, mf := range byName {
+// ReplicaRead is one read of a replica's /metrics, made by the gateway.
+type ReplicaRead struct {
+	Families map[string]*dto.MetricFamily // by the engine's own names
+	Took     time.Duration
+	Err      error // the read failed: the target is down
+}
+
+func (r ReplicaRead) families() []*dto.MetricFamily {
+	out := make([]*dto.MetricFamily, 0, len(r.Families))
+	for _, mf := range r.Families {
 		out = append(out, mf)
 	}
-	return out, nil
+	return out
 }
 
 // write appends one target's scrape: its families' samples, the series

@@ -235,7 +235,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
 	var targetsH, replicaMetricsH http.Handler = observability.TargetsHandler(rt), observability.ReplicaMetricsHandler(rt)
 	// capstan's own Prometheus: the console's dashboards query it.
-	promH, dashboardsH, scraper := metricsStore(cfg.MetricsStore, reg, rt, clk, ln.Addr().String(), log,
+	promH, dashboardsH, scraper := metricsStore(cfg.MetricsStore, reg, rt, gw, clk, ln.Addr().String(), log,
 		func() map[string]bool { return cls.svc.MetricsOff(context.Background()) })
 	if len(cfg.Credentials) > 0 {
 		secrets := map[string]string{}
@@ -482,7 +482,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 // (promdb.Path), the dashboards' index (dashboards.ServePath) and the
 // scraper's loop. Disabled, both handlers answer 404 and the loop does
 // nothing.
-func metricsStore(c config.MetricsStore, reg prometheus.Gatherer, rt observability.Lister, clk clock.Clock, addr string,
+func metricsStore(c config.MetricsStore, reg prometheus.Gatherer, rt observability.Lister, gw *gateway.Gateway, clk clock.Clock, addr string,
 	log *slog.Logger, skipClusters func() map[string]bool) (api, index http.Handler, run func(context.Context)) {
 	if c.Disabled {
 		off := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -491,7 +491,14 @@ func metricsStore(c config.MetricsStore, reg prometheus.Gatherer, rt observabili
 		return off, off, func(context.Context) {}
 	}
 	db := promdb.NewDB(c.Retention.Duration, c.MaxSeries)
-	sc := &promdb.Scraper{DB: db, Clock: clk, Interval: c.ScrapeInterval.Duration, Server: reg, Instance: addr, Replicas: rt,
+	// The replicas' metrics are the gateway's reads: one read of each
+	// engine's /metrics serves routing, autoscaling, the KV report and this
+	// store.
+	reads := func(id string) (promdb.ReplicaRead, bool) {
+		rd, ok := gw.LastEngineRead(id)
+		return promdb.ReplicaRead{Families: rd.Stats.Families, Took: rd.Took, Err: rd.Err}, ok
+	}
+	sc := &promdb.Scraper{DB: db, Clock: clk, Interval: c.ScrapeInterval.Duration, Server: reg, Instance: addr, Replicas: rt, Reads: reads,
 		SkipClusters: skipClusters, Log: log}
 	every, keep := c.ScrapeInterval.Duration, c.Retention.Duration
 	if every == 0 {
