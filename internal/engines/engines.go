@@ -75,6 +75,10 @@ type Adapter struct {
 	DefaultBinary string
 	Format        ModelFormat
 	Invocations   Invocations
+	// VerboseStop: the engine's OpenAI answers say which stop string ended
+	// the text only in llama.cpp's "__verbose" member (stop_type "word"),
+	// sent when the request asks with "verbose": true.
+	VerboseStop bool
 	// AnnouncesPort: the engine prints the port it bound (so it can be
 	// given port 0); the others are handed a free port.
 	AnnouncesPort bool

@@ -18,6 +18,7 @@ var llamaCppAdapter = &Adapter{
 	DefaultBinary: "llama-server",
 	Format:        FormatGGUF,
 	Invocations:   InvocationsNone,
+	VerboseStop:   true,
 	HealthPath:    "/health",
 	// llama-server's --api-key: every route but /health and /v1/models.
 	APIKeyEnv: "LLAMA_API_KEY",

@@ -91,7 +91,7 @@ func translate(engine, path string, inv Invocation) translation {
 	}
 	switch {
 	case kind == bodyInputs:
-		body, p, err := tgiToCompletion(inv.Body)
+		body, p, err := tgiToCompletion(inv.Body, engines.MustByName(engine).VerboseStop)
 		if err != nil {
 			return translation{local: localError(err)}
 		}
@@ -171,6 +171,9 @@ type completionRequest struct {
 	TopP          *float64       `json:"top_p,omitempty"`
 	TopK          *int           `json:"top_k,omitempty"`
 	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
+	// Verbose asks llama.cpp for its "__verbose" member, which names the
+	// stop string that ended the text (engines.Adapter.VerboseStop).
+	Verbose bool `json:"verbose,omitempty"`
 }
 
 type streamOptions struct {
@@ -178,8 +181,9 @@ type streamOptions struct {
 }
 
 // tgiToCompletion validates a TGI body as the simulator does and returns
-// the OpenAI completion body for it.
-func tgiToCompletion(b []byte) ([]byte, *tgiParams, error) {
+// the OpenAI completion body for it; verboseStop asks the engine to say
+// which stop string matched when the body has any (llama.cpp).
+func tgiToCompletion(b []byte, verboseStop bool) ([]byte, *tgiParams, error) {
 	var req tgiRequest
 	if err := json.Unmarshal(b, &req); err != nil {
 		return nil, nil, invalidf("", "malformed JSON body: %v", err)
@@ -202,6 +206,7 @@ func tgiToCompletion(b []byte) ([]byte, *tgiParams, error) {
 		return nil, nil, err
 	}
 	out.Stop = stop
+	out.Verbose = verboseStop && len(stop) > 0
 	if req.Stream {
 		// The usage chunk gives StreamDetails its token counts.
 		out.StreamOptions = &streamOptions{IncludeUsage: true}
@@ -350,6 +355,15 @@ func (c *completionChoice) stoppedByString() bool {
 	return bytes.HasPrefix(c.StopReason, []byte(`"`)) || bytes.HasPrefix(c.MatchedStop, []byte(`"`))
 }
 
+// llamaVerbose is the part of llama.cpp's "__verbose" member (sent when the
+// request sets "verbose") the translation reads: stop_type "word" says a
+// stop string ended the text.
+type llamaVerbose struct {
+	StopType string `json:"stop_type"`
+}
+
+func (v *llamaVerbose) stoppedByString() bool { return v != nil && v.StopType == "word" }
+
 type completionUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
@@ -416,6 +430,7 @@ func (u *tgiUnary) translate() ([]byte, error) {
 	var r struct {
 		Choices []completionChoice `json:"choices"`
 		Usage   *completionUsage   `json:"usage"`
+		Verbose *llamaVerbose      `json:"__verbose"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, fmt.Errorf("engine answer is not an OpenAI completion: %w", err)
@@ -449,7 +464,7 @@ func (u *tgiUnary) translate() ([]byte, error) {
 		if c.FinishReason != nil {
 			reason = *c.FinishReason
 		}
-		d := &details{FinishReason: tgiFinishReason(reason, c.stoppedByString(), c.Text, u.p.stop), Prefill: []token{}, Tokens: []token{}}
+		d := &details{FinishReason: tgiFinishReason(reason, c.stoppedByString() || r.Verbose.stoppedByString(), c.Text, u.p.stop), Prefill: []token{}, Tokens: []token{}}
 		if r.Usage != nil {
 			d.GeneratedTokens = r.Usage.CompletionTokens
 		}
@@ -587,6 +602,7 @@ func (s *tgiStream) event(line []byte) {
 		Choices []completionChoice `json:"choices"`
 		Usage   *completionUsage   `json:"usage"`
 		Error   json.RawMessage    `json:"error"`
+		Verbose *llamaVerbose      `json:"__verbose"`
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
 		s.err = fmt.Errorf("engine stream event is not an OpenAI completion chunk: %w", err)
@@ -617,7 +633,7 @@ func (s *tgiStream) event(line []byte) {
 	}
 	if ch.FinishReason != nil && *ch.FinishReason != "" {
 		s.sawFinish, s.finish = true, *ch.FinishReason
-		s.byString = s.byString || ch.stoppedByString()
+		s.byString = s.byString || ch.stoppedByString() || c.Verbose.stoppedByString()
 		s.held = ch.Text
 		return
 	}

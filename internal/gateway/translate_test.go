@@ -228,8 +228,8 @@ func TestTranslateRequest(t *testing.T) {
 			body:     `{"inputs":"hi","stream":true,"parameters":{"max_new_tokens":5,"stop":["\n",""],"seed":42,"temperature":0.7,"top_p":0.9,"top_k":40,"ignore_eos":true,"details":true,"repetition_penalty":1.1,"decoder_input_details":false}}`,
 			wantPath: "/v1/completions", wantTGI: true,
 			wantBody: `{"prompt":"hi","max_tokens":5,"stream":true,"stream_options":{"include_usage":true},"stop":["\n"],"seed":42,"temperature":0.7,"top_p":0.9,"top_k":40,"ignore_eos":true}`},
-		{name: "do_sample keeps the engine's sampling", engine: "llamacpp", path: "/invocations", body: `{"inputs":"hi","parameters":{"do_sample":true,"stop":"x"}}`,
-			wantPath: "/v1/completions", wantBody: `{"prompt":"hi","max_tokens":16,"stop":["x"]}`, wantTGI: true},
+		{name: "do_sample keeps the engine's sampling; llama.cpp is asked which stop matched", engine: "llamacpp", path: "/invocations", body: `{"inputs":"hi","parameters":{"do_sample":true,"stop":"x"}}`,
+			wantPath: "/v1/completions", wantBody: `{"prompt":"hi","max_tokens":16,"stop":["x"],"verbose":true}`, wantTGI: true},
 		{name: "vllm chat stays", engine: "vllm", path: "/invocations", body: `{"messages":[]}`},
 		{name: "vllm prompt stays", engine: "vllm", path: "/invocations", body: `{"prompt":"hi"}`},
 		{name: "vllm other bodies are its to refuse", engine: "vllm", path: "/invocations", body: `{"input":"embed me"}`},
@@ -436,6 +436,12 @@ func TestTranslatedStreamEdges(t *testing.T) {
 		{name: "engine error mid-stream passes through", in: tok + `data: {"error":{"code":500,"message":"slot crashed","type":"server_error"}}` + "\n\n",
 			want: `data: {"index":0,"token":{"id":0,"text":"a","logprob":0.0,"special":false},"generated_text":null,"details":null}` + "\n\n" +
 				`data: {"error":{"code":500,"message":"slot crashed","type":"server_error"}}` + "\n\n"},
+		{name: "llama.cpp says a stop string matched", p: tgiParams{stop: []string{"###"}},
+			in: `data: {"choices":[{"text":"","index":0,"finish_reason":"stop"}],"__verbose":{"stop":true,"stop_type":"word","stopping_word":"###"}}` + "\n\ndata: [DONE]\n\n",
+			want: `data: {"index":0,"token":{"id":0,"text":"","logprob":0.0,"special":true},"generated_text":"","details":{"finish_reason":"stop_sequence","generated_tokens":0,"input_length":0,"seed":null}}` + "\n\n"},
+		{name: "llama.cpp says end of sequence", p: tgiParams{stop: []string{"###"}},
+			in: `data: {"choices":[{"text":"","index":0,"finish_reason":"stop"}],"__verbose":{"stop":true,"stop_type":"eos","stopping_word":""}}` + "\n\ndata: [DONE]\n\n",
+			want: `data: {"index":0,"token":{"id":0,"text":"","logprob":0.0,"special":true},"generated_text":"","details":{"finish_reason":"eos_token","generated_tokens":0,"input_length":0,"seed":null}}` + "\n\n"},
 		{name: "not JSON", in: "data: {nope\n\n", errText: "not an OpenAI completion chunk"},
 		{name: "one endless line is bounded", in: "data: " + strings.Repeat("x", maxStreamLine+10), errText: "exceeds"},
 	}
@@ -515,9 +521,10 @@ func TestGatewayTranslates(t *testing.T) {
 		{name: "llamacpp unary details", engine: "llamacpp",
 			body:       `{"inputs":"Say hi","parameters":{"max_new_tokens":10,"stop":["fox"],"details":true,"seed":7,"temperature":0.5}}`,
 			wantPath:   "/v1/completions",
-			wantBody:   `{"prompt":"Say hi","max_tokens":10,"stop":["fox"],"seed":7,"temperature":0.5}`,
+			wantBody:   `{"prompt":"Say hi","max_tokens":10,"stop":["fox"],"seed":7,"temperature":0.5,"verbose":true}`,
 			wantStatus: 200, wantCT: "application/json",
-			// llama-server's OpenAI answer does not say a stop string matched.
+			// This answer has no "__verbose" saying a stop string matched
+			// (TestTranslatedUnaryStop has those), and its text holds none.
 			want: `[{"generated_text":"The quick \"brown\"","details":{"finish_reason":"eos_token","generated_tokens":3,"seed":null,"prefill":[],"tokens":[]}}]` + "\n"},
 		{name: "llamacpp return_full_text", engine: "llamacpp", body: `{"inputs":"Q:","parameters":{"max_new_tokens":1,"return_full_text":true}}`,
 			wantPath: "/v1/completions", wantBody: `{"prompt":"Q:","max_tokens":1,"temperature":0}`,
@@ -825,5 +832,35 @@ func TestTranslateCostsNothingForTheSimulator(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("%v allocations per request", n)
+	}
+}
+
+// TestTranslatedUnaryStop: a unary answer's finish reason in TGI's words,
+// from what the engine says matched (llama.cpp's "__verbose", vLLM's
+// stop_reason) or, failing that, from the text.
+func TestTranslatedUnaryStop(t *testing.T) {
+	tests := []struct{ name, answer, want string }{
+		{"llama.cpp stop string", `{"choices":[{"text":"ab","finish_reason":"stop"}],"__verbose":{"stop_type":"word","stopping_word":"###"}}`, "stop_sequence"},
+		{"llama.cpp end of sequence", `{"choices":[{"text":"ab","finish_reason":"stop"}],"__verbose":{"stop_type":"eos"}}`, "eos_token"},
+		{"llama.cpp without verbose", `{"choices":[{"text":"ab","finish_reason":"stop"}]}`, "eos_token"},
+		{"vLLM stop_reason", `{"choices":[{"text":"ab","finish_reason":"stop","stop_reason":"###"}]}`, "stop_sequence"},
+		{"length", `{"choices":[{"text":"ab","finish_reason":"length"}],"__verbose":{"stop_type":"limit"}}`, "length"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := &tgiUnary{src: io.NopCloser(strings.NewReader(tt.answer)), p: &tgiParams{details: true, stop: []string{"###"}}}
+			out, err := io.ReadAll(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []struct {
+				Details struct {
+					FinishReason string `json:"finish_reason"`
+				} `json:"details"`
+			}
+			if err := json.Unmarshal(out, &got); err != nil || len(got) != 1 || got[0].Details.FinishReason != tt.want {
+				t.Fatalf("answer %s (%v), want finish_reason %s", out, err, tt.want)
+			}
+		})
 	}
 }

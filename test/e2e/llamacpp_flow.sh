@@ -99,6 +99,26 @@ assert tokens[-1]["details"]["generated_tokens"] == 8, tokens[-1]
 print("response stream:", len(tokens), "token events, text", repr(tokens[-1]["generated_text"]))
 PY
 
+# A stop string ends the text: llama.cpp says which one matched (asked with
+# "verbose"), so TGI's finish_reason is stop_sequence, not eos_token, unary
+# and streamed. (Greedy decoding of the fixed tiny model: one of these
+# letters comes within 32 tokens.)
+echo '{"inputs":"What is a capstan?","parameters":{"max_new_tokens":32,"stop":["e","a","o","i"," "],"details":true}}' >"$work/stop.json"
+python3 - "$url" "$work/stop.json" <<'PY' || fail "a stop string did not end the text as stop_sequence"
+import boto3, json, sys
+rt = boto3.client("sagemaker-runtime", endpoint_url=sys.argv[1])
+body = open(sys.argv[2], "rb").read()
+out = json.loads(rt.invoke_endpoint(EndpointName="tiny", ContentType="application/json", Body=body)["Body"].read())
+d = out[0]["details"]
+assert d["finish_reason"] == "stop_sequence" and d["generated_tokens"] < 32, out
+r = rt.invoke_endpoint_with_response_stream(EndpointName="tiny", ContentType="application/json",
+    Body=json.dumps(dict(json.loads(body), stream=True)))
+text = "".join(e["PayloadPart"]["Bytes"].decode() for e in r["Body"] if "PayloadPart" in e)
+last = [json.loads(l[5:]) for l in text.split("\n") if l.startswith("data:")][-1]
+assert last["details"]["finish_reason"] == "stop_sequence", last
+print("stop strings: finish_reason stop_sequence after", d["generated_tokens"], "tokens, unary and streamed")
+PY
+
 curl -fsS "$url/v1/completions" -H 'Content-Type: application/json' \
   -d '{"model":"tiny","prompt":"Hello","max_tokens":4}' >"$work/oai.json" || fail "OpenAI completions failed"
 grep -q '"text_completion"' "$work/oai.json" || fail "completions answered: $(cat "$work/oai.json")"
@@ -107,7 +127,7 @@ curl -fsS "$url/v1/chat/completions" -H 'Content-Type: application/json' \
 grep -q '"chat.completion"' "$work/chat.json" || fail "chat answered: $(cat "$work/chat.json")"
 echo "OpenAI completions and chat answered"
 
-# 5. Both doors' requests are counted: 4 requests on the endpoint.
+# 5. Both doors' requests are counted: at least 4 requests on the endpoint.
 served=$(curl -fsS "$url/metrics" | awk '/^capstan_gateway_requests_total\{/ && /endpoint="tiny"/ {n += $2} END {print n+0}')
 [ "$served" -ge 4 ] || fail "capstan_gateway_requests_total counts $served requests for tiny, want 4"
 start=$(date -u -d '-10 min' +%Y-%m-%dT%H:%M:%SZ) end=$(date -u -d '+10 min' +%Y-%m-%dT%H:%M:%SZ)
