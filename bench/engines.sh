@@ -21,8 +21,9 @@
 #      loads the model). For scale, llama-server alone: exec to /health 200.
 #   4. calibration: `capstan engine sim` with a config.json of the tiny model
 #      on a CPU instance profile (SIM_GPU) against the real llama-server,
-#      same workload, streaming, closed loop at concurrency 1, 4 and 8:
-#      TTFT and inter-token latency, ratios sim ÷ real.
+#      same workload and prompt tokens, the same sequences and tokens per
+#      step, streaming, closed loop at concurrency 1, 4 and 8: TTFT and
+#      inter-token latency, ratios sim ÷ real of the medians over rounds.
 #
 #   bench/engines.sh            full run (about 8 minutes on 2 cores)
 #   QUICK=1 bench/engines.sh    shorter (about 4 minutes on 2 cores)
@@ -33,7 +34,7 @@
 # dir), FIGURES, ROUNDS, OVERHEAD_WORKLOAD, OVERHEAD_CONCURRENCY,
 # OVERHEAD_DURATION, SP_WORKLOAD, SP_RATE, SP_REQUESTS, ROUTING_LLAMA_ARGS
 # (extra llama-server args for the routing fleet), COLD_REPS, SIM_GPU,
-# CAL_WORKLOAD, CAL_REQUESTS (per unit of concurrency).
+# CAL_WORKLOAD, CAL_REQUESTS (per unit of concurrency), CAL_ROUNDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,12 +60,14 @@ if [[ "$QUICK" == 1 ]]; then
 	SP_REQUESTS=${SP_REQUESTS:-96}
 	COLD_REPS=${COLD_REPS:-3}
 	CAL_REQUESTS=${CAL_REQUESTS:-6}
+	CAL_ROUNDS=${CAL_ROUNDS:-1}
 else
 	ROUNDS=${ROUNDS:-5}
 	OVERHEAD_DURATION=${OVERHEAD_DURATION:-20s}
 	SP_REQUESTS=${SP_REQUESTS:-288}
 	COLD_REPS=${COLD_REPS:-5}
 	CAL_REQUESTS=${CAL_REQUESTS:-16}
+	CAL_ROUNDS=${CAL_ROUNDS:-3}
 fi
 want() { [[ " $FIGURES " == *" $1 "* ]]; }
 
@@ -231,19 +234,29 @@ if want calibration; then
 JSON
 	start_llama "$OUT/llama-cal.log"
 	real=$LLAMA_ADDR
-	# The engine's own parallelism: llama-server runs $LLAMA_SLOTS slots, so
-	# the simulator gets as many sequences per step.
+	# The engine's own batching: llama-server runs $LLAMA_SLOTS slots and
+	# computes at most 512 tokens per pass (its default --ubatch-size), so
+	# the simulator gets as many sequences and tokens per step.
 	"$CAPSTAN" engine sim --model-dir "$OUT/tiny" --served-model-name tiny --gpu "$SIM_GPU" --port 0 \
-		--max-num-seqs "${LLAMA_SLOTS:-4}" --log-level warn >"$OUT/sim-cal.out" 2>"$OUT/sim-cal.log" &
+		--max-num-seqs "${LLAMA_SLOTS:-4}" --max-num-batched-tokens 512 --log-level warn >"$OUT/sim-cal.out" 2>"$OUT/sim-cal.log" &
 	PIDS+=($!)
 	sim=$(wait_addr "$OUT/sim-cal.out")
 	bench cal-warm-real --target "http://$real" --workload "$CAL_WORKLOAD" --concurrency 4 --requests 8 --seed 500
-	for c in 1 4 8; do
-		for t in real sim; do
-			url=http://$real
-			[[ $t == sim ]] && url=http://$sim
-			bench "cal-$t-c$c" --target "$url" --workload "$CAL_WORKLOAD" --concurrency "$c" \
-				--requests $((c * CAL_REQUESTS)) --seed $((600 + c))
+	# The same prompt tokens on both: llama.cpp's tokenizer makes more tokens
+	# of the workload's prompts than the simulator's one per word, so the
+	# simulator is sent prompts of the length llama-server counted.
+	tokens=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["stages"][0]["summaries"][0]; print(round(s["input_tokens"]/s["succeeded"]))' "$OUT/cal-warm-real.json")
+	sim_workload=$(sed -E "s/input=[0-9]+/input=$tokens/" <<<"$CAL_WORKLOAD")
+	# The real engine's latencies vary by ±25 % from one run to the next on
+	# a shared 2-core machine: CAL_ROUNDS rounds, the median of each.
+	for r in $(seq 1 "$CAL_ROUNDS"); do
+		for c in 1 4 8; do
+			for t in real sim; do
+				url=http://$real workload=$CAL_WORKLOAD
+				[[ $t == sim ]] && url=http://$sim workload=$sim_workload
+				bench "cal-$t-c$c-$r" --target "$url" --workload "$workload" --concurrency "$c" \
+					--requests $((c * CAL_REQUESTS)) --seed $((600 + 10 * r + c))
+			done
 		done
 	done
 	cleanup
@@ -303,12 +316,14 @@ if "coldstart" in figures:
 if "calibration" in figures:
     parts = []
     for c in (1, 4, 8):
-        r, s = summ(f"cal-real-c{c}"), summ(f"cal-sim-c{c}")
-        parts.append(f'c{c}_ttft_ratio={s["ttft_ms"]["mean"]/r["ttft_ms"]["mean"]:.2f} '
-                     f'c{c}_itl_ratio={s["itl_ms"]["mean"]/r["itl_ms"]["mean"]:.2f}')
-        print(f'# calibration c={c}: real ttft {r["ttft_ms"]["mean"]:.1f} ms itl {r["itl_ms"]["mean"]:.3f} ms '
-              f'(prompt {r["input_tokens"]/max(1, r["succeeded"]):.0f} tok, failed {r["failed"]}) | '
-              f'sim ttft {s["ttft_ms"]["mean"]:.1f} ms itl {s["itl_ms"]["mean"]:.3f} ms '
-              f'(prompt {s["input_tokens"]/max(1, s["succeeded"]):.0f} tok)', file=sys.stderr)
-    print(f'RESULT engines calibration device={sim_gpu} ' + " ".join(parts))
+        real, sim = runs(f"cal-real-c{c}"), runs(f"cal-sim-c{c}")
+        rt, ri = [x["ttft_ms"]["mean"] for x in real], [x["itl_ms"]["mean"] for x in real]
+        st, si = [x["ttft_ms"]["mean"] for x in sim], [x["itl_ms"]["mean"] for x in sim]
+        parts.append(f'c{c}_ttft_ratio={med(st)/med(rt):.2f} c{c}_itl_ratio={med(si)/med(ri):.2f}')
+        print(f'# calibration c={c}, median of {len(real)} rounds: real ttft {med(rt):.1f} ms '
+              f'({min(rt):.1f}-{max(rt):.1f}) itl {med(ri):.3f} ms ({min(ri):.3f}-{max(ri):.3f}), '
+              f'prompt {real[0]["input_tokens"]/max(1, real[0]["succeeded"]):.0f} tok, failed {sum(x["failed"] for x in real)} | '
+              f'sim ttft {med(st):.1f} ms itl {med(si):.3f} ms, prompt {sim[0]["input_tokens"]/max(1, sim[0]["succeeded"]):.0f} tok',
+              file=sys.stderr)
+    print(f'RESULT engines calibration device={sim_gpu} rounds={len(runs("cal-real-c1"))} ' + " ".join(parts))
 PY

@@ -29,6 +29,17 @@ type GPU struct {
 	// GPU calibration constants for this device (CPU devices set both).
 	MFU                 float64 `json:"mfu,omitempty"`
 	BandwidthEfficiency float64 `json:"bandwidthEfficiency,omitempty"`
+	// StepOverheadSeconds, when set, replaces the engine's fixed cost per
+	// step outside the kernels (CPU devices: llama.cpp's, not vLLM's).
+	StepOverheadSeconds float64 `json:"stepOverheadSeconds,omitempty"`
+	// SamplingSecondsPerEntry is the time sampling takes per vocabulary
+	// entry of each token scored, on devices that sample on the CPU (zero:
+	// negligible, as on GPUs).
+	SamplingSecondsPerEntry float64 `json:"samplingSecondsPerEntry,omitempty"`
+	// CacheBytes, when set, is a last-level cache a step's bytes stream
+	// from at CacheBandwidthBytesPerSec when they all fit in it (CPUs).
+	CacheBytes                int64   `json:"cacheBytes,omitempty"`
+	CacheBandwidthBytesPerSec float64 `json:"cacheBandwidthBytesPerSec,omitempty"`
 }
 
 // Device kinds (GPU.Kind).
@@ -59,6 +70,18 @@ type CPUPlatform struct {
 	FLOPSPerVCPU        float64 `json:"flopsPerVCPU"`
 	MFU                 float64 `json:"mfu"`
 	BandwidthEfficiency float64 `json:"bandwidthEfficiency"`
+	// StepOverheadSeconds is the engine's fixed cost per step (scheduling,
+	// sampling over the vocabulary) on this platform.
+	StepOverheadSeconds float64 `json:"stepOverheadSeconds"`
+	// SamplingSecondsPerEntry is the CPU time of sampling (penalties,
+	// top-k/top-p over the logits) per vocabulary entry of a scored token.
+	SamplingSecondsPerEntry float64 `json:"samplingSecondsPerEntry"`
+	// CacheBytes is the processor's last-level cache (shared by the
+	// socket, so a small instance can use all of it) and
+	// CacheBandwidthPerVCPU its read bandwidth per vCPU: a step whose
+	// weights and KV fit in it reads them from there, not from DRAM.
+	CacheBytes            int64   `json:"cacheBytes"`
+	CacheBandwidthPerVCPU float64 `json:"cacheBandwidthPerVCPU"`
 	// ReservedGiB of the instance's memory are left to the OS and container.
 	ReservedGiB int `json:"reservedGiB"`
 }
@@ -70,7 +93,9 @@ func (p CPUPlatform) Device(name string, vcpu, memGiB int) GPU {
 		MemoryBytes:          int64(max(memGiB-p.ReservedGiB, 0)) << 30,
 		BandwidthBytesPerSec: min(float64(vcpu)*p.BandwidthPerVCPU, p.MaxBandwidth),
 		BF16FLOPS:            float64(vcpu) * p.FLOPSPerVCPU,
-		MFU:                  p.MFU, BandwidthEfficiency: p.BandwidthEfficiency}
+		MFU:                  p.MFU, BandwidthEfficiency: p.BandwidthEfficiency, StepOverheadSeconds: p.StepOverheadSeconds,
+		SamplingSecondsPerEntry: p.SamplingSecondsPerEntry,
+		CacheBytes:              p.CacheBytes, CacheBandwidthBytesPerSec: float64(vcpu) * p.CacheBandwidthPerVCPU}
 }
 
 // MIGProfile is one NVIDIA MIG slice shape of a GPU.
@@ -236,8 +261,10 @@ func load() (*Catalog, error) {
 func New(gpus []GPU, models []Model, instances []InstanceType, cpus ...CPUPlatform) (*Catalog, error) {
 	c := &Catalog{gpus: map[string]GPU{}, models: map[string]Model{}, jumpStart: map[string]Model{}, instances: map[string]InstanceType{}, cpus: map[string]CPUPlatform{}}
 	for _, p := range cpus {
-		if p.BandwidthPerVCPU <= 0 || p.MaxBandwidth <= 0 || p.FLOPSPerVCPU <= 0 || p.MFU <= 0 || p.MFU > 1 || p.BandwidthEfficiency <= 0 || p.BandwidthEfficiency > 1 || p.ReservedGiB < 0 {
-			return nil, fmt.Errorf("catalog: cpu %q: bandwidth and FLOP/s must be positive, mfu and bandwidthEfficiency in (0, 1]", p.Name)
+		if p.BandwidthPerVCPU <= 0 || p.MaxBandwidth <= 0 || p.FLOPSPerVCPU <= 0 || p.MFU <= 0 || p.MFU > 1 || p.BandwidthEfficiency <= 0 || p.BandwidthEfficiency > 1 || p.ReservedGiB < 0 ||
+			p.StepOverheadSeconds <= 0 || p.StepOverheadSeconds > 0.1 || p.SamplingSecondsPerEntry < 0 || p.SamplingSecondsPerEntry > 1e-6 ||
+			p.CacheBytes < 0 || p.CacheBandwidthPerVCPU < 0 || (p.CacheBytes > 0) != (p.CacheBandwidthPerVCPU > 0) {
+			return nil, fmt.Errorf("catalog: cpu %q: bandwidth and FLOP/s must be positive, mfu and bandwidthEfficiency in (0, 1], stepOverheadSeconds in (0, 0.1], samplingSecondsPerEntry in [0, 1e-6], cacheBytes and cacheBandwidthPerVCPU both set or both 0", p.Name)
 		}
 		c.cpus[strings.ToLower(p.Name)] = p
 	}

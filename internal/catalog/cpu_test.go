@@ -74,7 +74,7 @@ func TestCPUInstanceTypes(t *testing.T) {
 // TestNewRejectsBadCPUEntries: the cross-reference checks catch a CPU type
 // that names no known platform, claims GPUs or a training plan.
 func TestNewRejectsBadCPUEntries(t *testing.T) {
-	p := CPUPlatform{Name: "x", BandwidthPerVCPU: 1e9, MaxBandwidth: 1e10, FLOPSPerVCPU: 1e10, MFU: 0.3, BandwidthEfficiency: 0.5, ReservedGiB: 1}
+	p := CPUPlatform{Name: "x", BandwidthPerVCPU: 1e9, MaxBandwidth: 1e10, FLOPSPerVCPU: 1e10, MFU: 0.3, BandwidthEfficiency: 0.5, StepOverheadSeconds: 3e-4, ReservedGiB: 1}
 	for _, tc := range []struct {
 		name string
 		it   InstanceType
@@ -91,5 +91,16 @@ func TestNewRejectsBadCPUEntries(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
 		})
+	}
+	for name, bad := range map[string]func(*CPUPlatform){
+		"no step overhead":  func(p *CPUPlatform) { p.StepOverheadSeconds = 0 },
+		"negative sampling": func(p *CPUPlatform) { p.SamplingSecondsPerEntry = -1e-9 },
+		"mfu above 1":       func(p *CPUPlatform) { p.MFU = 1.5 },
+	} {
+		q := p
+		bad(&q)
+		if _, err := New(nil, nil, nil, q); err == nil || !strings.Contains(err.Error(), `cpu "x"`) {
+			t.Errorf("%s: err %v, want the platform refused", name, err)
+		}
 	}
 }

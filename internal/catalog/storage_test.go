@@ -36,7 +36,7 @@ func TestLocalStorage(t *testing.T) {
 		}
 	}
 	if _, err := New(nil, nil, []InstanceType{{Name: "ml.x", CPU: "p", VCPU: 1, MemoryGiB: 2, LocalStorageGB: -1}},
-		CPUPlatform{Name: "p", BandwidthPerVCPU: 1, MaxBandwidth: 1, FLOPSPerVCPU: 1, MFU: 1, BandwidthEfficiency: 1}); err == nil {
+		CPUPlatform{Name: "p", BandwidthPerVCPU: 1, MaxBandwidth: 1, FLOPSPerVCPU: 1, MFU: 1, BandwidthEfficiency: 1, StepOverheadSeconds: 3e-4}); err == nil {
 		t.Error("negative localStorageGB accepted")
 	}
 }

@@ -437,10 +437,10 @@ func TestTranslatedStreamEdges(t *testing.T) {
 			want: `data: {"index":0,"token":{"id":0,"text":"a","logprob":0.0,"special":false},"generated_text":null,"details":null}` + "\n\n" +
 				`data: {"error":{"code":500,"message":"slot crashed","type":"server_error"}}` + "\n\n"},
 		{name: "llama.cpp says a stop string matched", p: tgiParams{stop: []string{"###"}},
-			in: `data: {"choices":[{"text":"","index":0,"finish_reason":"stop"}],"__verbose":{"stop":true,"stop_type":"word","stopping_word":"###"}}` + "\n\ndata: [DONE]\n\n",
+			in:   `data: {"choices":[{"text":"","index":0,"finish_reason":"stop"}],"__verbose":{"stop":true,"stop_type":"word","stopping_word":"###"}}` + "\n\ndata: [DONE]\n\n",
 			want: `data: {"index":0,"token":{"id":0,"text":"","logprob":0.0,"special":true},"generated_text":"","details":{"finish_reason":"stop_sequence","generated_tokens":0,"input_length":0,"seed":null}}` + "\n\n"},
 		{name: "llama.cpp says end of sequence", p: tgiParams{stop: []string{"###"}},
-			in: `data: {"choices":[{"text":"","index":0,"finish_reason":"stop"}],"__verbose":{"stop":true,"stop_type":"eos","stopping_word":""}}` + "\n\ndata: [DONE]\n\n",
+			in:   `data: {"choices":[{"text":"","index":0,"finish_reason":"stop"}],"__verbose":{"stop":true,"stop_type":"eos","stopping_word":""}}` + "\n\ndata: [DONE]\n\n",
 			want: `data: {"index":0,"token":{"id":0,"text":"","logprob":0.0,"special":true},"generated_text":"","details":{"finish_reason":"eos_token","generated_tokens":0,"input_length":0,"seed":null}}` + "\n\n"},
 		{name: "not JSON", in: "data: {nope\n\n", errText: "not an OpenAI completion chunk"},
 		{name: "one endless line is bounded", in: "data: " + strings.Repeat("x", maxStreamLine+10), errText: "exceeds"},

@@ -41,7 +41,7 @@ func BenchmarkSchedulerStep256(b *testing.B) {
 		// Prefill 256 × 128 tokens in chunks of 8192 until every step is a
 		// pure decode step of 256 tokens.
 		for range 10 {
-			if e.RunStep(); len(e.running) == 256 && e.step.tokens == 256 {
+			if e.RunStep(); len(e.running) == 256 && e.step.Tokens == 256 {
 				return
 			}
 		}

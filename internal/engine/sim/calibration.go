@@ -20,7 +20,7 @@ type CalibrationPoint struct {
 	// Exactly one workload: Batch decoding sequences of Context tokens each
 	// (a decode step's duration, ms), or a single prefill of PrefillTokens
 	// (its duration, ms), or prefill throughput over ThroughputTokens per step
-	// (tokens/s).
+	// of 2,048-token prompts (tokens/s).
 	Batch, Context   int
 	PrefillTokens    int
 	ThroughputTokens int
@@ -51,6 +51,9 @@ var CalibrationPoints = []CalibrationPoint{
 	{Name: "decode throughput, batch 16", Model: "llama-3.1-8b", GPU: "h200", MIG: "3g.71gb", TP: 1, Batch: 16, Context: 512, Published: 1080, Unit: "tok/s", Source: "H200 NVL MIG 71 GB, methodology unclear [F7]", Informational: true},
 }
 
+// throughputPrompt is the prompt length of the prefill throughput points.
+const throughputPrompt = 2048
+
 // Simulate returns the model's prediction for p in p.Unit.
 func (p CalibrationPoint) Simulate() (float64, error) {
 	cat := catalog.Default()
@@ -77,15 +80,18 @@ func (p CalibrationPoint) Simulate() (float64, error) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	switch {
 	case p.ThroughputTokens > 0:
-		d := r.StepTime(p.ThroughputTokens, int64(p.ThroughputTokens))
-		return float64(p.ThroughputTokens) / d.Seconds(), nil
+		// A full token budget of 2,048-token prompts.
+		n := max(p.ThroughputTokens/throughputPrompt, 1)
+		st := PrefillStep(throughputPrompt)
+		d := r.StepTime(Step{Tokens: n * st.Tokens, Logits: n, Ctx: int64(n) * st.Ctx, Attn: int64(n) * st.Attn})
+		return float64(n*st.Tokens) / d.Seconds(), nil
 	case p.PrefillTokens > 0:
-		return ms(r.StepTime(p.PrefillTokens, int64(p.PrefillTokens))), nil
+		return ms(r.StepTime(PrefillStep(p.PrefillTokens))), nil
 	case p.Unit == "tok/s":
-		d := r.StepTime(p.Batch, int64(p.Batch*p.Context))
+		d := r.StepTime(DecodeStep(p.Batch, p.Context))
 		return float64(p.Batch) / d.Seconds(), nil
 	default:
-		return ms(r.StepTime(p.Batch, int64(p.Batch*p.Context))), nil
+		return ms(r.StepTime(DecodeStep(p.Batch, p.Context))), nil
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // bandwidth two orders of magnitude lower must show.
 func TestCPUProfileIsMuchSlowerThanA10G(t *testing.T) {
 	cat := catalog.Default()
-	step := func(t *testing.T, model, device string, tokens int, ctx int64) time.Duration {
+	step := func(t *testing.T, model, device string, st Step) time.Duration {
 		t.Helper()
 		m, err := cat.Model(model)
 		if err != nil {
@@ -28,7 +28,7 @@ func TestCPUProfileIsMuchSlowerThanA10G(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r.StepTime(tokens, ctx)
+		return r.StepTime(st)
 	}
 	for _, tc := range []struct {
 		model, cpu           string
@@ -41,10 +41,10 @@ func TestCPUProfileIsMuchSlowerThanA10G(t *testing.T) {
 		{"qwen2.5-0.5b", "ml.m6i.4xlarge", 3, 30, 5},
 	} {
 		t.Run(tc.model+"/"+tc.cpu, func(t *testing.T) {
-			gpuDec := step(t, tc.model, "a10g", 1, 512)
-			cpuDec := step(t, tc.model, tc.cpu, 1, 512)
-			gpuPre := step(t, tc.model, "a10g", 512, 512)
-			cpuPre := step(t, tc.model, tc.cpu, 512, 512)
+			gpuDec := step(t, tc.model, "a10g", DecodeStep(1, 512))
+			cpuDec := step(t, tc.model, tc.cpu, DecodeStep(1, 512))
+			gpuPre := step(t, tc.model, "a10g", PrefillStep(512))
+			cpuPre := step(t, tc.model, tc.cpu, PrefillStep(512))
 			dec, pre := float64(cpuDec)/float64(gpuDec), float64(cpuPre)/float64(gpuPre)
 			t.Logf("decode step %v on %s vs %v on a10g (×%.1f); 512-token prefill %v vs %v (×%.1f)", cpuDec, tc.cpu, gpuDec, dec, cpuPre, gpuPre, pre)
 			if dec < tc.minDecode || dec > tc.maxDecode {
@@ -56,7 +56,7 @@ func TestCPUProfileIsMuchSlowerThanA10G(t *testing.T) {
 		})
 	}
 	// More vCPUs, more bandwidth: a 4xlarge decodes faster than an xlarge.
-	if x, x4 := step(t, "deepseek-llm-r1-distill-qwen-1-5b", "ml.m5.xlarge", 1, 512), step(t, "deepseek-llm-r1-distill-qwen-1-5b", "ml.m5.4xlarge", 1, 512); x4 >= x {
+	if x, x4 := step(t, "deepseek-llm-r1-distill-qwen-1-5b", "ml.m5.xlarge", DecodeStep(1, 512)), step(t, "deepseek-llm-r1-distill-qwen-1-5b", "ml.m5.4xlarge", DecodeStep(1, 512)); x4 >= x {
 		t.Errorf("ml.m5.4xlarge decode %v not faster than ml.m5.xlarge %v", x4, x)
 	}
 }

@@ -116,9 +116,8 @@ type Engine struct {
 
 // stepPlan is what one step computes.
 type stepPlan struct {
-	seqs      []*seq
-	tokens    int
-	ctx       int64
+	seqs []*seq
+	Step
 	loadL1    int64                 // bytes loaded from L1 this step
 	load      [maxSharedTiers]int64 // bytes loaded from each shared tier
 	preempted int
@@ -362,10 +361,10 @@ func (e *Engine) plan() time.Duration {
 	e.dropAborted()
 	e.schedule()
 	p := &e.step
-	if p.tokens == 0 {
+	if p.Tokens == 0 {
 		return 0
 	}
-	d := e.roof.StepTime(p.tokens, p.ctx) + loadTime(p.loadL1, e.opts.L1Bandwidth)
+	d := e.roof.StepTime(p.Step) + loadTime(p.loadL1, e.opts.L1Bandwidth)
 	for i, t := range e.shared {
 		d += loadTime(p.load[i], t.bandwidth)
 	}
@@ -408,6 +407,16 @@ func (e *Engine) dropAborted() {
 // blocksFor is the number of blocks n tokens occupy.
 func (e *Engine) blocksFor(n int) int { return (n + e.opts.BlockSize - 1) / e.opts.BlockSize }
 
+// add counts s's scheduled tokens into the step.
+func (p *stepPlan) add(s *seq) {
+	p.Tokens += s.sched
+	p.Ctx += int64(s.numComputed + s.sched)
+	p.Attn += attended(s.numComputed, s.sched)
+	if s.numComputed+s.sched == s.total() {
+		p.Logits++ // it emits a token
+	}
+}
+
 // schedule builds e.step as vLLM's V1 scheduler does: running sequences
 // first (one decode token each, or the next prefill chunk), preempting the
 // youngest running sequence when blocks run out; then waiting sequences in
@@ -415,7 +424,7 @@ func (e *Engine) blocksFor(n int) int { return (n + e.opts.BlockSize - 1) / e.op
 func (e *Engine) schedule() {
 	p := &e.step
 	clear(p.seqs)
-	p.seqs, p.tokens, p.ctx, p.loadL1, p.load, p.preempted = p.seqs[:0], 0, 0, 0, [maxSharedTiers]int64{}, 0
+	p.seqs, p.Step, p.loadL1, p.load, p.preempted = p.seqs[:0], Step{}, 0, [maxSharedTiers]int64{}, 0
 	budget := e.opts.MaxNumBatchedTokens
 	for i := 0; i < len(e.running) && budget > 0; i++ {
 		s := e.running[i]
@@ -443,8 +452,7 @@ func (e *Engine) schedule() {
 		}
 		s.sched = n
 		p.seqs = append(p.seqs, s)
-		p.tokens += n
-		p.ctx += int64(s.numComputed + n)
+		p.add(s)
 		budget -= n
 	}
 	if p.preempted > 0 {
@@ -465,8 +473,7 @@ func (e *Engine) schedule() {
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
 		p.seqs = append(p.seqs, s)
-		p.tokens += s.sched
-		p.ctx += int64(s.numComputed + s.sched)
+		p.add(s)
 		budget -= s.sched
 	}
 	if len(e.waiting) == 0 {

@@ -49,13 +49,37 @@ func TestChunkedPrefillAndBudget(t *testing.T) {
 	steps := 0
 	for s.outLen() == 0 {
 		e.RunStep()
-		if e.step.tokens > 1000 {
-			t.Fatalf("step scheduled %d tokens over the 1000 budget", e.step.tokens)
+		if e.step.Tokens > 1000 {
+			t.Fatalf("step scheduled %d tokens over the 1000 budget", e.step.Tokens)
 		}
 		steps++
 	}
 	if steps != 4 {
 		t.Fatalf("first token after %d steps, want 4 chunks of ≤1000 tokens", steps)
+	}
+}
+
+// TestStepCountsScoredTokensAndAttention: a chunked prompt is scored (its
+// LM head run) only by the chunk that ends it, each chunk attends to what
+// came before it, and a decode step scores its one token.
+func TestStepCountsScoredTokensAndAttention(t *testing.T) {
+	o := testOptions()
+	o.MaxNumBatchedTokens = 1000
+	e := newTestEngine(t, o, Deps{})
+	submit(t, e, prompt("long", 1500), 3, true)
+	want := []Step{
+		{Tokens: 1000, Logits: 0, Ctx: 1000, Attn: attended(0, 1000)},
+		{Tokens: 500, Logits: 1, Ctx: 1500, Attn: attended(1000, 500)},
+		{Tokens: 1, Logits: 1, Ctx: 1501, Attn: 1501},
+	}
+	for i, w := range want {
+		e.RunStep()
+		if e.step.Step != w {
+			t.Fatalf("step %d = %+v, want %+v", i, e.step.Step, w)
+		}
+	}
+	if attended(1000, 500) != 500*1000+500*501/2 {
+		t.Fatalf("attended(1000, 500) = %d", attended(1000, 500))
 	}
 }
 
@@ -404,7 +428,7 @@ func TestEngineSleepsOnInjectedClock(t *testing.T) {
 	go e.Run(ctx)
 	s := submit(t, e, prompt("fake", 100), 2, true)
 	fc.BlockUntil(1) // the engine sleeps through the prefill step
-	step := 2 * e.roof.StepTime(100, 100)
+	step := 2 * e.roof.StepTime(PrefillStep(100))
 	fc.Step(step - time.Microsecond)
 	time.Sleep(20 * time.Millisecond)
 	if s.outLen() != 0 {

@@ -126,12 +126,12 @@ func TestSharedTierLookupOrder(t *testing.T) {
 			}
 			// The step computed the uncached tokens and loaded the hits,
 			// each tier at its bandwidth.
-			want := e.roof.StepTime(e.step.tokens, e.step.ctx)
+			want := e.roof.StepTime(e.step.Step)
 			for i, bw := range []float64{o.L1Bandwidth, o.TieredStorageBandwidth, o.L2Bandwidth} {
 				want += time.Duration(float64(int64(tt.want.hits[i])*e.kvBlock) / bw * float64(time.Second))
 			}
-			if e.step.tokens != 161-hit*16 {
-				t.Errorf("step computed %d tokens, want the %d uncached", e.step.tokens, 161-hit*16)
+			if e.step.Tokens != 161-hit*16 {
+				t.Errorf("step computed %d tokens, want the %d uncached", e.step.Tokens, 161-hit*16)
 			}
 			if diff := math.Abs(float64(d - want)); diff > 3 {
 				t.Errorf("admission step %v, want %v (compute + loads at each tier's bandwidth)", d, want)
