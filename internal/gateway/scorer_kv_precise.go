@@ -11,16 +11,16 @@ const kvPreciseName = "kv-cache-precise"
 // finding it there saves, 1 − load time ÷ recompute time. A GPU block costs
 // nothing to use. Loads are charged at the engine's bandwidths (L1 over
 // PCIe 25 GB/s, tieredstorage 7 GB/s, Redis 5 GB/s) against recomputing the
-// block at the GPU's prefill rate; for Llama-3.1-8B on one H100 (128 KiB of
-// KV and 32 µs of prefill a token) that is CPU 0.84, DISK 0.42 and REMOTE
-// 0.19, and the other catalog models on their usual GPUs land close (table
-// in docs/gateway.md, derived by TestTierWeightsDerivation). CPU keeps
-// llm-d's 0.8, which the derivation confirms.
+// block at the end of a full prefill chunk, attention over the positions
+// before it included; for Llama-3.1-8B on one H100 (128 KiB of KV and 39 µs
+// of prefill a token there) that is CPU 0.87, DISK 0.52 and REMOTE 0.33,
+// and the other catalog models on their usual GPUs land close (table in
+// docs/gateway.md, derived by TestTierWeightsDerivation).
 const (
 	gpuTierWeight    = 1.0
-	cpuTierWeight    = 0.8
-	diskTierWeight   = 0.4
-	remoteTierWeight = 0.2
+	cpuTierWeight    = 0.85
+	diskTierWeight   = 0.5
+	remoteTierWeight = 0.3
 )
 
 // tierWeights are the weights match applies per tier.

@@ -49,7 +49,7 @@ func deriveTierWeights(t *testing.T, model, gpu string, tp int) derivedWeights {
 	bs := sim.DefaultBlockSize
 	chunk := sim.DefaultMaxNumBatchedTokens - bs
 	d := derivedWeights{model: model, gpu: gpu, tp: tp,
-		recompute: (roof.StepTime(chunk+bs, int64(chunk+bs)) - roof.StepTime(chunk, int64(chunk))).Seconds(),
+		recompute: (roof.StepTime(sim.PrefillStep(chunk+bs)) - roof.StepTime(sim.PrefillStep(chunk))).Seconds(),
 		kvBlock:   float64(m.KVBytesPerToken() * int64(bs))}
 	d.loadCPU = d.kvBlock / sim.DefaultL1Bandwidth
 	d.loadDisk = d.kvBlock / tieredStorageBandwidth

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/engines"
 )
 
@@ -29,8 +30,7 @@ type BackendStats struct {
 // capstan serve it is the one read of engine metrics: routing, the
 // autoscaling snapshot, the KV report and the metrics store all use it.
 type EngineRead struct {
-	At   time.Time // when the read ended, on the gateway's clock
-	Took time.Duration
+	Took time.Duration // how long the read took, on the gateway's clock
 	// Err says the read failed; Stats are then empty.
 	Err error
 	// Stats are mapped by the backend's engine adapter; Stats.Families has
@@ -209,8 +209,7 @@ func (g *Gateway) ScrapeOnce(ctx context.Context) {
 		wg.Go(func() {
 			began := g.clock.Now()
 			st, es, err := g.scrape(ctx, b)
-			ended := g.clock.Now()
-			g.tracker.setRead(b.ID, EngineRead{At: ended, Took: ended.Sub(began), Err: err, Stats: es})
+			g.tracker.setRead(b.ID, EngineRead{Took: clock.Since(g.clock, began), Err: err, Stats: es})
 			if err != nil {
 				g.log.Debug("backend scrape failed", "backend", b.ID, "err", err)
 			} else {
