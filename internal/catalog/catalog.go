@@ -70,8 +70,8 @@ type CPUPlatform struct {
 	FLOPSPerVCPU        float64 `json:"flopsPerVCPU"`
 	MFU                 float64 `json:"mfu"`
 	BandwidthEfficiency float64 `json:"bandwidthEfficiency"`
-	// StepOverheadSeconds is the engine's fixed cost per step (scheduling,
-	// sampling over the vocabulary) on this platform.
+	// StepOverheadSeconds is the engine's fixed cost per step on this
+	// platform (scheduling, building the batch), sampling aside.
 	StepOverheadSeconds float64 `json:"stepOverheadSeconds"`
 	// SamplingSecondsPerEntry is the CPU time of sampling (penalties,
 	// top-k/top-p over the logits) per vocabulary entry of a scored token.
