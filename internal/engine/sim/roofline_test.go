@@ -79,7 +79,10 @@ func TestKVCapacityMatchesReference(t *testing.T) {
 	}
 }
 
-func TestRooflineShape(t *testing.T) {
+// h100Roofline is Llama-3.1-8B's roofline on one H100, with the model and
+// device.
+func h100Roofline(t *testing.T) (*Roofline, catalog.Model, catalog.GPU) {
+	t.Helper()
 	cat := catalog.Default()
 	m, _ := cat.Model("llama-3.1-8b")
 	g, _ := cat.GPU("h100")
@@ -87,6 +90,11 @@ func TestRooflineShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, m, g
+}
+
+func TestRooflineShape(t *testing.T) {
+	r, m, g := h100Roofline(t)
 	t.Run("zero tokens take zero time", func(t *testing.T) {
 		if d := r.StepTime(Step{}); d != 0 {
 			t.Fatalf("got %v", d)
@@ -144,13 +152,8 @@ func TestRooflineShape(t *testing.T) {
 // only the tokens that emit one, and a CPU reads a step that fits its
 // last-level cache from there.
 func TestRooflineAccounting(t *testing.T) {
+	r, m, _ := h100Roofline(t)
 	cat := catalog.Default()
-	m, _ := cat.Model("llama-3.1-8b")
-	g, _ := cat.GPU("h100")
-	r, err := NewRoofline(m, g, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	table := float64(m.VocabSize * m.HiddenSize)
 	if m.TieWordEmbeddings || r.flopsPerToken != 2*(float64(m.Params)-2*table) || r.flopsPerLogit != 2*table {
 		t.Fatalf("FLOPs per token %g, per logit %g; want the layers' and the untied LM head's", r.flopsPerToken, r.flopsPerLogit)
