@@ -118,3 +118,23 @@ func (c *Catalog) JumpStartIDs() []string {
 	sort.Strings(out)
 	return out
 }
+
+// JumpStart's default inference containers: the images SageMaker runs a
+// public hub model in when the deployment names none. The hub's Meta and
+// DeepSeek text-generation models run the Large Model Inference container
+// (DJL Serving with vLLM); its huggingface-llm-* models run Hugging Face's
+// TGI container.
+const (
+	JumpStartLMIImage = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.31.0-lmi13.0.0-cu124"
+	JumpStartTGIImage = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:2.4.0-tgi2.4.0-gpu-py311-cu124-ubuntu22.04"
+)
+
+// JumpStartImage is the container image JumpStart serves hub model id in:
+// the TGI container for huggingface-llm-* ids, the LMI container for the
+// rest (and for catalog ids, which name no hub family).
+func JumpStartImage(id string) string {
+	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(id)), "huggingface-llm-") {
+		return JumpStartTGIImage
+	}
+	return JumpStartLMIImage
+}

@@ -103,3 +103,19 @@ func TestLevenshtein(t *testing.T) {
 		}
 	}
 }
+
+// JumpStart's default container follows the hub family: TGI for
+// huggingface-llm-*, LMI for the rest and for catalog ids.
+func TestJumpStartImage(t *testing.T) {
+	for _, tt := range []struct{ id, want string }{
+		{"huggingface-llm-qwen2-5-7b-instruct", JumpStartTGIImage},
+		{"HuggingFace-LLM-Gemma-2-9B-Instruct", JumpStartTGIImage},
+		{"meta-textgeneration-llama-3-1-8b-instruct", JumpStartLMIImage},
+		{"deepseek-llm-r1-distill-qwen-1-5b", JumpStartLMIImage},
+		{"llama-3.1-8b", JumpStartLMIImage},
+	} {
+		if got := JumpStartImage(tt.id); got != tt.want {
+			t.Errorf("JumpStartImage(%q) = %s, want %s", tt.id, got, tt.want)
+		}
+	}
+}

@@ -95,6 +95,10 @@ type Placement struct {
 	Request   Resources `json:"request"`
 	// InstanceType is the type the replica asked for: it runs on no other.
 	InstanceType string `json:"instanceType"`
+	// GPUs are the indices of the node's whole GPUs the replica holds
+	// (CUDA_VISIBLE_DEVICES of a real engine); a MIG slice is in
+	// Node.Slices instead.
+	GPUs []int `json:"gpus,omitempty"`
 }
 
 // Pending is a replica that fits on no node of its cluster now: what the
@@ -194,13 +198,17 @@ type node struct {
 	replicas map[string]bool
 	slices   []Slice // the MIG slices, ReplicaID set while held
 	whole    int     // GPUs not partitioned
+	// gpuHolder is who holds each whole GPU, by index ("" free; a
+	// partitioned GPU is never held whole).
+	gpuHolder []string
 }
 
 type placement struct {
 	node         *node
 	req          Resources
 	instanceType string
-	slice        int // index in node.slices, or -1
+	slice        int   // index in node.slices, or -1
+	gpus         []int // whole GPUs held, by index
 }
 
 // NewPool returns an empty pool; clk stamps Node.Since and Pending.Since.
@@ -273,10 +281,12 @@ func (c *Cluster) AddNode(spec NodeSpec) error {
 	if len(spec.Partitions) > spec.Capacity.GPUs {
 		return fmt.Errorf("cluster: node %s: %d GPU partitions for %d GPUs", spec.Name, len(spec.Partitions), spec.Capacity.GPUs)
 	}
-	n := &node{Node: Node{NodeSpec: spec, Since: c.clock.Now()}, replicas: map[string]bool{}, whole: spec.Capacity.GPUs}
+	n := &node{Node: Node{NodeSpec: spec, Since: c.clock.Now()}, replicas: map[string]bool{}, whole: spec.Capacity.GPUs,
+		gpuHolder: make([]string, spec.Capacity.GPUs)}
 	for gpu, profiles := range spec.Partitions {
 		if len(profiles) > 0 {
 			n.whole--
+			n.gpuHolder[gpu] = partitioned
 		}
 		for _, p := range profiles {
 			n.slices = append(n.slices, Slice{GPU: gpu, Profile: p})
@@ -455,9 +465,29 @@ func (c *Cluster) Place(replicaID, clusterName, instanceType string, req Resourc
 	if bestSlice >= 0 {
 		best.slices[bestSlice].ReplicaID = replicaID
 	}
-	c.where[replicaID] = placement{node: best, req: req, instanceType: instanceType, slice: bestSlice}
+	c.where[replicaID] = placement{node: best, req: req, instanceType: instanceType, slice: bestSlice,
+		gpus: best.holdGPUs(replicaID, req.GPUs)}
 	delete(c.pending, replicaID)
 	return best.Name, nil
+}
+
+// partitioned marks a MIG-partitioned GPU in node.gpuHolder.
+const partitioned = "\x00mig"
+
+// holdGPUs gives replicaID the n lowest-indexed free whole GPUs of n
+// (fits has checked they are there) and returns their indices.
+func (n *node) holdGPUs(replicaID string, count int) []int {
+	var out []int
+	for i, h := range n.gpuHolder {
+		if len(out) == count {
+			break
+		}
+		if h == "" {
+			n.gpuHolder[i] = replicaID
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // freeSlice finds a free slice of profile on n: the one on the GPU whose
@@ -558,6 +588,9 @@ func (c *Cluster) Release(replicaID string) {
 	if p.slice >= 0 {
 		p.node.slices[p.slice].ReplicaID = ""
 	}
+	for _, g := range p.gpus {
+		p.node.gpuHolder[g] = ""
+	}
 	p.node.Since = c.clock.Now()
 	delete(p.node.replicas, replicaID)
 	delete(c.where, replicaID)
@@ -614,7 +647,7 @@ func (c *Cluster) snapshot(n *node) Node {
 	out.Placed = make([]Placement, len(out.Replicas))
 	for i, id := range out.Replicas {
 		w := c.where[id]
-		out.Placed[i] = Placement{ReplicaID: id, Request: w.req, InstanceType: w.instanceType}
+		out.Placed[i] = Placement{ReplicaID: id, Request: w.req, InstanceType: w.instanceType, GPUs: slices.Clone(w.gpus)}
 	}
 	out.Slices = slices.Clone(n.slices)
 	out.Partitions = slices.Clone(n.Partitions)

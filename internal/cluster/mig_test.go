@@ -99,3 +99,55 @@ func asUnschedulable(err error, u **UnschedulableError) bool {
 	*u = e
 	return ok
 }
+
+// TestPlaceHoldsGPUIndices: whole-GPU replicas get the lowest free whole
+// GPUs of their node, never a partitioned one, and get them back on
+// release; a MIG replica holds no whole GPU.
+func TestPlaceHoldsGPUIndices(t *testing.T) {
+	p := NewPool(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	// GPUs 1 and 4 are cut into slices; 0, 2, 3, 5, 6, 7 are whole.
+	parts := make([][]string, 8)
+	parts[1], parts[4] = []string{"7g.40gb"}, []string{"7g.40gb"}
+	if err := p.AddNode(p4dNode("n", parts)); err != nil {
+		t.Fatal(err)
+	}
+	gpusOf := func(id string) []int {
+		n, ok := p.NodeOf(id)
+		if !ok {
+			t.Fatalf("%s not placed", id)
+		}
+		for _, pl := range n.Placed {
+			if pl.ReplicaID == id {
+				return pl.GPUs
+			}
+		}
+		t.Fatalf("%s not in the node's placements", id)
+		return nil
+	}
+	for _, step := range []struct {
+		id      string
+		gpus    int
+		mig     string
+		release string
+		want    []int
+	}{
+		{id: "a", gpus: 2, want: []int{0, 2}},
+		{id: "m", mig: "7g.40gb", want: nil},
+		{id: "b", gpus: 3, want: []int{3, 5, 6}},
+		{id: "c", gpus: 1, release: "a", want: []int{0}},
+		{id: "d", gpus: 2, want: []int{2, 7}},
+	} {
+		if step.release != "" {
+			p.Release(step.release)
+		}
+		if _, err := p.Place(step.id, "c", "ml.p4d.24xlarge", Resources{GPUs: step.gpus, MIGProfile: step.mig}); err != nil {
+			t.Fatalf("place %s: %v", step.id, err)
+		}
+		if got := gpusOf(step.id); !slices.Equal(got, step.want) {
+			t.Fatalf("%s holds GPUs %v, want %v", step.id, got, step.want)
+		}
+	}
+	if _, err := p.Place("e", "c", "ml.p4d.24xlarge", Resources{GPUs: 1}); !IsUnschedulable(err) {
+		t.Fatalf("a ninth whole GPU was given out: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ func TestPoolSinceAndPlaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, _ := p.NodeOf("r")
-	if !n.Since.Equal(joined.Add(time.Minute)) || len(n.Placed) != 1 || n.Placed[0] != (Placement{ReplicaID: "r", Request: Resources{GPUs: 2, MilliCPU: 1000}, InstanceType: "t"}) {
+	if !n.Since.Equal(joined.Add(time.Minute)) || len(n.Placed) != 1 || !reflect.DeepEqual(n.Placed[0], Placement{ReplicaID: "r", Request: Resources{GPUs: 2, MilliCPU: 1000}, InstanceType: "t", GPUs: []int{0, 1}}) {
 		t.Fatalf("node after a placement: %+v", n)
 	}
 	clk.Step(time.Minute)

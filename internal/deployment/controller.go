@@ -879,7 +879,7 @@ func (c *Controller) placeAndStart(ctx context.Context, k string, rec *record, p
 			}
 			budget = b
 		}
-		started, err := c.eng.Ensure(ctx, c.replicaSpec(r.ID, p, it, node.Name, budget, res))
+		started, err := c.eng.Ensure(ctx, c.replicaSpec(r.ID, p, it, node, budget, res))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -1036,8 +1036,9 @@ func (c *Controller) runs(id string) bool {
 
 // replicaSpec is what the runtime starts for replica id on instance type it
 // on node, with a tieredstorage budget of tiered bytes when the plan has
-// that tier; the engine adds its own flags and the KV events port.
-func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, node string, tiered int64, res modelsource.Result) runtime.ReplicaSpec {
+// that tier; the engine adds its own flags and the KV events port. The
+// whole GPUs placement gave the replica on its node are its devices.
+func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, node cluster.Node, tiered int64, res modelsource.Result) runtime.ReplicaSpec {
 	var tiers runtime.KVTiers
 	if p.l1 {
 		tiers.CPUBytes = p.l1Bytes(it)
@@ -1046,7 +1047,7 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, no
 		// One store directory per node, shared by every replica on it (of
 		// any deployment); each model has its own file there, bounded by
 		// the budget (replicas given another budget open another file).
-		tiers.StorageDir, tiers.StorageBytes = tieredDir(c.o.DataDir, p.cluster, node), tiered
+		tiers.StorageDir, tiers.StorageBytes = tieredDir(c.o.DataDir, p.cluster, node.Name), tiered
 	}
 	tiers.RedisURL = p.l2URL
 	var env map[string]string
@@ -1058,8 +1059,25 @@ func (c *Controller) replicaSpec(id string, p *plan, it catalog.InstanceType, no
 	}
 	return runtime.ReplicaSpec{ID: id, Endpoint: p.route, Variant: VariantName, Controller: runtime.ControllerDeployment,
 		Engine: p.engine, Model: res.Model, ModelDir: res.Dir, ServedModelName: p.route, GPU: it.Device(), TensorParallel: p.tensorParallel(it),
-		MIGProfile: p.req.MIGProfile, KVTiers: tiers, Env: env,
+		MIGProfile: p.req.MIGProfile, Devices: placedGPUs(node, id), KVTiers: tiers, Env: env,
 		Labels: map[string]string{"namespace": p.namespace, "deployment": p.name, "kind": p.kind, "endpoint": p.route, "instance_type": it.Name}}
+}
+
+// placedGPUs are the indices of the whole GPUs replica id holds on node, as
+// CUDA_VISIBLE_DEVICES lists them (nil for none: a CPU type or a MIG slice,
+// whose device ids only the driver knows).
+func placedGPUs(node cluster.Node, id string) []string {
+	for _, pl := range node.Placed {
+		if pl.ReplicaID != id {
+			continue
+		}
+		var out []string
+		for _, g := range pl.GPUs {
+			out = append(out, strconv.Itoa(g))
+		}
+		return out
+	}
+	return nil
 }
 
 // route is the deployment's gateway route: its serving replicas (minus

@@ -66,6 +66,36 @@ func TestPlanEngine(t *testing.T) {
 	}
 }
 
+// A JumpStartModel names the engine JumpStart serves it in and runs the
+// simulator with a Warning saying why, even where that engine is
+// installed: capstan has no JumpStart weights to give it.
+func TestPlanJumpStartEngine(t *testing.T) {
+	vllm := filepath.Join(t.TempDir(), "vllm")
+	if err := os.WriteFile(vllm, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, modelID, engine string
+		installed             engines.Machine
+	}{
+		{"LMI, vLLM not installed", "deepseek-llm-r1-distill-qwen-1-5b", "vLLM", nil},
+		{"LMI, vLLM installed", "deepseek-llm-r1-distill-qwen-1-5b", "vLLM", engines.Machine{engines.VLLM: {Binary: vllm}}},
+		{"TGI", "huggingface-llm-qwen2-5-7b-instruct", "Text Generation Inference", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := strings.Replace(jsm("demo", "demo", ""), "deepseek-llm-r1-distill-qwen-1-5b", tc.modelID, 1)
+			p, err := planFor(mustLoad(t, doc), tc.installed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.engine != engines.Sim || len(p.engineWarnings) != 1 || p.engineWarnings[0].reason != ReasonEngineSimulated ||
+				!strings.Contains(p.engineWarnings[0].message, "JumpStart serves "+tc.modelID+" in "+tc.engine+" (") {
+				t.Fatalf("plan: engine %s warnings %+v", p.engine, p.engineWarnings)
+			}
+		})
+	}
+}
+
 // Apply refuses, naming the field, a worker image no engine serves here,
 // and stores nothing.
 func TestApplyRefusesUnknownImage(t *testing.T) {

@@ -155,8 +155,8 @@ func TestMIGPendingNamesTheSlice(t *testing.T) {
 }
 
 // TestMIGAndWholeGPUsNeverShare: on a node with four partitioned GPUs and
-// four whole ones, whole-GPU replicas take only the whole GPUs and MIG
-// replicas only slices.
+// four whole ones, whole-GPU replicas take only the whole GPUs (and name
+// them as their devices) and MIG replicas only slices.
 func TestMIGAndWholeGPUsNeverShare(t *testing.T) {
 	h := withMIGNode(t, "ml.p4d.24xlarge", "all-1g.5gb", 4)
 	h.apply(migIEC("whole", "ml.p4d.24xlarge", "nvidia.com/gpu", 5))
@@ -177,6 +177,24 @@ func TestMIGAndWholeGPUsNeverShare(t *testing.T) {
 		if !strings.HasPrefix(sl.ReplicaID, "iec.default.sliced.") {
 			t.Fatalf("slice %+v held by %q, want a MIG replica", sl, sl.ReplicaID)
 		}
+	}
+	// Each whole-GPU replica's devices are its own whole GPU (4-7: 0-3 are
+	// cut); a MIG replica names none (its slice's id is the driver's).
+	var devices []string
+	for _, sp := range h.rt.Starts() {
+		switch {
+		case strings.HasPrefix(sp.ID, "iec.default.whole."):
+			if len(sp.Devices) != 1 {
+				t.Fatalf("whole-GPU replica %s has devices %v, want one GPU", sp.ID, sp.Devices)
+			}
+			devices = append(devices, sp.Devices[0])
+		case len(sp.Devices) != 0:
+			t.Fatalf("MIG replica %s has devices %v, want none", sp.ID, sp.Devices)
+		}
+	}
+	slices.Sort(devices)
+	if want := []string{"4", "5", "6", "7"}; !slices.Equal(devices, want) {
+		t.Fatalf("whole-GPU replicas hold devices %v, want %v", devices, want)
 	}
 	ready := condition(h.get(manifest.KindInferenceEndpointConfig, "whole"), manifest.ConditionReady)
 	if !strings.Contains(ready.Message, "Insufficient nvidia.com/gpu") {

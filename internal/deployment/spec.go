@@ -70,8 +70,8 @@ type engineWarning struct{ reason, message string }
 
 // Reasons of engine warnings.
 const (
-	// ReasonEngineSimulated: the image's engine is not installed and the
-	// simulator stands in.
+	// ReasonEngineSimulated: the image's engine is not installed, or a
+	// JumpStart model's weights are not here, and the simulator stands in.
 	ReasonEngineSimulated = "EngineSimulated"
 	// ReasonKVEventsUnsupported: kvaware routing asked of an engine that
 	// publishes no KV events; prefixaware routes instead.
@@ -91,7 +91,7 @@ func (p *plan) owner() string { return p.kind + "/" + p.namespace + "/" + p.name
 func planFor(obj manifest.Object, installed engines.Machine) (*plan, error) {
 	m := obj.GetMeta()
 	p := &plan{kind: obj.GetKind(), namespace: m.Namespace, name: m.Name, env: map[string]string{}, cluster: manifest.ClusterOf(m)}
-	image := "" // JumpStart models run on the simulator
+	image := ""
 	if iec, ok := obj.(*manifest.InferenceEndpointConfig); ok && iec.Spec.Worker != nil {
 		image = iec.Spec.Worker.Image
 	}
@@ -181,10 +181,30 @@ func planFor(obj manifest.Object, installed engines.Machine) (*plan, error) {
 	default:
 		p.strategy = "LEAST_OUTSTANDING_REQUESTS"
 	}
+	if p.kind == manifest.KindJumpStartModel {
+		p.jumpStartEngine()
+		return p, nil
+	}
 	if err := p.chooseEngine(image, installed); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// jumpStartEngine names the engine JumpStart would serve the model in (its
+// default container for the hub id) and runs the simulator, saying why:
+// capstan knows a JumpStart model's architecture, not its weights, which
+// live in AWS's JumpStart buckets, so no real engine could load it here.
+func (p *plan) jumpStartEngine() {
+	image := catalog.JumpStartImage(p.modelHint)
+	title := image
+	if a, err := engines.ForImage(image); err == nil {
+		title = a.Title
+	}
+	p.engine, p.format = engines.Sim, engines.FormatHF
+	p.engineWarnings = append(p.engineWarnings, engineWarning{ReasonEngineSimulated, fmt.Sprintf(
+		"JumpStart serves %s in %s (%s); capstan has the model's architecture but not its weights, which are in AWS's JumpStart buckets, so its simulated engine serves it: to serve real weights, deploy them with an InferenceEndpointConfig whose modelSourceConfig holds them",
+		p.modelHint, title, image)})
 }
 
 // chooseEngine picks the engine for image and adapts the plan to it:
