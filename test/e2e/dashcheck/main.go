@@ -193,7 +193,7 @@ func contains(bad []string, title string) bool {
 func checkHover(tab context.Context) error {
 	const sel = `[data-title^="Request rate"]`
 	box, err := do(tab, chromedp.Evaluate[[]float64](`(() => {
-  const r = document.querySelector('` + sel + ` .u-over').getBoundingClientRect();
+  const r = document.querySelector('`+sel+` .u-over').getBoundingClientRect();
   return [r.left + r.width * 0.9, r.top + r.height / 2];
 })()`))
 	if err != nil || len(box) != 2 {
