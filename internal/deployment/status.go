@@ -143,15 +143,18 @@ func (c *Controller) writeStatus(ctx context.Context, k string, rec *record, st 
 		next.Conditions = setCondition(next.Conditions, manifest.ConditionDegraded, manifest.ConditionFalse, manifest.ReasonAsExpected, "", gen, now)
 	}
 
+	// lastUpdated moves only when the rest of the deployment status does,
+	// so an unchanged deployment is not written (nor its resourceVersion
+	// bumped, which watchers would see) every reconcile.
 	ds := manifest.DeploymentStatus{Name: meta.Name, DeploymentObjectOverallState: string(state), Reason: readyReason, Message: readyMsg}
 	if prev.DeploymentStatus != nil {
-		ds.LastUpdated = prev.DeploymentStatus.LastUpdated
 		old := *prev.DeploymentStatus
 		old.LastUpdated = nil
-		if old != ds {
-			ds.LastUpdated = &now
+		if old == ds {
+			ds.LastUpdated = prev.DeploymentStatus.LastUpdated
 		}
-	} else {
+	}
+	if ds.LastUpdated == nil {
 		ds.LastUpdated = &now
 	}
 	next.DeploymentStatus = &ds
