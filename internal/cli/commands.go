@@ -19,6 +19,7 @@ func registerCommands(root *cobra.Command, g *globalOptions) {
 		newObservabilityCommand(g),
 		newTopCommand(g),
 		newOperatorCommand(g),
+		newKubeconfigCommand(g),
 		newVersionCommand(),
 	)
 }

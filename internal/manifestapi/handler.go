@@ -120,12 +120,6 @@ func (h *Handler) serve(r *http.Request) (int, any) {
 func (h *Handler) route(r *http.Request) (any, int, error) {
 	ctx := r.Context()
 	p := r.URL.Path
-	if p == "/apis" || p == "/apis/" {
-		if err := allow(r, http.MethodGet); err != nil {
-			return nil, 0, err
-		}
-		return groupList(), http.StatusOK, nil
-	}
 	t, err := parseTarget(p, BasePath, resource)
 	if err != nil {
 		return nil, 0, err

@@ -545,12 +545,6 @@ func TestHandler(t *testing.T) {
 				}
 			}},
 		{name: "discovery", method: http.MethodGet, path: BasePath, wantCode: 200, golden: "discovery"},
-		{name: "group list", method: http.MethodGet, path: "/apis", wantCode: 200,
-			check: func(t *testing.T, h *harness, b []byte) {
-				if !bytes.Contains(b, []byte(`"groupVersion": "inference.sagemaker.aws.amazon.com/v1"`)) {
-					t.Errorf("%s", b)
-				}
-			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

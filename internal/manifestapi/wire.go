@@ -66,22 +66,3 @@ func resourceList(groupVersion string, resources []Resource) *APIResourceList {
 	}
 	return l
 }
-
-// groupList is the APIGroupList at /apis.
-func groupList() any {
-	type gv struct {
-		GroupVersion string `json:"groupVersion"`
-		Version      string `json:"version"`
-	}
-	type group struct {
-		Name             string `json:"name"`
-		Versions         []gv   `json:"versions"`
-		PreferredVersion gv     `json:"preferredVersion"`
-	}
-	v := gv{GroupVersion: manifest.APIVersion, Version: Version}
-	return struct {
-		Kind       string  `json:"kind"`
-		APIVersion string  `json:"apiVersion"`
-		Groups     []group `json:"groups"`
-	}{"APIGroupList", "v1", []group{{Name: Group, Versions: []gv{v}, PreferredVersion: v}}}
-}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/capstan-dev/capstan/internal/alarm"
 	"github.com/capstan-dev/capstan/internal/appautoscaling"
@@ -31,6 +32,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/endpoint"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/gateway/openai"
+	"github.com/capstan-dev/capstan/internal/kubeapi"
 	"github.com/capstan-dev/capstan/internal/manifestapi"
 	"github.com/capstan-dev/capstan/internal/metricstore"
 	"github.com/capstan-dev/capstan/internal/nodeapi"
@@ -45,6 +47,7 @@ import (
 	"github.com/capstan-dev/capstan/internal/spaceproxy"
 	"github.com/capstan-dev/capstan/internal/store"
 	"github.com/capstan-dev/capstan/internal/tagging"
+	"github.com/capstan-dev/capstan/internal/workspace"
 )
 
 // RuntimeFactory builds the replica runtime once the server knows its clock,
@@ -277,9 +280,24 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	rs.handle("/", doorControl, toConsole(control))
 	rs.handle(console.Path, doorAdmin, consoleH)
 	rs.handle("/endpoints/", doorRuntime, runtimeH)
-	rs.handle("/apis/", doorManifests, manifestsH)
-	rs.handle(manifestapi.WorkspaceBasePath, doorManifests, workspacesH)
-	rs.handle(manifestapi.WorkspaceBasePath+"/", doorManifests, workspacesH)
+	// kubectl and client-go reach the manifest and workspace kinds through
+	// kubeapi, which adds discovery, tables, watches and core/v1 events.
+	apis := http.NewServeMux()
+	apis.Handle("/apis/", manifestsH)
+	apis.Handle(manifestapi.WorkspaceBasePath, workspacesH)
+	apis.Handle(manifestapi.WorkspaceBasePath+"/", workspacesH)
+	kube, err := kubeapi.New(kubeapi.Options{APIs: apis, Clock: clk, Logger: log, Groups: []schema.GroupVersion{
+		{Group: manifestapi.Group, Version: manifestapi.Version}, {Group: workspace.Group, Version: workspace.Version}}})
+	if err != nil {
+		return nil, err
+	}
+	var kubeH http.Handler = kube
+	if cfg.AuthConfigured() {
+		kubeH = bearerAuth(kubeH, "adminTokens", cfg.AdminTokens)
+	}
+	for _, p := range append([]string{"/apis", "/apis/", manifestapi.WorkspaceBasePath, manifestapi.WorkspaceBasePath + "/"}, kubeapi.Paths...) {
+		rs.handle(p, doorManifests, kubeH)
+	}
 	// Spaces check their own credentials (a browser opens them) and, with
 	// none configured, serve only loopback.
 	rs.handle(spaceproxy.Path, doorAdmin, spaceproxy.New(spaceproxy.Options{Spaces: spc, RequireToken: cfg.AuthConfigured(), AdminTokens: cfg.AdminTokens,

@@ -603,8 +603,12 @@ func runDoc(t *testing.T, bin string, d *doc) string {
 
 	ctx, cancel := context.WithTimeout(context.Background(), fileTimeout)
 	defer cancel()
+	path := binDir + string(os.PathListSeparator) + os.Getenv("PATH")
+	if k8s := os.Getenv("CAPSTAN_K8S_BIN"); k8s != "" {
+		path = k8s + string(os.PathListSeparator) + path // the kubectl test/k8s/binaries.sh builds
+	}
 	env := append(os.Environ(),
-		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"PATH="+path,
 		"AWS_ACCESS_KEY_ID=docs", "AWS_SECRET_ACCESS_KEY=docs", "AWS_DEFAULT_REGION=us-east-1",
 		"AWS_PAGER=", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
 		"HOME="+tmp, "NO_COLOR=1",
@@ -619,7 +623,7 @@ func runDoc(t *testing.T, bin string, d *doc) string {
 		// llama-server on PATH (server and session), and the directory
 		// with the tiny model as LLAMACPP_DIR.
 		dir := testutil.LlamaCppDir(t)
-		env = append(env, "PATH="+dir+string(os.PathListSeparator)+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "LLAMACPP_DIR="+dir)
+		env = append(env, "PATH="+dir+string(os.PathListSeparator)+path, "LLAMACPP_DIR="+dir)
 	}
 	addr := startServer(t, bin, tmp, work, env, serveArgs)
 	// The safety net: an aws call that forgot $EP still reaches the server.

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/capstan-dev/capstan/internal/config"
+)
+
+var jsmResource = schema.GroupVersionResource{Group: "inference.sagemaker.aws.amazon.com", Version: "v1", Resource: "jumpstartmodels"}
+
+func kubeJSM(name string, replicas int) string {
+	return `apiVersion: inference.sagemaker.aws.amazon.com/v1
+kind: JumpStartModel
+metadata: {name: ` + name + `, namespace: default, labels: {team: a}}
+spec:
+  model: {modelHubName: SageMakerPublicHub, modelId: deepseek-llm-r1-distill-qwen-1-5b}
+  server: {instanceType: ml.g5.8xlarge}
+  replicas: ` + strconv.Itoa(replicas) + "\n"
+}
+
+// putJSM applies a JumpStartModel through capstan's own PUT, with token
+// as the bearer token.
+func putJSM(t *testing.T, h *harness, token, name string, replicas int) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, h.url+"/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/jumpstartmodels/"+name,
+		strings.NewReader(kubeJSM(name, replicas)))
+	req.Header.Set("Content-Type", "application/yaml")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		t.Fatalf("PUT %s: %d %s", name, resp.StatusCode, b.String())
+	}
+}
+
+// client-go's discovery, dynamic and typed clients read capstan serve as
+// they read a Kubernetes API server: versions and resources, lists with a
+// resourceVersion, label and field selectors, a watch that sees an update
+// and a deletion, tables with the CRD's printer columns, and the object's
+// events as core/v1 Events. The admin token is the bearer token.
+func TestKubernetesClientsReadManifests(t *testing.T) {
+	h := startHarness(t, config.Config{Credentials: []config.Credential{{AccessKeyID: "AKIDREAL", SecretAccessKey: testSecret}},
+		AdminTokens: []string{testAdmin}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := &rest.Config{Host: h.url, BearerToken: testAdmin}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Without the token, discovery is refused as the API server refuses it.
+	if _, err := kubernetes.NewForConfigOrDie(&rest.Config{Host: h.url}).Discovery().ServerVersion(); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("version without a token: %v, want Unauthorized", err)
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil || v.Major != "1" || v.Minor == "" {
+		t.Fatalf("server version %+v, %v", v, err)
+	}
+	_, lists, err := cs.Discovery().ServerGroupsAndResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jsm *metav1.APIResource
+	for _, l := range lists {
+		for i, r := range l.APIResources {
+			if l.GroupVersion == jsmResource.GroupVersion().String() && r.Name == "jumpstartmodels" {
+				jsm = &l.APIResources[i]
+			}
+		}
+	}
+	if jsm == nil || !slices.Contains(jsm.ShortNames, "jsm") || !slices.Contains(jsm.Verbs, "watch") || !jsm.Namespaced {
+		t.Fatalf("jumpstartmodels in discovery: %+v", jsm)
+	}
+
+	putJSM(t, h, testAdmin, "alpha", 1)
+	putJSM(t, h, testAdmin, "beta", 1)
+	list, err := dyn.Resource(jsmResource).Namespace("default").List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 2 || list.GetResourceVersion() == "" || list.GetResourceVersion() == "0" {
+		t.Fatalf("list: %d items, resourceVersion %q, %v", len(list.Items), list.GetResourceVersion(), err)
+	}
+	one, err := dyn.Resource(jsmResource).Namespace("default").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=beta", LabelSelector: "team=a"})
+	if err != nil || len(one.Items) != 1 || one.Items[0].GetName() != "beta" {
+		t.Fatalf("list by selectors: %+v, %v", one, err)
+	}
+	if _, err := dyn.Resource(jsmResource).Namespace("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.replicas=1"}); !apierrors.IsBadRequest(err) {
+		t.Fatalf("unsupported field selector: %v, want BadRequest", err)
+	}
+
+	// A watch from the list's version sees alpha change and beta go.
+	w, err := dyn.Resource(jsmResource).Namespace("default").Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	putJSM(t, h, testAdmin, "alpha", 2)
+	if err := dyn.Resource(jsmResource).Namespace("default").Delete(ctx, "beta", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var sawReplicas2, sawDeleted bool
+	for !(sawReplicas2 && sawDeleted) {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended early")
+			}
+			u, _ := ev.Object.(*unstructured.Unstructured)
+			if u == nil {
+				t.Fatalf("watch event %s carries %T", ev.Type, ev.Object)
+			}
+			n, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+			sawReplicas2 = sawReplicas2 || (ev.Type == watch.Modified && u.GetName() == "alpha" && n == 2)
+			sawDeleted = sawDeleted || (ev.Type == watch.Deleted && u.GetName() == "beta")
+		case <-ctx.Done():
+			t.Fatalf("watch: update seen %v, deletion seen %v", sawReplicas2, sawDeleted)
+		}
+	}
+
+	// The table kubectl get asks for: the name, then the CRD's columns.
+	var table metav1.Table
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/jumpstartmodels").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range table.ColumnDefinitions {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"Name", "State", "Replicas", "Ready", "Age"}) || len(table.Rows) != 1 ||
+		table.Rows[0].Cells[0] != "alpha" || table.Rows[0].Cells[2] != float64(2) {
+		t.Fatalf("table columns %v, rows %+v", names, table.Rows)
+	}
+
+	// describe's events: the object's own, as core/v1 Events about it.
+	alpha, err := dyn.Resource(jsmResource).Namespace("default").Get(ctx, "alpha", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=alpha,involvedObject.namespace=default,involvedObject.kind=JumpStartModel,involvedObject.uid=" + string(alpha.GetUID())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Name != "alpha" || e.InvolvedObject.UID != alpha.GetUID() {
+			t.Fatalf("event %+v is not about alpha", e)
+		}
+		reasons = append(reasons, e.Reason)
+	}
+	if !slices.Contains(reasons, "Applied") {
+		t.Fatalf("alpha's events %v lack Applied", reasons)
+	}
+	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil || !slices.ContainsFunc(nss.Items, func(n corev1.Namespace) bool { return n.Name == "default" }) {
+		t.Fatalf("namespaces %+v, %v", nss, err)
+	}
+}
