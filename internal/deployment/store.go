@@ -157,6 +157,14 @@ func newUID() string {
 // the controller rolls it out); a label or annotation change alone is
 // "configured" without a new generation. Status on input is ignored.
 func (s *Service) Apply(ctx context.Context, obj manifest.Object) (manifest.ApplyResult, error) {
+	return s.ApplyWith(ctx, obj, manifest.Preconditions{})
+}
+
+// ApplyWith is Apply under pre, checked in the same transaction as the
+// write: manifest.ErrAlreadyExists when pre.Create finds the object,
+// manifest.ErrNotFound when pre.ResourceVersion is set and there is none,
+// manifest.ErrConflict when it is not the stored object's.
+func (s *Service) ApplyWith(ctx context.Context, obj manifest.Object, pre manifest.Preconditions) (manifest.ApplyResult, error) {
 	if obj == nil || reflect.ValueOf(obj).IsNil() {
 		return manifest.ApplyResult{}, fmt.Errorf("apply: no object")
 	}
@@ -188,6 +196,14 @@ func (s *Service) Apply(ctx context.Context, obj manifest.Object) (manifest.Appl
 		found, err := tx.Get(bucket, k, &rec)
 		if err != nil {
 			return err
+		}
+		switch {
+		case found && pre.Create:
+			return fmt.Errorf("%s %s/%s: %w", next.GetKind(), nm.Namespace, nm.Name, manifest.ErrAlreadyExists)
+		case !found && pre.ResourceVersion != "":
+			return fmt.Errorf("%s %s/%s: %w", next.GetKind(), nm.Namespace, nm.Name, manifest.ErrNotFound)
+		case found && pre.ResourceVersion != "" && rec.obj().GetMeta().ResourceVersion != pre.ResourceVersion:
+			return fmt.Errorf("%s %s/%s: %w", next.GetKind(), nm.Namespace, nm.Name, manifest.ErrConflict)
 		}
 		if !found {
 			n := 0

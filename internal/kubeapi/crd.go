@@ -17,15 +17,15 @@ type column struct {
 	Priority                                  int32
 }
 
-// printerColumns reads the printer columns of every kind whose CRD the
-// operator installs (deploy/operator/crds), by kind: the same columns the
-// operator's kube-apiserver prints.
-func printerColumns() (map[string][]column, error) {
-	out := map[string][]column{}
+// crds reads the CRDs the operator installs (deploy/operator/crds): the
+// kinds whose printer columns and OpenAPI schemas this server answers with,
+// as the operator's kube-apiserver does.
+func crds() ([]apiextv1.CustomResourceDefinition, error) {
 	files, err := fs.Glob(operatormanifests.Files, "crds/*.yaml")
 	if err != nil {
 		return nil, err
 	}
+	var out []apiextv1.CustomResourceDefinition
 	for _, f := range files {
 		raw, err := fs.ReadFile(operatormanifests.Files, f)
 		if err != nil {
@@ -35,6 +35,15 @@ func printerColumns() (map[string][]column, error) {
 		if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(raw), "---\n")), &crd); err != nil {
 			return nil, fmt.Errorf("kubeapi: %s: %w", f, err)
 		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
+
+// printerColumns are the served versions' printer columns, by kind.
+func printerColumns(defs []apiextv1.CustomResourceDefinition) map[string][]column {
+	out := map[string][]column{}
+	for _, crd := range defs {
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
 				continue
@@ -47,5 +56,5 @@ func printerColumns() (map[string][]column, error) {
 			out[crd.Spec.Names.Kind] = cols
 		}
 	}
-	return out, nil
+	return out
 }

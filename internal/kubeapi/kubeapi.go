@@ -44,6 +44,7 @@ type Handler struct {
 	o       Options
 	log     *slog.Logger
 	columns map[string][]column // printer columns by kind
+	openapi map[string][]byte   // OpenAPI v3 documents by group version
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -59,11 +60,11 @@ func New(o Options) (*Handler, error) {
 	if o.MaxWatch <= 0 {
 		o.MaxWatch = 30 * time.Minute
 	}
-	cols, err := printerColumns()
+	defs, err := crds()
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{o: o, log: o.Logger, columns: cols}
+	h := &Handler{o: o, log: o.Logger, columns: printerColumns(defs), openapi: openAPIDocs(defs)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -71,7 +72,7 @@ func New(o Options) (*Handler, error) {
 }
 
 // Paths are the paths outside /apis/ the Handler answers.
-var Paths = []string{"/api", "/api/", "/version"}
+var Paths = []string{"/api", "/api/", "/version", "/openapi/v3", "/openapi/v3/"}
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := strings.TrimSuffix(r.URL.Path, "/")
@@ -86,6 +87,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, coreResources())
 	case strings.HasPrefix(p, "/api/v1/") && get:
 		h.core(w, r)
+	case (p == "/openapi/v3" || strings.HasPrefix(p, "/openapi/v3/")) && get:
+		h.openAPI(w, r, strings.TrimPrefix(strings.TrimPrefix(p, "/openapi/v3"), "/"))
 	case p == "/apis" && get:
 		h.groupList(w, r)
 	case strings.HasPrefix(p, "/apis/"):

@@ -106,10 +106,11 @@ func TestCell(t *testing.T) {
 
 // The printer columns come from the operator's CRDs.
 func TestPrinterColumnsFromCRDs(t *testing.T) {
-	cols, err := printerColumns()
+	defs, err := crds()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cols := printerColumns(defs)
 	for _, kind := range []string{"InferenceEndpointConfig", "JumpStartModel"} {
 		var names []string
 		for _, c := range cols[kind] {

@@ -9,6 +9,22 @@ import (
 // exist; the HTTP API maps it to a Kubernetes NotFound status.
 var ErrNotFound = errors.New("not found")
 
+// Preconditions narrow an apply the way Kubernetes' create and update
+// verbs do; the zero value is capstan's declarative apply.
+type Preconditions struct {
+	// Create: the object must not exist yet (POST to a collection).
+	Create bool
+	// ResourceVersion, when set, must be the stored object's: an update
+	// computed from an older read is refused (PATCH, PUT of a read object).
+	ResourceVersion string
+}
+
+// Errors of an apply whose preconditions fail.
+var (
+	ErrAlreadyExists = errors.New("already exists")
+	ErrConflict      = errors.New("the object has been modified; apply your changes to the latest version and try again")
+)
+
 // Apply actions, as kubectl prints them.
 const (
 	ActionCreated    = "created"

@@ -30,6 +30,9 @@ import (
 // internal/deployment's Service implements it.
 type Store interface {
 	Apply(ctx context.Context, obj manifest.Object) (manifest.ApplyResult, error)
+	// ApplyWith is Apply under Kubernetes' create and update
+	// preconditions (manifest.ErrAlreadyExists, manifest.ErrConflict).
+	ApplyWith(ctx context.Context, obj manifest.Object, pre manifest.Preconditions) (manifest.ApplyResult, error)
 	Get(ctx context.Context, kind, namespace, name string) (manifest.Object, error)
 	List(ctx context.Context, kind, namespace string) ([]manifest.Object, error)
 	Delete(ctx context.Context, kind, namespace, name string) error
@@ -136,12 +139,18 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		}
 		return resourceList(manifest.APIVersion, Resources), http.StatusOK, nil
 	case t.name == "":
+		if r.Method == http.MethodPost && t.ns != "" {
+			return h.create(r, *t.res, t.ns)
+		}
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
 		return h.list(ctx, *t.res, t.ns)
 	}
 	res, ns, name := *t.res, t.ns, t.name
+	if t.sub == "scale" {
+		return h.scale(r, res, ns, name)
+	}
 	if t.sub != "" {
 		kvs, kvOK := h.store.(KVCacheStore)
 		if t.sub != "events" && (t.sub != "kvcache" || !kvOK) {
@@ -164,6 +173,8 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		return obj, http.StatusOK, nil
 	case http.MethodPut:
 		return h.put(r, res, ns, name)
+	case http.MethodPatch:
+		return h.patch(r, res, ns, name)
 	case http.MethodDelete:
 		if err := h.store.Delete(ctx, res.Kind, ns, name); err != nil {
 			return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "delete", err))
@@ -172,7 +183,7 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		return &Status{Kind: "Status", APIVersion: "v1", Status: StatusSuccess, Code: http.StatusOK,
 			Details: &StatusDetails{Name: name, Group: Group, Kind: res.Kind}}, http.StatusOK, nil
 	default:
-		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT or DELETE)", r.Method, p)
+		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT, PATCH or DELETE)", r.Method, p)
 	}
 }
 
@@ -361,7 +372,14 @@ func (h *Handler) put(r *http.Request, res Resource, ns, name string) (any, int,
 	if err := h.checkUpdates(ctx, docs, objs); err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	ar, err := h.apply(ctx, o)
+	// A body that carries the resourceVersion it was read at (kubectl
+	// replace, client-go Update) is an update of that version: a stale
+	// one is a conflict, as in Kubernetes. Without one, PUT applies.
+	var pre manifest.Preconditions
+	if read, err := manifest.Decode(body); err == nil && len(read) == 1 {
+		pre.ResourceVersion = read[0].GetMeta().ResourceVersion
+	}
+	ar, err := h.applyWith(ctx, o, pre)
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
@@ -369,24 +387,37 @@ func (h *Handler) put(r *http.Request, res Resource, ns, name string) (any, int,
 	if ar.Action == manifest.ActionCreated {
 		code = http.StatusCreated
 	}
-	return ar, code, nil
+	stored, err := h.store.Get(ctx, res.Kind, ns, name)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "get", err))
+	}
+	return stored, code, nil
 }
 
 func (h *Handler) apply(ctx context.Context, o manifest.Object) (*ApplyResponse, error) {
+	out, err := h.applyWith(ctx, o, manifest.Preconditions{})
+	if err != nil {
+		return nil, err
+	}
+	// The stored object carries what the store added (uid, generation,
+	// status); a failure to read it back does not undo the apply.
 	m := o.GetMeta()
-	res, err := h.store.Apply(ctx, o)
+	if stored, err := h.store.Get(ctx, o.GetKind(), m.Namespace, m.Name); err == nil {
+		out.Object = stored
+	}
+	return out, nil
+}
+
+// applyWith stores o under pre and logs what it did.
+func (h *Handler) applyWith(ctx context.Context, o manifest.Object, pre manifest.Preconditions) (*ApplyResponse, error) {
+	m := o.GetMeta()
+	res, err := h.store.ApplyWith(ctx, o, pre)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), m.Namespace, m.Name, err)
 	}
 	h.log.InfoContext(ctx, "manifest applied", "kind", res.Kind, "namespace", res.Namespace, "name", res.Name,
 		"action", res.Action, "generation", res.Generation)
-	out := &ApplyResponse{ApplyResult: res}
-	// The stored object carries what the store added (uid, generation,
-	// status); a failure to read it back does not undo the apply.
-	if stored, err := h.store.Get(ctx, o.GetKind(), m.Namespace, m.Name); err == nil {
-		out.Object = stored
-	}
-	return out, nil
+	return &ApplyResponse{ApplyResult: res}, nil
 }
 
 func (h *Handler) applyMany(r *http.Request) (any, int, error) {

@@ -294,34 +294,37 @@ func TestHandler(t *testing.T) {
 	}{
 		{name: "put creates", method: http.MethodPut, path: iecPath, body: iecDemo, wantCode: http.StatusCreated, golden: "put-created",
 			check: func(t *testing.T, h *harness, b []byte) {
-				var r struct {
-					manifest.ApplyResult
-					Object manifest.InferenceEndpointConfig `json:"object"`
-				}
-				if err := json.Unmarshal(b, &r); err != nil {
+				var o manifest.InferenceEndpointConfig
+				if err := json.Unmarshal(b, &o); err != nil {
 					t.Fatal(err)
 				}
-				if r.Action != manifest.ActionCreated || r.Generation != 1 || r.Namespace != "default" {
-					t.Errorf("result = %+v", r.ApplyResult)
+				if o.Metadata.Generation != 1 || o.Metadata.Namespace != "default" || o.Metadata.UID == "" {
+					t.Errorf("stored object metadata = %+v", o.Metadata)
 				}
 				// Defaults were applied before storing.
-				if r.Object.Spec.Replicas == nil || *r.Object.Spec.Replicas != manifest.DefaultReplicas || r.Object.Spec.InvocationEndpoint != manifest.DefaultInvocationEndpoint {
-					t.Errorf("stored object not defaulted: %+v", r.Object.Spec)
+				if o.Spec.Replicas == nil || *o.Spec.Replicas != manifest.DefaultReplicas || o.Spec.InvocationEndpoint != manifest.DefaultInvocationEndpoint {
+					t.Errorf("stored object not defaulted: %+v", o.Spec)
 				}
 			}},
 		{name: "put unchanged", setup: iecDemo, method: http.MethodPut, path: iecPath, body: iecDemo, wantCode: http.StatusOK,
 			check: func(t *testing.T, h *harness, b []byte) {
-				if !bytes.Contains(b, []byte(`"action": "unchanged"`)) {
-					t.Errorf("re-applying the same manifest: %s", b)
+				if !bytes.Contains(b, []byte(`"generation": 1,`)) || !bytes.Contains(b, []byte(`"resourceVersion": "1"`)) {
+					t.Errorf("re-applying the same manifest changed it: %s", b)
 				}
 			}},
 		{name: "put configured", setup: iecDemo, method: http.MethodPut, path: iecPath,
 			body: strings.Replace(iecDemo, "image: vllm/vllm-openai:latest", "image: vllm/vllm-openai:v2", 1), wantCode: http.StatusOK,
 			check: func(t *testing.T, h *harness, b []byte) {
-				if !bytes.Contains(b, []byte(`"action": "configured"`)) || !bytes.Contains(b, []byte(`"generation": 2`)) {
+				if !bytes.Contains(b, []byte(`"image": "vllm/vllm-openai:v2"`)) || !bytes.Contains(b, []byte(`"generation": 2`)) {
 					t.Errorf("changed manifest: %s", b)
 				}
 			}},
+		{name: "put of a stale resourceVersion conflicts", setup: iecDemo, method: http.MethodPut, path: iecPath,
+			prepare: func(t *testing.T, h *harness) {
+				h.mustApply(t, strings.Replace(iecDemo, "image: vllm/vllm-openai:latest", "image: vllm/vllm-openai:v2", 1))
+			},
+			body:     strings.Replace(iecDemo, "metadata: {name: small}", "metadata: {name: small, resourceVersion: \"1\"}", 1),
+			wantCode: http.StatusConflict, wantReason: ReasonConflict},
 		{name: "put JSON body into URL namespace", method: http.MethodPut, path: ObjectPath(Resources[1], "team-b", "js"),
 			body:     `{"apiVersion":"inference.sagemaker.aws.amazon.com/v1","kind":"JumpStartModel","metadata":{"name":"js"},"spec":{"model":{"modelId":"deepseek-llm-r1-distill-qwen-1-5b"},"server":{"instanceType":"ml.g5.8xlarge"}}}`,
 			wantCode: http.StatusCreated,
@@ -695,4 +698,104 @@ func badMIG(t *testing.T, name string) string {
 		t.Fatalf("%s: nothing to change", name)
 	}
 	return out
+}
+
+// doAs is do with the request's Content-Type.
+func (h *harness) doAs(t *testing.T, method, path, contentType, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// The verbs kubectl writes with: create (POST to the collection), merge
+// and JSON patches, and the scale subresource, each validated like an
+// apply and answering the stored object (or its Scale).
+func TestKubernetesVerbs(t *testing.T) {
+	h := newHarness(t, Options{})
+	coll := CollectionPath(Resources[0], "default")
+	obj := ObjectPath(Resources[0], "default", "small")
+	replicas := func(b []byte) int32 {
+		var o manifest.InferenceEndpointConfig
+		if err := json.Unmarshal(b, &o); err != nil || o.Spec.Replicas == nil {
+			t.Fatalf("not an object with spec.replicas: %v %s", err, b)
+		}
+		return *o.Spec.Replicas
+	}
+	for _, step := range []struct {
+		name, method, path, contentType, body string
+		wantCode                              int
+		wantReason                            string
+		check                                 func(b []byte)
+	}{
+		{"create", http.MethodPost, coll, "application/yaml", iecDemo, http.StatusCreated, "", func(b []byte) {
+			if replicas(b) != manifest.DefaultReplicas {
+				t.Errorf("created: %s", b)
+			}
+		}},
+		{"create again", http.MethodPost, coll, "application/yaml", iecDemo, http.StatusConflict, ReasonAlreadyExists, nil},
+		{"create into another namespace's URL", http.MethodPost, CollectionPath(Resources[0], "other"), "application/yaml",
+			strings.Replace(iecDemo, "metadata: {name: small}", "metadata: {name: small, namespace: default}", 1), http.StatusBadRequest, ReasonBadRequest, nil},
+		{"create a JumpStartModel at the IEC URL", http.MethodPost, coll, "application/yaml", jsmDemo, http.StatusBadRequest, ReasonBadRequest, nil},
+		{"merge patch", http.MethodPatch, obj, mergePatch, `{"spec":{"replicas":3}}`, http.StatusOK, "", func(b []byte) {
+			if replicas(b) != 3 {
+				t.Errorf("merge patched: %s", b)
+			}
+		}},
+		{"json patch", http.MethodPatch, obj, jsonPatch, `[{"op":"replace","path":"/spec/replicas","value":2}]`, http.StatusOK, "", func(b []byte) {
+			if replicas(b) != 2 {
+				t.Errorf("json patched: %s", b)
+			}
+		}},
+		{"patch adding an unknown field", http.MethodPatch, obj, mergePatch, `{"spec":{"replicaz":3}}`, http.StatusUnprocessableEntity, ReasonInvalid, nil},
+		{"patch with a failing test op", http.MethodPatch, obj, jsonPatch, `[{"op":"test","path":"/spec/replicas","value":9}]`, http.StatusBadRequest, ReasonBadRequest, nil},
+		{"strategic merge patch", http.MethodPatch, obj, "application/strategic-merge-patch+json", `{"spec":{"replicas":3}}`, http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType, nil},
+		{"patch of a missing object", http.MethodPatch, ObjectPath(Resources[0], "default", "nope"), mergePatch, `{}`, http.StatusNotFound, ReasonNotFound, nil},
+		{"scale", http.MethodGet, obj + "/scale", "", "", http.StatusOK, "", func(b []byte) {
+			if !bytes.Contains(b, []byte(`"kind": "Scale"`)) || !bytes.Contains(b, []byte(`"replicas": 2`)) {
+				t.Errorf("scale: %s", b)
+			}
+		}},
+		{"scale patch", http.MethodPatch, obj + "/scale", mergePatch, `{"spec":{"replicas":4}}`, http.StatusOK, "", func(b []byte) {
+			if !bytes.Contains(b, []byte(`"replicas": 4`)) {
+				t.Errorf("scaled: %s", b)
+			}
+			_, ob := h.do(t, http.MethodGet, obj, "")
+			if replicas(ob) != 4 {
+				t.Errorf("the object after scaling: %s", ob)
+			}
+		}},
+		{"scale put", http.MethodPut, obj + "/scale", "application/json", `{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"small"},"spec":{"replicas":1}}`, http.StatusOK, "", func(b []byte) {
+			if !bytes.Contains(b, []byte(`"replicas": 1`)) {
+				t.Errorf("scaled: %s", b)
+			}
+		}},
+		{"scale past the limit", http.MethodPatch, obj + "/scale", mergePatch, `{"spec":{"replicas":100000000}}`, http.StatusBadRequest, ReasonBadRequest, nil},
+		{"scale to a negative count", http.MethodPatch, obj + "/scale", mergePatch, `{"spec":{"replicas":-1}}`, http.StatusBadRequest, ReasonBadRequest, nil},
+	} {
+		code, b := h.doAs(t, step.method, step.path, step.contentType, step.body)
+		if code != step.wantCode {
+			t.Fatalf("%s: %d %s, want %d", step.name, code, b, step.wantCode)
+		}
+		if step.wantReason != "" {
+			if st := decodeStatus(t, b); st.Reason != step.wantReason {
+				t.Fatalf("%s: reason %s (%s), want %s", step.name, st.Reason, st.Message, step.wantReason)
+			}
+		}
+		if step.check != nil {
+			step.check(b)
+		}
+	}
 }

@@ -20,13 +20,24 @@ type Resource struct {
 	Plural     string   // inferenceendpointconfigs (the URL segment)
 	Singular   string   // inferenceendpointconfig
 	ShortNames []string // iec
+	// KubeVerbs: the kind takes Kubernetes' create and patch verbs and
+	// serves the scale subresource (kube.go), beside capstan's apply.
+	KubeVerbs bool
+}
+
+// verbs are the Kubernetes verbs r answers.
+func (r Resource) verbs() []string {
+	if r.KubeVerbs {
+		return []string{"create", "delete", "get", "list", "patch", "update"}
+	}
+	return []string{"delete", "get", "list", "update"}
 }
 
 // Resources lists the served kinds. Upstream publishes no short names; iec
 // and jsm are capstan's, in the spirit of kubectl's.
 var Resources = []Resource{
-	{Kind: manifest.KindInferenceEndpointConfig, Plural: "inferenceendpointconfigs", Singular: "inferenceendpointconfig", ShortNames: []string{"iec"}},
-	{Kind: manifest.KindJumpStartModel, Plural: "jumpstartmodels", Singular: "jumpstartmodel", ShortNames: []string{"jsm"}},
+	{Kind: manifest.KindInferenceEndpointConfig, Plural: "inferenceendpointconfigs", Singular: "inferenceendpointconfig", ShortNames: []string{"iec"}, KubeVerbs: true},
+	{Kind: manifest.KindJumpStartModel, Plural: "jumpstartmodels", Singular: "jumpstartmodel", ShortNames: []string{"jsm"}, KubeVerbs: true},
 }
 
 // GroupResource is the kubectl-style qualified name, e.g.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/manifest"
@@ -40,6 +41,8 @@ const (
 	ReasonRequestEntityTooLarge = "RequestEntityTooLarge"
 	ReasonForbidden             = "Forbidden"
 	ReasonConflict              = "Conflict"
+	ReasonAlreadyExists         = "AlreadyExists"
+	ReasonUnsupportedMediaType  = "UnsupportedMediaType"
 	ReasonInternalError         = "InternalError"
 	ReasonTimeout               = "Timeout"
 )
@@ -77,10 +80,11 @@ func (s *Status) Error() string {
 // Request-level error kinds, wrapped with %w by the handler and turned into
 // a Status by statusFor.
 var (
-	errBadRequest       = errors.New("bad request")
-	errNotFound         = errors.New("not found")
-	errMethodNotAllowed = errors.New("method not allowed")
-	errTooLarge         = errors.New("request entity too large")
+	errBadRequest           = errors.New("bad request")
+	errUnsupportedMediaType = errors.New("unsupported media type")
+	errNotFound             = errors.New("not found")
+	errMethodNotAllowed     = errors.New("method not allowed")
+	errTooLarge             = errors.New("request entity too large")
 )
 
 // kindError is an error of one of the kinds above whose message is only
@@ -135,8 +139,21 @@ func statusFor(err error) *Status {
 	case errors.Is(err, deployment.ErrTooMany), errors.Is(err, spaces.ErrTooMany):
 		// Kubernetes answers an exceeded quota with 403 Forbidden.
 		st.Code, st.Reason = http.StatusForbidden, ReasonForbidden
+	case errors.Is(err, manifest.ErrConflict):
+		// Worded as Kubernetes words it: clients match on it.
+		st.Code, st.Reason = http.StatusConflict, ReasonConflict
+		if oe != nil {
+			st.Message = fmt.Sprintf("Operation cannot be fulfilled on %s %q: %v", groupResourceOf(oe.kind), oe.name, manifest.ErrConflict)
+		}
 	case errors.Is(err, deployment.ErrBeingDeleted), errors.Is(err, spaces.ErrInUse):
 		st.Code, st.Reason = http.StatusConflict, ReasonConflict
+	case errors.Is(err, manifest.ErrAlreadyExists):
+		st.Code, st.Reason = http.StatusConflict, ReasonAlreadyExists
+		if oe != nil {
+			st.Message = fmt.Sprintf("%s %q already exists", groupResourceOf(oe.kind), oe.name)
+		}
+	case errors.Is(err, errUnsupportedMediaType):
+		st.Code, st.Reason = http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType
 	case len(manifest.FieldErrors(err)) > 0:
 		st.Code, st.Reason = http.StatusUnprocessableEntity, ReasonInvalid
 		if st.Details == nil {
@@ -149,6 +166,15 @@ func statusFor(err error) *Status {
 		st.Code, st.Reason = http.StatusInternalServerError, ReasonInternalError
 	}
 	return st
+}
+
+// groupResourceOf is a kind's plural qualified by its group
+// ("jumpstartmodels.inference.sagemaker.aws.amazon.com").
+func groupResourceOf(kind string) string {
+	if r, ok := ResourceForKind(kind); ok {
+		return r.Plural + "." + Group
+	}
+	return strings.ToLower(kind) + "." + groupOf(kind)
 }
 
 // groupOf is the API group of a kind.

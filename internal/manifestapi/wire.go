@@ -47,6 +47,10 @@ type APIResource struct {
 	Kind         string   `json:"kind"`
 	Verbs        []string `json:"verbs"`
 	ShortNames   []string `json:"shortNames,omitempty"`
+	// Group and Version of a subresource whose kind is in another group
+	// (a Scale is autoscaling/v1).
+	Group   string `json:"group,omitempty"`
+	Version string `json:"version,omitempty"`
 }
 
 // APIResourceList is served at GET BasePath.
@@ -62,7 +66,11 @@ func resourceList(groupVersion string, resources []Resource) *APIResourceList {
 	l := &APIResourceList{Kind: "APIResourceList", APIVersion: "v1", GroupVersion: groupVersion}
 	for _, r := range resources {
 		l.Resources = append(l.Resources, APIResource{Name: r.Plural, SingularName: r.Singular, Namespaced: true,
-			Kind: r.Kind, Verbs: []string{"delete", "get", "list", "update"}, ShortNames: r.ShortNames})
+			Kind: r.Kind, Verbs: r.verbs(), ShortNames: r.ShortNames})
+		if r.KubeVerbs {
+			l.Resources = append(l.Resources, APIResource{Name: r.Plural + "/scale", Namespaced: true, Group: "autoscaling", Version: "v1",
+				Kind: "Scale", Verbs: []string{"get", "patch", "update"}})
+		}
 	}
 	return l
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -56,12 +57,13 @@ func putJSM(t *testing.T, h *harness, token, name string, replicas int) {
 	}
 }
 
-// client-go's discovery, dynamic and typed clients read capstan serve as
-// they read a Kubernetes API server: versions and resources, lists with a
+// client-go's discovery, dynamic and typed clients use capstan serve as
+// they use a Kubernetes API server: versions and resources, lists with a
 // resourceVersion, label and field selectors, a watch that sees an update
-// and a deletion, tables with the CRD's printer columns, and the object's
-// events as core/v1 Events. The admin token is the bearer token.
-func TestKubernetesClientsReadManifests(t *testing.T) {
+// and a deletion, tables with the CRD's printer columns, the object's
+// events as core/v1 Events, create, update (a stale one conflicts), patch
+// and the scale subresource. The admin token is the bearer token.
+func TestKubernetesClients(t *testing.T) {
 	h := startHarness(t, config.Config{Credentials: []config.Credential{{AccessKeyID: "AKIDREAL", SecretAccessKey: testSecret}},
 		AdminTokens: []string{testAdmin}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -181,6 +183,41 @@ func TestKubernetesClientsReadManifests(t *testing.T) {
 	if !slices.Contains(reasons, "Applied") {
 		t.Fatalf("alpha's events %v lack Applied", reasons)
 	}
+	// Writes: create, a stale update, a merge patch of the scale.
+	jsms := dyn.Resource(jsmResource).Namespace("default")
+	gamma := alpha.DeepCopy()
+	gamma.SetName("gamma")
+	gamma.SetResourceVersion("")
+	gamma.SetUID("")
+	unstructured.RemoveNestedField(gamma.Object, "status")
+	if _, err := jsms.Create(ctx, gamma, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if _, err := jsms.Create(ctx, gamma, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("second create: %v, want AlreadyExists", err)
+	}
+	stale, err := jsms.Get(ctx, "gamma", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jsms.Patch(ctx, "gamma", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}, "scale"); err != nil {
+		t.Fatalf("scale patch: %v", err)
+	}
+	if n, _, _ := unstructured.NestedInt64(stale.Object, "spec", "replicas"); n == 3 {
+		t.Fatal("the read before the scale already has 3 replicas")
+	}
+	if _, err := jsms.Update(ctx, stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("update of a stale read: %v, want Conflict", err)
+	}
+	cur, err := jsms.Get(ctx, "gamma", metav1.GetOptions{})
+	if n, _, _ := unstructured.NestedInt64(cur.Object, "spec", "replicas"); err != nil || n != 3 {
+		t.Fatalf("after the scale: replicas %d, %v", n, err)
+	}
+	unstructured.SetNestedField(cur.Object, int64(1), "spec", "replicas")
+	if upd, err := jsms.Update(ctx, cur, metav1.UpdateOptions{}); err != nil || upd.GetGeneration() != cur.GetGeneration()+1 {
+		t.Fatalf("update of the latest read: %v", err)
+	}
+
 	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil || !slices.ContainsFunc(nss.Items, func(n corev1.Namespace) bool { return n.Name == "default" }) {
 		t.Fatalf("namespaces %+v, %v", nss, err)

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # kubectl against `capstan serve`: `capstan kubeconfig` writes the context;
-# kubectl version, api-resources, get (the CRD's printer columns, -o wide,
-# -o yaml, -o jsonpath, -A, -l), wait --for=condition and --for=jsonpath,
-# get -w seeing an update, describe with the object's events, events, get
-# namespaces, delete (waiting until the object is gone), and a field selector
-# capstan does not support, refused as a Status kubectl prints.
-# Objects are applied with `capstan apply` (kubectl apply is not served yet).
+# kubectl version, api-resources, apply (twice: the second is unchanged; a
+# changed file is configured), create (AlreadyExists the second time), get
+# (the CRD's printer columns, -o wide, -o yaml, -o jsonpath, -A, -l), wait
+# --for=condition and --for=jsonpath, get -w seeing a scale, scale, patch
+# (merge and JSON), label, explain, describe with the object's events,
+# events, get namespaces, replace of a stale read (Conflict), bad input
+# (unknown field, a MIG profile the GPU lacks) shown with capstan's field
+# messages, a field selector capstan does not support, and delete (waiting
+# until the objects are gone).
 # Needs CAPSTAN_BIN, and kubectl: CAPSTAN_K8S_BIN/kubectl (test/k8s/binaries.sh
 # builds it) or one on PATH.
 set -euo pipefail
@@ -17,7 +20,6 @@ if [ -n "${CAPSTAN_K8S_BIN:-}" ] && [ -x "$CAPSTAN_K8S_BIN/kubectl" ]; then
   kubectl_bin="$CAPSTAN_K8S_BIN/kubectl"
 fi
 command -v "$kubectl_bin" >/dev/null || { echo "kubectl is required" >&2; exit 1; }
-cap() { "$CAPSTAN_BIN" --server "$url" "$@"; }
 
 "$CAPSTAN_BIN" --server "$url" kubeconfig >"$work/kubeconfig"
 export KUBECONFIG="$work/kubeconfig"
@@ -42,8 +44,15 @@ EOF
 }
 jsm deepseek a 1 >"$work/deepseek.yaml"
 jsm other b 1 >"$work/other.yaml"
-cap apply -f "$work/deepseek.yaml" >/dev/null
-cap apply -f "$work/other.yaml" >/dev/null
+out=$(k apply -f "$work/deepseek.yaml")
+[ "$out" = "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek created" ] || fail "apply: $out"
+out=$(k apply -f "$work/deepseek.yaml")
+[ "$out" = "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek unchanged" ] || fail "apply again: $out"
+out=$(k create -f "$work/other.yaml")
+[ "$out" = "jumpstartmodel.inference.sagemaker.aws.amazon.com/other created" ] || fail "create: $out"
+out=$(k create -f "$work/other.yaml" 2>&1) && fail "create of an existing object: $out"
+grep -q 'AlreadyExists.*jumpstartmodels.inference.sagemaker.aws.amazon.com "other" already exists' <<<"$out" || fail "create again: $out"
+echo "kubectl apply (created, unchanged) and create (AlreadyExists the second time)"
 
 out=$(k wait --for=condition=Ready jsm/deepseek --timeout=60s 2>&1) || fail "wait Ready: $out"
 out=$(k wait --for=jsonpath='{.status.state}'=DeploymentComplete jsm/other --timeout=60s 2>&1) || fail "wait jsonpath: $out"
@@ -69,20 +78,54 @@ out=$(k get ns -o name)
 grep -qx 'namespace/default' <<<"$out" || fail "get ns: $out"
 echo "kubectl describe and events show the object's events"
 
-# get -w sees the update capstan applies.
+# get -w sees a scale; apply of a changed file, patch and label change it.
 k get jsm deepseek -w --output-watch-events --request-timeout=60s >"$work/watch.out" 2>&1 &
 watch_pid=$!
 bg_pids+=("$watch_pid")
 for _ in $(seq 1 100); do grep -q '^ADDED' "$work/watch.out" && break; sleep 0.1; done
-jsm deepseek a 2 >"$work/deepseek.yaml"
-cap apply -f "$work/deepseek.yaml" >/dev/null
+out=$(k scale jsm deepseek --replicas=2)
+[ "$out" = "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek scaled" ] || fail "scale: $out"
 for _ in $(seq 1 100); do grep -Eq '^MODIFIED +deepseek +[A-Za-z]+ +2 ' "$work/watch.out" && break; sleep 0.1; done
-grep -Eq '^MODIFIED +deepseek +[A-Za-z]+ +2 ' "$work/watch.out" || fail "get -w saw no update to 2 replicas: $(cat "$work/watch.out")"
+grep -Eq '^MODIFIED +deepseek +[A-Za-z]+ +2 ' "$work/watch.out" || fail "get -w saw no scale to 2 replicas: $(cat "$work/watch.out")"
 kill "$watch_pid" 2>/dev/null || true
-echo "kubectl get -w sees the update"
+jsm deepseek a 3 >"$work/deepseek.yaml"
+out=$(k apply -f "$work/deepseek.yaml")
+[ "$out" = "jumpstartmodel.inference.sagemaker.aws.amazon.com/deepseek configured" ] || fail "apply of a change: $out"
+[ "$(k get jsm deepseek -o jsonpath='{.spec.replicas}')" = 3 ] || fail "apply did not set 3 replicas"
+k patch jsm deepseek --type=merge -p '{"spec":{"replicas":1}}' >/dev/null
+k patch jsm other --type=json -p '[{"op":"replace","path":"/spec/replicas","value":2}]' >/dev/null
+out=$(k get jsm deepseek other -o jsonpath='{.items[*].spec.replicas}')
+[ "$out" = "1 2" ] || fail "patch: replicas $out"
+k label jsm other tier=gold >/dev/null
+[ "$(k get jsm -l tier=gold -o name)" = "jumpstartmodel.inference.sagemaker.aws.amazon.com/other" ] || fail "label"
+out=$(k explain jsm.spec.server)
+{ grep -q '^KIND: *JumpStartModel' <<<"$out" && grep -q 'instanceType' <<<"$out"; } || fail "explain: $out"
+echo "kubectl get -w sees a scale; apply of a change, patch (merge and JSON), label and explain work"
 
+# A replace of what was read before another write is a conflict.
+k get jsm deepseek -o yaml >"$work/read.yaml"
+k scale jsm deepseek --replicas=2 >/dev/null
+out=$(k replace -f "$work/read.yaml" 2>&1) && fail "replace of a stale read: $out"
+grep -q 'Conflict.*Operation cannot be fulfilled on jumpstartmodels.inference.sagemaker.aws.amazon.com "deepseek": the object has been modified' <<<"$out" || fail "stale replace: $out"
+
+# Bad input shows capstan's field messages through kubectl; nothing is stored.
+sed 's/^  replicas: 1$/  replicaz: 1/' "$work/other.yaml" >"$work/unknown.yaml"
+out=$(k apply -f "$work/unknown.yaml" 2>&1) && fail "an unknown field was accepted: $out"
+grep -q 'spec.replicaz: unknown field' <<<"$out" || fail "unknown field: $out"
+cat >"$work/mig.yaml" <<'EOF'
+apiVersion: inference.sagemaker.aws.amazon.com/v1
+kind: JumpStartModel
+metadata: {name: migbad}
+spec:
+  model: {modelHubName: SageMakerPublicHub, modelId: deepseek-llm-r1-distill-qwen-1-5b}
+  server: {instanceType: ml.p4d.24xlarge, acceleratorPartitionType: mig-4g.71gb}
+EOF
+out=$(k apply -f "$work/mig.yaml" 2>&1) && fail "a MIG profile the GPU lacks was accepted: $out"
+grep -q 'spec.server.acceleratorPartitionType: .*unknown MIG profile "mig-4g.71gb" for GPU a100-40gb' <<<"$out" || fail "MIG profile: $out"
+out=$(k get jsm migbad 2>&1) && fail "the refused manifest was stored: $out"
 out=$(k get jsm --field-selector spec.replicas=1 2>&1) && fail "an unsupported field selector was accepted: $out"
 grep -q 'field label not supported: spec.replicas' <<<"$out" || fail "field selector refusal: $out"
+echo "kubectl shows a stale replace as Conflict and bad input with capstan's messages"
 
 out=$(k delete jsm deepseek other --timeout=60s 2>&1) || fail "delete: $out"
 grep -q '"deepseek" deleted' <<<"$out" || fail "delete: $out"
