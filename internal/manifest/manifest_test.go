@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"math"
@@ -760,5 +761,38 @@ func BenchmarkLoad(b *testing.B) {
 		if _, err := Load(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A quantity reads back in the form it was written, a number as a number
+// and a string as a string, as the API server keeps an int-or-string:
+// kubectl apply compares the two.
+func TestQuantityFormRoundTrips(t *testing.T) {
+	in := `{"requests":{"cpu":"6","memory":"30Gi","nvidia.com/gpu":1},"limits":{"nvidia.com/gpu":"1","nvidia.com/mig-4g.71gb":1}}`
+	var r ResourceRequirements
+	if err := json.Unmarshal([]byte(in), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests["nvidia.com/gpu"] != "1" || r.Limits["nvidia.com/gpu"] != "1" {
+		t.Fatalf("decoded %+v", r)
+	}
+	out, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(in), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip:\n got %s\nwant %s", out, in)
+	}
+	// A value set in code under a key read as a number stays valid JSON.
+	r.Requests["nvidia.com/gpu"] = "2Gi"
+	if out, err := json.Marshal(r); err != nil || !strings.Contains(string(out), `"nvidia.com/gpu":"2Gi"`) {
+		t.Fatalf("after a change: %s, %v", out, err)
 	}
 }

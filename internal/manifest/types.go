@@ -1,7 +1,9 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -179,6 +181,73 @@ type Worker struct {
 type ResourceRequirements struct {
 	Requests map[string]Quantity `json:"requests,omitempty"`
 	Limits   map[string]Quantity `json:"limits,omitempty"`
+	// numbers are the quantities written as JSON numbers
+	// ("limits/nvidia.com/gpu"). They are written back as numbers, so an
+	// object reads back as it was applied, as the API server keeps an
+	// int-or-string: kubectl apply compares the two and would otherwise
+	// see a change in every `nvidia.com/gpu: 1`.
+	numbers map[string]bool `json:"-"`
+}
+
+// UnmarshalJSON reads the two maps and which of their quantities are
+// numbers.
+func (r *ResourceRequirements) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Requests map[string]json.RawMessage `json:"requests"`
+		Limits   map[string]json.RawMessage `json:"limits"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*r = ResourceRequirements{}
+	read := func(side string, in map[string]json.RawMessage) (map[string]Quantity, error) {
+		if in == nil {
+			return nil, nil
+		}
+		out := make(map[string]Quantity, len(in))
+		for k, v := range in {
+			var q Quantity
+			if err := q.UnmarshalJSON(v); err != nil {
+				return nil, fmt.Errorf("%s[%s]: %w", side, k, err)
+			}
+			out[k] = q
+			if t := bytes.TrimSpace(v); len(t) > 0 && t[0] != '"' {
+				if r.numbers == nil {
+					r.numbers = map[string]bool{}
+				}
+				r.numbers[side+"/"+k] = true
+			}
+		}
+		return out, nil
+	}
+	var err error
+	if r.Requests, err = read("requests", raw.Requests); err != nil {
+		return err
+	}
+	r.Limits, err = read("limits", raw.Limits)
+	return err
+}
+
+// MarshalJSON writes the quantities read as numbers as numbers.
+func (r ResourceRequirements) MarshalJSON() ([]byte, error) {
+	write := func(side string, in map[string]Quantity) map[string]any {
+		if len(in) == 0 {
+			return nil
+		}
+		out := make(map[string]any, len(in))
+		for k, q := range in {
+			if r.numbers[side+"/"+k] && json.Valid([]byte(q)) && q != "" && q[0] != '"' {
+				out[k] = json.Number(q)
+			} else {
+				out[k] = string(q)
+			}
+		}
+		return out
+	}
+	return json.Marshal(struct {
+		Requests map[string]any `json:"requests,omitempty"`
+		Limits   map[string]any `json:"limits,omitempty"`
+	}{write("requests", r.Requests), write("limits", r.Limits)})
 }
 
 // Resource names capstan understands.

@@ -5,9 +5,9 @@
 # whose modelSourceConfig points at the bucket, wait for DeploymentComplete,
 # invoke it through SageMaker InvokeEndpoint (endpointName registers it) and the
 # OpenAI API, see it in ListEndpoints, re-apply unchanged, apply every example
-# manifest of examples.md unchanged (internal/manifest/testdata/examples-*.yaml;
-# the MIG ones on ml-cluster's groups once update-cluster gives them MIG
-# layouts), then `capstan delete`.
+# manifest of examples.md unchanged with kubectl apply, twice
+# (internal/manifest/testdata/examples-*.yaml; the MIG ones on ml-cluster's
+# groups once update-cluster gives them MIG layouts), then `capstan delete`.
 # Needs CAPSTAN_BIN (path to the capstan binary), the aws CLI, moto_server, jq.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -127,13 +127,22 @@ done
   fail "ml-cluster not InService after the layout change: $(sm describe-cluster --cluster-name ml-cluster)"
 echo "ml-cluster: p4d cut all-7g.40gb, p5en cut 3g.71gb + 4g.71gb"
 
+# The examples go in with kubectl, as the HyperPod guide applies them:
+# created, then unchanged.
+kubectl_bin=kubectl
+if [ -n "${CAPSTAN_K8S_BIN:-}" ] && [ -x "$CAPSTAN_K8S_BIN/kubectl" ]; then
+  kubectl_bin="$CAPSTAN_K8S_BIN/kubectl"
+fi
+cap kubeconfig >"$work/kubeconfig"
 examples=("$repo"/internal/manifest/testdata/examples-*.yaml)
 [ "${#examples[@]}" -ge 3 ] || fail "expected the examples.md manifests in internal/manifest/testdata, found ${examples[*]}"
 for f in "${examples[@]}"; do
   base=$(basename "$f")
-  out=$(cap apply -f "$f" 2>&1) || fail "$base: apply: $out"
-  grep -q created <<<"$out" || fail "$base: not created: $out"
-  echo "$base: created"
+  out=$("$kubectl_bin" --kubeconfig "$work/kubeconfig" apply -f "$f" 2>&1) || fail "$base: kubectl apply: $out"
+  grep -q ' created$' <<<"$out" || fail "$base: not created: $out"
+  out=$("$kubectl_bin" --kubeconfig "$work/kubeconfig" apply -f "$f" 2>&1) || fail "$base: kubectl apply again: $out"
+  grep -q ' unchanged$' <<<"$out" || fail "$base: not unchanged the second time: $out"
+  echo "$base: kubectl apply: created, then unchanged"
 done
 wait_state jsm deepseek DeploymentComplete
 wait_state iec qwen-mig DeploymentComplete
