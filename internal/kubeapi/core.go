@@ -15,13 +15,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// coreResources is /api/v1: the core kinds capstan answers, read-only.
+// coreResources is /api/v1: the core kinds capstan answers, read-only
+// (nodes are capstan's cluster nodes).
 func coreResources() *metav1.APIResourceList {
 	read := metav1.Verbs{"get", "list"}
 	return &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "v1",
 		APIResources: []metav1.APIResource{
 			{Name: "events", SingularName: "event", Namespaced: true, Kind: "Event", Verbs: read, ShortNames: []string{"ev"}},
 			{Name: "namespaces", SingularName: "namespace", Kind: "Namespace", Verbs: read, ShortNames: []string{"ns"}},
+			{Name: "nodes", SingularName: "node", Kind: "Node", Verbs: metav1.Verbs{"get", "list", "watch"}, ShortNames: []string{"no"}},
 		}}
 }
 
@@ -29,7 +31,7 @@ func coreResources() *metav1.APIResourceList {
 // of (a list without involvedObject.name reads every object's).
 const maxEventObjects = 1000
 
-// core serves /api/v1/…: events and namespaces.
+// core serves /api/v1/…: events, namespaces and nodes.
 func (h *Handler) core(w http.ResponseWriter, r *http.Request) {
 	seg := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/api/v1/"), "/"), "/")
 	switch {
@@ -37,6 +39,10 @@ func (h *Handler) core(w http.ResponseWriter, r *http.Request) {
 		h.events(w, r, "")
 	case len(seg) == 3 && seg[0] == "namespaces" && seg[2] == "events":
 		h.events(w, r, seg[1])
+	case len(seg) == 1 && seg[0] == "nodes":
+		h.nodes(w, r, "")
+	case len(seg) == 2 && seg[0] == "nodes":
+		h.nodes(w, r, seg[1])
 	case len(seg) == 1 && seg[0] == "namespaces":
 		h.namespaces(w, r, "")
 	case len(seg) == 2 && seg[0] == "namespaces":

@@ -33,6 +33,10 @@ type Options struct {
 	Logger *slog.Logger
 	// WatchPoll is how often a watch re-reads its collection (default 1s).
 	WatchPoll time.Duration
+	// NodesPath is where Options.APIs lists the cluster nodes
+	// (nodeapi's /apis/capstan.dev/v1/nodes), served as core/v1 Nodes;
+	// empty: no nodes.
+	NodesPath string
 	// MaxWatch bounds a watch's length (default 30 minutes); a client's
 	// timeoutSeconds may ask for less.
 	MaxWatch time.Duration
@@ -65,6 +69,7 @@ func New(o Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{o: o, log: o.Logger, columns: printerColumns(defs), openapi: openAPIDocs(defs)}
+	h.columns["Node"] = nodeColumns
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,13 +23,19 @@ import (
 // ERROR event). Without a resourceVersion (or with "0") it first sends
 // every object as ADDED; with one, the objects changed since.
 func (h *Handler) watch(w http.ResponseWriter, r *http.Request, _ schema.GroupVersion, q query) {
+	h.watchWith(w, r, q, func() ([]any, map[string]any, error) { return h.snapshot(r, q) })
+}
+
+// watchWith is watch over what read returns: the matching items and the
+// answer they came in.
+func (h *Handler) watchWith(w http.ResponseWriter, r *http.Request, q query, read func() ([]any, map[string]any, error)) {
 	ctx := r.Context()
 	since, err := strconv.ParseUint(q.resourceVersion, 10, 64)
 	if q.resourceVersion != "" && err != nil {
 		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion=%q must be a number", q.resourceVersion)))
 		return
 	}
-	items, list, err := h.snapshot(r, q)
+	items, list, err := read()
 	if err != nil {
 		writeStatus(w, err)
 		return
@@ -95,7 +102,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, _ schema.GroupVe
 			return
 		case <-tick.C():
 		}
-		items, _, err := h.snapshot(r, q)
+		items, _, err := read()
 		if err != nil {
 			st, ok := err.(apierrors.APIStatus)
 			if !ok {
@@ -117,7 +124,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, _ schema.GroupVe
 				if !send(watch.Added, it) {
 					return
 				}
-			case resourceVersion(it) != resourceVersion(prev):
+			case !reflect.DeepEqual(it, prev):
 				if !send(watch.Modified, it) {
 					return
 				}

@@ -218,6 +218,30 @@ func TestKubernetesClients(t *testing.T) {
 		t.Fatalf("update of the latest read: %v", err)
 	}
 
+	// The cluster nodes as core/v1 Nodes, alpha's GPU allocated on one.
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node.kubernetes.io/instance-type=ml.g5.8xlarge"})
+	if err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("g5.8xlarge nodes: %+v, %v", nodes, err)
+	}
+	held := 0
+	for _, n := range nodes.Items {
+		if g := n.Status.Capacity["nvidia.com/gpu"]; g.Value() != 1 || n.Labels["node.kubernetes.io/instance-type"] != "ml.g5.8xlarge" {
+			t.Fatalf("node %s: capacity %v labels %v", n.Name, n.Status.Capacity, n.Labels)
+		}
+		if strings.HasPrefix(n.Annotations["capstan.dev/allocated"], "nvidia.com/gpu=1,") {
+			held++
+		}
+		if one, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err != nil || one.Name != n.Name {
+			t.Fatalf("get node %s: %v", n.Name, err)
+		}
+	}
+	if held == 0 {
+		t.Fatal("no g5.8xlarge node holds a replica's GPU")
+	}
+	if _, err := cs.CoreV1().Nodes().Get(ctx, "nope", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("get of a missing node: %v", err)
+	}
+
 	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil || !slices.ContainsFunc(nss.Items, func(n corev1.Namespace) bool { return n.Name == "default" }) {
 		t.Fatalf("namespaces %+v, %v", nss, err)

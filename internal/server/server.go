@@ -286,7 +286,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	apis.Handle("/apis/", manifestsH)
 	apis.Handle(manifestapi.WorkspaceBasePath, workspacesH)
 	apis.Handle(manifestapi.WorkspaceBasePath+"/", workspacesH)
-	kube, err := kubeapi.New(kubeapi.Options{APIs: apis, Clock: clk, Logger: log, Groups: []schema.GroupVersion{
+	apis.Handle(nodeapi.CapstanPath, nodeAPIH)
+	kube, err := kubeapi.New(kubeapi.Options{APIs: apis, Clock: clk, Logger: log, NodesPath: nodeapi.CapstanPath + "nodes", Groups: []schema.GroupVersion{
 		{Group: manifestapi.Group, Version: manifestapi.Version}, {Group: workspace.Group, Version: workspace.Version}}})
 	if err != nil {
 		return nil, err

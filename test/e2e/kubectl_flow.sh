@@ -5,7 +5,8 @@
 # (the CRD's printer columns, -o wide, -o yaml, -o jsonpath, -A, -l), wait
 # --for=condition and --for=jsonpath, get -w seeing a scale, scale, patch
 # (merge and JSON), label, explain, describe with the object's events,
-# events, get namespaces, replace of a stale read (Conflict), bad input
+# events, get namespaces, get nodes (-L, -l, jsonpath), replace of a stale
+# read (Conflict), bad input
 # (unknown field, a MIG profile the GPU lacks) shown with capstan's field
 # messages, a field selector capstan does not support, and delete (waiting
 # until the objects are gone).
@@ -77,6 +78,15 @@ grep -q 'JumpStartModel/deepseek' <<<"$out" || fail "kubectl events: $out"
 out=$(k get ns -o name)
 grep -qx 'namespace/default' <<<"$out" || fail "get ns: $out"
 echo "kubectl describe and events show the object's events"
+
+# capstan's cluster nodes as core/v1 Nodes: the instance-type label, GPU
+# capacity, and what the replicas hold (deepseek's one GPU on a g5.8xlarge).
+out=$(k get nodes -L node.kubernetes.io/instance-type)
+head -1 <<<"$out" | grep -Eq '^NAME +STATUS +INSTANCE TYPE +CAPACITY TYPE +GPUS +AGE +INSTANCE-TYPE$' || fail "get nodes header: $out"
+grep -Eq '^hyperpod-i-[0-9a-f]+ +Running +ml\.g5\.8xlarge +on-demand +1 ' <<<"$out" || fail "get nodes: $out"
+out=$(k get nodes -l node.kubernetes.io/instance-type=ml.g5.8xlarge -o jsonpath='{range .items[*]}{.metadata.annotations.capstan\.dev/allocated}{"\n"}{end}')
+grep -q '^nvidia.com/gpu=1,' <<<"$out" || fail "no g5.8xlarge node holds deepseek's GPU: $out"
+echo "kubectl get nodes: instance types, GPUs and what the replicas hold"
 
 # get -w sees a scale; apply of a changed file, patch and label change it.
 k get jsm deepseek -w --output-watch-events --request-timeout=60s >"$work/watch.out" 2>&1 &
