@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# bench/kubectl.sh — the kubectl figures of docs/performance.md: the same
+# kubectl commands against `capstan serve` and against the operator's real
+# kube-apiserver (etcd, the CRDs, the webhook and the operator), in one run:
+# `kubectl apply -f` of one file of 500 JumpStartModels (created), the same
+# file again (unchanged), and `kubectl get jsm -A` over them. Prints one
+# RESULT line per command with both times in seconds and their ratio.
+# N=50 for a quick run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CAPSTAN_K8S_BIN="$(test/k8s/binaries.sh)"
+export CAPSTAN_K8S_BIN
+if [ -z "${CAPSTAN_BIN:-}" ]; then
+  go build -o bin/capstan ./cmd/capstan
+  CAPSTAN_BIN="$PWD/bin/capstan"
+fi
+export CAPSTAN_BIN CAPSTAN_KUBECTL_BENCH_N="${N:-500}"
+go test -count=1 -run '^$' -bench Kubectl500 -benchtime 1x -timeout 15m ./internal/operator/ | grep -E '^RESULT|^Benchmark|^ok|FAIL'
