@@ -232,10 +232,15 @@ func (s *Service) ApplyWith(ctx context.Context, obj manifest.Object, pre manife
 		}
 		pm := prev.GetMeta()
 		nm.UID, nm.CreationTimestamp, nm.Generation = pm.UID, pm.CreationTimestamp, pm.Generation
+		if nm.ManagedFields == nil {
+			// A write that does not speak of them keeps them, as in Kubernetes.
+			nm.ManagedFields = pm.ManagedFields
+		}
 		*next.GetStatus() = *prev.GetStatus()
 		specChanged := !sameSpec(prev, next)
 		metaChanged := !reflect.DeepEqual(pm.Labels, nm.Labels) && !(len(pm.Labels) == 0 && len(nm.Labels) == 0) ||
-			!reflect.DeepEqual(pm.Annotations, nm.Annotations) && !(len(pm.Annotations) == 0 && len(nm.Annotations) == 0)
+			!reflect.DeepEqual(pm.Annotations, nm.Annotations) && !(len(pm.Annotations) == 0 && len(nm.Annotations) == 0) ||
+			!reflect.DeepEqual(pm.ManagedFields, nm.ManagedFields) && !(len(pm.ManagedFields) == 0 && len(nm.ManagedFields) == 0)
 		res.Generation = pm.Generation
 		if !specChanged && !metaChanged {
 			res.Action = manifest.ActionUnchanged

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -188,9 +189,12 @@ func decodeOne(y []byte) (Object, error) {
 }
 
 var (
-	quantityType = reflect.TypeFor[Quantity]()
-	timeType     = reflect.TypeFor[time.Time]()
-	rawType      = reflect.TypeFor[json.RawMessage]()
+	// managedFieldsType is checked by encoding/json and server-side apply's
+	// own validation, not walked: its fieldsV1 is free-form.
+	managedFieldsType = reflect.TypeFor[[]metav1.ManagedFieldsEntry]()
+	quantityType      = reflect.TypeFor[Quantity]()
+	timeType          = reflect.TypeFor[time.Time]()
+	rawType           = reflect.TypeFor[json.RawMessage]()
 )
 
 // checkValue walks a generic JSON value against the Go type it will be
@@ -204,6 +208,11 @@ func checkValue(v any, t reflect.Type, p path, errs *ErrorList) {
 	}
 	switch t {
 	case rawType:
+		return
+	case managedFieldsType:
+		if _, ok := v.([]any); !ok {
+			errs.add(p, "must be a list of managed fields entries, got %s", describe(v))
+		}
 		return
 	case quantityType:
 		switch v.(type) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // APIVersion is the group/version of both kinds.
@@ -44,6 +46,10 @@ type ObjectMeta struct {
 	ResourceVersion   string            `json:"resourceVersion,omitempty"`
 	Generation        int64             `json:"generation,omitempty"`
 	CreationTimestamp *time.Time        `json:"creationTimestamp,omitempty"`
+	// ManagedFields are server-side apply's record of which field manager
+	// owns which fields (kubectl apply --server-side): kept by the server,
+	// as in Kubernetes.
+	ManagedFields []metav1.ManagedFieldsEntry `json:"managedFields,omitempty"`
 }
 
 // InferenceEndpointConfig deploys a custom model server (worker) from S3,

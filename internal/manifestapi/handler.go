@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/manifest"
 )
 
@@ -54,6 +55,8 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxDocuments caps the documents in one apply (default manifest.MaxDocuments, 100).
 	MaxDocuments int
+	// Clock stamps managedFields entries (default the wall clock).
+	Clock clock.Clock
 }
 
 // Handler serves the manifests API. It matches full paths under BasePath,
@@ -63,6 +66,9 @@ type Handler struct {
 	log     *slog.Logger
 	maxBody int64
 	maxDocs int
+	// fieldManagers do server-side apply, by kind (ssa.go).
+	fieldManagers fieldManagers
+	clock         clock.Clock
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -72,7 +78,14 @@ func New(o Options) (*Handler, error) {
 	if o.Store == nil {
 		return nil, errors.New("manifestapi: Options.Store is required")
 	}
-	h := &Handler{store: o.Store, log: o.Logger, maxBody: o.MaxBodyBytes, maxDocs: o.MaxDocuments}
+	fms, err := newFieldManagers()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{store: o.Store, log: o.Logger, maxBody: o.MaxBodyBytes, maxDocs: o.MaxDocuments, fieldManagers: fms, clock: o.Clock}
+	if h.clock == nil {
+		h.clock = clock.Real{}
+	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -378,6 +391,13 @@ func (h *Handler) put(r *http.Request, res Resource, ns, name string) (any, int,
 	var pre manifest.Preconditions
 	if read, err := manifest.Decode(body); err == nil && len(read) == 1 {
 		pre.ResourceVersion = read[0].GetMeta().ResourceVersion
+	}
+	live, err := h.store.Get(ctx, res.Kind, ns, name)
+	if err != nil && !errors.Is(err, manifest.ErrNotFound) {
+		return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "get", err))
+	}
+	if err := h.track(r, live, o); err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
 	}
 	ar, err := h.applyWith(ctx, o, pre)
 	if err != nil {

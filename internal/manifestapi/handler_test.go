@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -121,7 +122,7 @@ func newHarness(t testing.TB, o Options) *harness {
 // serveHarness mounts the handler over h.svc as capstan serve mounts it.
 func serveHarness(t testing.TB, o Options, h *harness) *harness {
 	t.Helper()
-	o.Store = h.svc
+	o.Store, o.Clock = h.svc, h.clk
 	api, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -721,14 +722,22 @@ func (h *harness) doAs(t *testing.T, method, path, contentType, body string) (in
 }
 
 // The verbs kubectl writes with: create (POST to the collection), merge
-// and JSON patches, and the scale subresource, each validated like an
-// apply and answering the stored object (or its Scale).
+// and JSON patches, the scale subresource and server-side apply (field
+// managers, conflicts, force), each validated like an apply and answering
+// the stored object (or its Scale).
 func TestKubernetesVerbs(t *testing.T) {
 	h := newHarness(t, Options{})
 	coll := CollectionPath(Resources[0], "default")
 	obj := ObjectPath(Resources[0], "default", "small")
+	ssaObj := ObjectPath(Resources[1], "default", "ssa")
+	ssaDoc := func(replicas int) string {
+		return fmt.Sprintf("apiVersion: inference.sagemaker.aws.amazon.com/v1\nkind: JumpStartModel\nmetadata: {name: ssa}\nspec:\n"+
+			"  model: {modelId: deepseek-llm-r1-distill-qwen-1-5b}\n  server: {instanceType: ml.g5.8xlarge}\n  replicas: %d\n", replicas)
+	}
 	replicas := func(b []byte) int32 {
-		var o manifest.InferenceEndpointConfig
+		var o struct {
+			Spec struct{ Replicas *int32 } `json:"spec"`
+		}
 		if err := json.Unmarshal(b, &o); err != nil || o.Spec.Replicas == nil {
 			t.Fatalf("not an object with spec.replicas: %v %s", err, b)
 		}
@@ -784,6 +793,30 @@ func TestKubernetesVerbs(t *testing.T) {
 		}},
 		{"scale past the limit", http.MethodPatch, obj + "/scale", mergePatch, `{"spec":{"replicas":100000000}}`, http.StatusBadRequest, ReasonBadRequest, nil},
 		{"scale to a negative count", http.MethodPatch, obj + "/scale", mergePatch, `{"spec":{"replicas":-1}}`, http.StatusBadRequest, ReasonBadRequest, nil},
+		{"server-side apply creates", http.MethodPatch, ssaObj + "?fieldManager=alice", applyPatch, ssaDoc(2), http.StatusCreated, "", func(b []byte) {
+			if replicas(b) != 2 || !bytes.Contains(b, []byte(`"manager": "alice"`)) || !bytes.Contains(b, []byte(`"operation": "Apply"`)) {
+				t.Errorf("server-side apply: %s", b)
+			}
+		}},
+		{"server-side apply of the same is unchanged", http.MethodPatch, ssaObj + "?fieldManager=alice", applyPatch, ssaDoc(2), http.StatusOK, "", func(b []byte) {
+			if !bytes.Contains(b, []byte(`"resourceVersion": "1"`)) {
+				t.Errorf("a repeated server-side apply wrote: %s", b)
+			}
+		}},
+		{"another manager's value conflicts", http.MethodPatch, ssaObj + "?fieldManager=bob", applyPatch, ssaDoc(3), http.StatusConflict, ReasonConflict, func(b []byte) {
+			if st := decodeStatus(t, b); st.Details == nil || len(st.Details.Causes) != 1 || st.Details.Causes[0].Field != ".spec.replicas" ||
+				!strings.Contains(st.Message, `conflict with "alice"`) {
+				t.Errorf("conflict: %s", b)
+			}
+		}},
+		{"force takes the field", http.MethodPatch, ssaObj + "?fieldManager=bob&force=true", applyPatch, ssaDoc(3), http.StatusOK, "", func(b []byte) {
+			if replicas(b) != 3 {
+				t.Errorf("forced: %s", b)
+			}
+		}},
+		{"server-side apply without a field manager", http.MethodPatch, ssaObj, applyPatch, ssaDoc(3), http.StatusBadRequest, ReasonBadRequest, nil},
+		{"server-side apply of an unknown field", http.MethodPatch, ssaObj + "?fieldManager=alice", applyPatch,
+			strings.Replace(ssaDoc(3), "replicas: 3", "replicaz: 3", 1), http.StatusUnprocessableEntity, ReasonInvalid, nil},
 	} {
 		code, b := h.doAs(t, step.method, step.path, step.contentType, step.body)
 		if code != step.wantCode {

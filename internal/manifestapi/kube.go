@@ -1,7 +1,6 @@
 package manifestapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +49,9 @@ func (h *Handler) create(r *http.Request, res Resource, ns string) (any, int, er
 	case m.Namespace != ns:
 		return nil, 0, fail(errBadRequest, "the namespace of the object (%s) does not match the namespace on the URL (%s)", m.Namespace, ns)
 	}
+	if err := h.track(r, nil, o); err != nil {
+		return nil, 0, withObject(res.Kind, m.Name, err)
+	}
 	if _, err := h.applyWith(r.Context(), o, manifest.Preconditions{Create: true}); err != nil {
 		return nil, 0, withObject(res.Kind, m.Name, err)
 	}
@@ -66,15 +68,18 @@ func (h *Handler) create(r *http.Request, res Resource, ns string) (any, int, er
 // concurrent write makes it read again.
 func (h *Handler) patch(r *http.Request, res Resource, ns, name string) (any, int, error) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == applyPatch {
+		return h.serverSideApply(r, res, ns, name)
+	}
 	if ct != mergePatch && ct != jsonPatch {
 		return nil, 0, withObject(res.Kind, name, fail(errUnsupportedMediaType,
-			"the body of the request was in an unknown format %q - accepted media types include: %s, %s", ct, jsonPatch, mergePatch))
+			"the body of the request was in an unknown format %q - accepted media types include: %s, %s, %s", ct, jsonPatch, mergePatch, applyPatch))
 	}
 	body, err := h.readBody(r)
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	stored, err := h.patchWith(r.Context(), res, ns, name, func(doc []byte) ([]byte, error) {
+	stored, err := h.patchWith(r, res, ns, name, func(doc []byte) ([]byte, error) {
 		if ct == mergePatch {
 			return jsonpatch.MergePatch(doc, body)
 		}
@@ -94,7 +99,8 @@ func (h *Handler) patch(r *http.Request, res Resource, ns, name string) (any, in
 
 // patchWith stores change(the stored object's JSON) as an update of the
 // version read, reading again when another write came first.
-func (h *Handler) patchWith(ctx context.Context, res Resource, ns, name string, change func([]byte) ([]byte, error)) (manifest.Object, error) {
+func (h *Handler) patchWith(r *http.Request, res Resource, ns, name string, change func([]byte) ([]byte, error)) (manifest.Object, error) {
+	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
 		cur, err := h.store.Get(ctx, res.Kind, ns, name)
 		if err != nil {
@@ -118,6 +124,9 @@ func (h *Handler) patchWith(ctx context.Context, res Resource, ns, name string, 
 			return nil, err
 		}
 		if err := manifest.ValidateUpdate(cur, objs[0]); err != nil {
+			return nil, err
+		}
+		if err := h.track(r, cur, objs[0]); err != nil {
 			return nil, err
 		}
 		_, err = h.applyWith(ctx, objs[0], manifest.Preconditions{ResourceVersion: cur.GetMeta().ResourceVersion})
@@ -187,7 +196,7 @@ func (h *Handler) scale(r *http.Request, res Resource, ns, name string) (any, in
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	stored, err := h.patchWith(ctx, res, ns, name, func(doc []byte) ([]byte, error) {
+	stored, err := h.patchWith(r, res, ns, name, func(doc []byte) ([]byte, error) {
 		var cur map[string]any
 		if err := json.Unmarshal(doc, &cur); err != nil {
 			return nil, err

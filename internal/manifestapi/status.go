@@ -118,6 +118,9 @@ func withObject(kind, name string, err error) error {
 // statusFor maps any error from the handler or the Store to its wire
 // Status; it is the only place that chooses HTTP codes and reasons.
 func statusFor(err error) *Status {
+	if st, ok := conflictStatus(err); ok {
+		return st
+	}
 	st := &Status{Kind: "Status", APIVersion: "v1", Status: StatusFailure, Message: err.Error()}
 	var oe *objectError
 	if errors.As(err, &oe) {

@@ -203,7 +203,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := dep.Controller().Prime(); err != nil {
 		return fail(fmt.Errorf("deployments: %w", err))
 	}
-	manifests, err := manifestapi.New(manifestapi.Options{Store: dep, Logger: log})
+	manifests, err := manifestapi.New(manifestapi.Options{Store: dep, Logger: log, Clock: clk})
 	if err != nil {
 		return fail(err)
 	}

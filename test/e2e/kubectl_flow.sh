@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kubectl against `capstan serve`: `capstan kubeconfig` writes the context;
 # kubectl version, api-resources, apply (twice: the second is unchanged; a
-# changed file is configured), create (AlreadyExists the second time), get
+# changed file is configured), apply --server-side (repeated; conflicts
+# between field managers; --force-conflicts), create (AlreadyExists the second time), get
 # (the CRD's printer columns, -o wide, -o yaml, -o jsonpath, -A, -l), wait
 # --for=condition and --for=jsonpath, get -w seeing a scale, scale, patch
 # (merge and JSON), label, explain, describe with the object's events,
@@ -111,6 +112,23 @@ k label jsm other tier=gold >/dev/null
 out=$(k explain jsm.spec.server)
 { grep -q '^KIND: *JumpStartModel' <<<"$out" && grep -q 'instanceType' <<<"$out"; } || fail "explain: $out"
 echo "kubectl get -w sees a scale; apply of a change, patch (merge and JSON), label and explain work"
+
+# Server-side apply: repeated, it changes nothing; another field manager's
+# value for a field it owns is a conflict until forced.
+jsm ssa c 1 >"$work/ssa.yaml"
+out=$(k apply --server-side -f "$work/ssa.yaml")
+[ "$out" = "jumpstartmodel.inference.sagemaker.aws.amazon.com/ssa serverside-applied" ] || fail "apply --server-side: $out"
+rv=$(k get jsm ssa -o jsonpath='{.metadata.resourceVersion}')
+k apply --server-side -f "$work/ssa.yaml" >/dev/null
+[ "$(k get jsm ssa -o jsonpath='{.metadata.resourceVersion}')" = "$rv" ] || fail "a repeated server-side apply wrote"
+[ "$(k get jsm ssa -o jsonpath='{.metadata.managedFields[0].manager}')" = kubectl ] || fail "managedFields: $(k get jsm ssa -o yaml --show-managed-fields)"
+jsm ssa c 2 >"$work/ssa-ops.yaml"
+out=$(k apply --server-side --field-manager=ops -f "$work/ssa-ops.yaml" 2>&1) && fail "a conflicting server-side apply went through: $out"
+grep -q 'conflict with "kubectl": .spec.replicas' <<<"$out" || fail "server-side apply conflict: $out"
+k apply --server-side --field-manager=ops --force-conflicts -f "$work/ssa-ops.yaml" >/dev/null
+[ "$(k get jsm ssa -o jsonpath='{.spec.replicas}')" = 2 ] || fail "forced server-side apply"
+k delete jsm ssa >/dev/null
+echo "kubectl apply --server-side: idempotent, conflicts between field managers, --force-conflicts"
 
 # A replace of what was read before another write is a conflict.
 k get jsm deepseek -o yaml >"$work/read.yaml"
