@@ -84,7 +84,7 @@ spec:
 
 // startCapstanServe runs `capstan serve` on a free loopback port with its
 // data under dir and returns a kubeconfig for it.
-func startCapstanServe(b *testing.B, bin, dir string) string {
+func startCapstanServe(b testing.TB, bin, dir string) string {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "capstan-data"))
