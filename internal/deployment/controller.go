@@ -323,7 +323,9 @@ func (c *Controller) save(k string, rec *record) error {
 			return errConflict
 		}
 		rec.Version++
-		rec.obj().GetMeta().ResourceVersion = strconv.FormatInt(rec.Version, 10)
+		if err := stamp(tx, rec); err != nil {
+			return err
+		}
 		return tx.Put(bucket, k, rec)
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package deployment
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -20,5 +21,32 @@ func TestSteadyNoWrites(t *testing.T) {
 	v2 := h.get("InferenceEndpointConfig", "demo").GetMeta().ResourceVersion
 	if v1 != v2 || h.reg.putCount() != puts {
 		t.Fatalf("steady reconcile wrote: resourceVersion %s → %s, %d more registrations", v1, v2, h.reg.putCount()-puts)
+	}
+}
+
+// Resource versions order every write of every manifest, as a watch from a
+// list's version needs: a later write of any object has a higher one.
+func TestResourceVersionsOrderAllWrites(t *testing.T) {
+	h := newHarness(t)
+	rv := func(name string) int {
+		n, err := strconv.Atoi(h.get("InferenceEndpointConfig", name).GetMeta().ResourceVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	h.apply(iec("a", 1, 1, ""))
+	h.apply(iec("b", 1, 1, ""))
+	a, b := rv("a"), rv("b")
+	if b <= a {
+		t.Fatalf("b (created after a) has resourceVersion %d, a %d", b, a)
+	}
+	h.apply(iec("a", 2, 1, ""))
+	if a2 := rv("a"); a2 <= b {
+		t.Fatalf("a updated after b was created has resourceVersion %d, b %d", a2, b)
+	}
+	h.reconcile(kIEC("b"))
+	if b2 := rv("b"); b2 <= rv("a") && b2 != b {
+		t.Fatalf("b's status write has resourceVersion %d, below a's %d", b2, rv("a"))
 	}
 }

@@ -44,8 +44,14 @@ var (
 type record struct {
 	IEC *manifest.InferenceEndpointConfig `json:"iec,omitempty"`
 	JSM *manifest.JumpStartModel          `json:"jsm,omitempty"`
-	// Version is bumped by every write; it is the object's resourceVersion.
-	Version  int64 `json:"version"`
+	// Version is bumped by every write of the record: the controller's
+	// optimistic concurrency.
+	Version int64 `json:"version"`
+	// RV is the object's resourceVersion: the store-wide counter at its
+	// last write (nextResourceVersion), so versions order every write of
+	// every manifest, as a watch from a list's version needs. Records
+	// written before it existed use Version.
+	RV       int64 `json:"rv,omitempty"`
 	Deleting bool  `json:"deleting,omitempty"`
 	// Revision numbers replica templates; Template is the current one's hash.
 	Revision int    `json:"revision"`
@@ -202,7 +208,7 @@ func (s *Service) ApplyWith(ctx context.Context, obj manifest.Object, pre manife
 			return fmt.Errorf("%s %s/%s: %w", next.GetKind(), nm.Namespace, nm.Name, manifest.ErrAlreadyExists)
 		case !found && pre.ResourceVersion != "":
 			return fmt.Errorf("%s %s/%s: %w", next.GetKind(), nm.Namespace, nm.Name, manifest.ErrNotFound)
-		case found && pre.ResourceVersion != "" && rec.obj().GetMeta().ResourceVersion != pre.ResourceVersion:
+		case found && pre.ResourceVersion != "" && rec.resourceVersion() != pre.ResourceVersion:
 			return fmt.Errorf("%s %s/%s: %w", next.GetKind(), nm.Namespace, nm.Name, manifest.ErrConflict)
 		}
 		if !found {
@@ -218,8 +224,10 @@ func (s *Service) ApplyWith(ctx context.Context, obj manifest.Object, pre manife
 			nm.Generation = 1
 			*next.GetStatus() = manifest.Status{State: manifest.StateDeploymentPending}
 			rec = record{Version: 1, DeployStart: now}
-			nm.ResourceVersion = "1"
 			rec.set(next)
+			if err := stamp(tx, &rec); err != nil {
+				return err
+			}
 			res.Action, res.Generation = manifest.ActionCreated, 1
 			return tx.Put(bucket, k, &rec)
 		}
@@ -251,8 +259,10 @@ func (s *Service) ApplyWith(ctx context.Context, obj manifest.Object, pre manife
 			res.Generation = nm.Generation
 		}
 		rec.Version++
-		nm.ResourceVersion = strconv.FormatInt(rec.Version, 10)
 		rec.set(next)
+		if err := stamp(tx, &rec); err != nil {
+			return err
+		}
 		res.Action = manifest.ActionConfigured
 		return tx.Put(bucket, k, &rec)
 	})
@@ -329,8 +339,47 @@ func (s *Service) load(k string) (record, bool, error) {
 
 func (rec *record) view() manifest.Object {
 	o := rec.obj()
-	o.GetMeta().ResourceVersion = strconv.FormatInt(rec.Version, 10)
+	o.GetMeta().ResourceVersion = rec.resourceVersion()
 	return o
+}
+
+// resourceVersion is the object's metadata.resourceVersion.
+func (rec *record) resourceVersion() string {
+	if rec.RV > 0 {
+		return strconv.FormatInt(rec.RV, 10)
+	}
+	return strconv.FormatInt(rec.Version, 10)
+}
+
+// rvBucket holds the store-wide resourceVersion counter of the manifests.
+const rvBucket = "deployments.resourceversion"
+
+// stamp gives rec the next store-wide resourceVersion, in tx, and writes
+// it into the object's metadata. The counter starts above every version a
+// record already has.
+func stamp(tx *store.Tx, rec *record) error {
+	var c struct{ N int64 }
+	found, err := tx.Get(rvBucket, "counter", &c)
+	if err != nil {
+		return err
+	}
+	if !found {
+		err := tx.Each(bucket, func(_ string, raw []byte) error {
+			var r record
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return err
+			}
+			c.N = max(c.N, r.RV, r.Version)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	c.N++
+	rec.RV = c.N
+	rec.obj().GetMeta().ResourceVersion = strconv.FormatInt(c.N, 10)
+	return tx.Put(rvBucket, "counter", &c)
 }
 
 // Get returns the object with its status; manifest.ErrNotFound when absent.
@@ -417,6 +466,9 @@ func (s *Service) Delete(ctx context.Context, kind, namespace, name string) erro
 		rec.Version++
 		st := rec.obj().GetStatus()
 		st.State = manifest.StateDeletionPending
+		if err := stamp(tx, &rec); err != nil {
+			return err
+		}
 		return tx.Put(bucket, k, &rec)
 	})
 	if err != nil {

@@ -734,6 +734,16 @@ func TestKubernetesVerbs(t *testing.T) {
 		return fmt.Sprintf("apiVersion: inference.sagemaker.aws.amazon.com/v1\nkind: JumpStartModel\nmetadata: {name: ssa}\nspec:\n"+
 			"  model: {modelId: deepseek-llm-r1-distill-qwen-1-5b}\n  server: {instanceType: ml.g5.8xlarge}\n  replicas: %d\n", replicas)
 	}
+	var ssaVersion string
+	resourceVersion := func(b []byte) string {
+		var o struct {
+			Metadata struct{ ResourceVersion string } `json:"metadata"`
+		}
+		if err := json.Unmarshal(b, &o); err != nil || o.Metadata.ResourceVersion == "" {
+			t.Fatalf("no resourceVersion: %v %s", err, b)
+		}
+		return o.Metadata.ResourceVersion
+	}
 	replicas := func(b []byte) int32 {
 		var o struct {
 			Spec struct{ Replicas *int32 } `json:"spec"`
@@ -797,10 +807,11 @@ func TestKubernetesVerbs(t *testing.T) {
 			if replicas(b) != 2 || !bytes.Contains(b, []byte(`"manager": "alice"`)) || !bytes.Contains(b, []byte(`"operation": "Apply"`)) {
 				t.Errorf("server-side apply: %s", b)
 			}
+			ssaVersion = resourceVersion(b)
 		}},
 		{"server-side apply of the same is unchanged", http.MethodPatch, ssaObj + "?fieldManager=alice", applyPatch, ssaDoc(2), http.StatusOK, "", func(b []byte) {
-			if !bytes.Contains(b, []byte(`"resourceVersion": "1"`)) {
-				t.Errorf("a repeated server-side apply wrote: %s", b)
+			if v := resourceVersion(b); v != ssaVersion {
+				t.Errorf("a repeated server-side apply wrote: resourceVersion %s → %s", ssaVersion, v)
 			}
 		}},
 		{"another manager's value conflicts", http.MethodPatch, ssaObj + "?fieldManager=bob", applyPatch, ssaDoc(3), http.StatusConflict, ReasonConflict, func(b []byte) {
