@@ -8,11 +8,7 @@
 # N=50 for a quick run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CAPSTAN_K8S_BIN="$(test/k8s/binaries.sh)"
-export CAPSTAN_K8S_BIN
-if [ -z "${CAPSTAN_BIN:-}" ]; then
-  go build -o bin/capstan ./cmd/capstan
-  CAPSTAN_BIN="$PWD/bin/capstan"
-fi
-export CAPSTAN_BIN CAPSTAN_KUBECTL_BENCH_N="${N:-500}"
-go test -count=1 -run '^$' -bench Kubectl500 -benchtime 1x -timeout 15m ./internal/operator/ | grep -E '^RESULT|^Benchmark|^ok|FAIL'
+# shellcheck source=lib.sh
+source bench/lib.sh
+export CAPSTAN_KUBECTL_BENCH_N="${N:-500}"
+go_k8s_bench Kubectl500

@@ -122,3 +122,17 @@ start_llama() {
 	LLAMA_ADDR=127.0.0.1:$port
 	wait_http "http://$LLAMA_ADDR/health" 60 || { tail -20 "$log" >&2; exit 1; }
 }
+
+# go_k8s_bench BENCH: runs the Go benchmark BENCH of internal/operator once,
+# on the control plane test/k8s/binaries.sh builds (cached) and the capstan
+# binary ($CAPSTAN_BIN, else a fresh build), and prints its RESULT lines.
+go_k8s_bench() {
+	CAPSTAN_K8S_BIN="$(test/k8s/binaries.sh)"
+	export CAPSTAN_K8S_BIN
+	if [ -z "${CAPSTAN_BIN:-}" ]; then
+		go build -o bin/capstan ./cmd/capstan
+		CAPSTAN_BIN="$PWD/bin/capstan"
+	fi
+	export CAPSTAN_BIN
+	go test -count=1 -run '^$' -bench "$1" -benchtime 1x -timeout 15m ./internal/operator/ | grep -E '^RESULT|^Benchmark|^ok|FAIL'
+}

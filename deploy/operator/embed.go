@@ -5,7 +5,15 @@
 // a test fails when the committed files differ from what it generates.
 package operator
 
-import "embed"
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
 
 //go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 crd:allowDangerousTypes=true rbac:roleName=capstan-operator paths=../../internal/operator/... output:crd:dir=crds output:rbac:dir=rbac
 
@@ -13,3 +21,26 @@ import "embed"
 //
 //go:embed kustomization.yaml namespace.yaml manager.yaml gateway.yaml crds/*.yaml rbac/*.yaml webhook/*.yaml
 var Files embed.FS
+
+// CRDs are the custom resource definitions of crds/, decoded: capstan
+// serve answers kubectl from the same ones (printer columns, OpenAPI
+// schemas, server-side apply's types).
+func CRDs() ([]apiextv1.CustomResourceDefinition, error) {
+	files, err := fs.Glob(Files, "crds/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var out []apiextv1.CustomResourceDefinition
+	for _, f := range files {
+		raw, err := fs.ReadFile(Files, f)
+		if err != nil {
+			return nil, err
+		}
+		var crd apiextv1.CustomResourceDefinition
+		if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(raw), "---\n")), &crd); err != nil {
+			return nil, fmt.Errorf("deploy/operator: %s: %w", f, err)
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}

@@ -174,11 +174,22 @@ func (h *harness) meta(t testing.TB, kind, ns, name string) manifest.ObjectMeta 
 
 func (h *harness) do(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
+	code, b, ct := h.request(t, method, path, "application/yaml", body)
+	if ct != "application/json" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	return code, b
+}
+
+// request sends body as contentType and returns the answer's code, body
+// and Content-Type.
+func (h *harness) request(t *testing.T, method, path, contentType, body string) (int, []byte, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/yaml")
+	req.Header.Set("Content-Type", contentType)
 	resp, err := h.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -188,10 +199,7 @@ func (h *harness) do(t *testing.T, method, path, body string) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type = %q", ct)
-	}
-	return resp.StatusCode, b
+	return resp.StatusCode, b, resp.Header.Get("Content-Type")
 }
 
 func (h *harness) mustApply(t *testing.T, body string) {
@@ -704,21 +712,8 @@ func badMIG(t *testing.T, name string) string {
 // doAs is do with the request's Content-Type.
 func (h *harness) doAs(t *testing.T, method, path, contentType, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", contentType)
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	code, b, _ := h.request(t, method, path, contentType, body)
+	return code, b
 }
 
 // The verbs kubectl writes with: create (POST to the collection), merge

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"reflect"
 	"strings"
 	"time"
 
-	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,21 +34,13 @@ const applyPatch = "application/apply-patch+yaml"
 type fieldManagers map[string]*managedfields.FieldManager
 
 func newFieldManagers() (fieldManagers, error) {
-	files, err := fs.Glob(operatormanifests.Files, "crds/*.yaml")
+	defs, err := operatormanifests.CRDs()
 	if err != nil {
 		return nil, err
 	}
 	schemas := map[string]*spec.Schema{}
 	var kinds []schema.GroupVersionKind
-	for _, f := range files {
-		raw, err := fs.ReadFile(operatormanifests.Files, f)
-		if err != nil {
-			return nil, err
-		}
-		var crd apiextv1.CustomResourceDefinition
-		if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(raw), "---\n")), &crd); err != nil {
-			return nil, fmt.Errorf("manifestapi: %s: %w", f, err)
-		}
+	for _, crd := range defs {
 		for _, v := range crd.Spec.Versions {
 			if !v.Served || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
 				continue
