@@ -98,19 +98,35 @@ func (e *Engine) Ensure(ctx context.Context, spec runtime.ReplicaSpec) (started 
 	return true, nil
 }
 
+// kvPort is the port replica id publishes KV events on, chosen once. The
+// kernel may offer a port it offered a moment ago for another replica
+// whose engine has not bound it yet, so a port another replica holds is
+// never handed out twice.
 func (e *Engine) kvPort(id string) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p, ok := e.kvPorts[id]; ok {
 		return p, nil
 	}
-	p, err := freePort()
-	if err != nil {
-		return 0, err
+	held := make(map[int]bool, len(e.kvPorts))
+	for _, p := range e.kvPorts {
+		held[p] = true
 	}
-	e.kvPorts[id] = p
-	return p, nil
+	for range maxPortTries {
+		p, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		if !held[p] {
+			e.kvPorts[id] = p
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port after %d tries that no other replica holds", maxPortTries)
 }
+
+// maxPortTries bounds the search for a KV events port.
+const maxPortTries = 32
 
 // kvEndpoint is where the gateway connects for a replica's KV events, and
 // kvBindEndpoint what the replica is told: by vLLM's rule an endpoint binds

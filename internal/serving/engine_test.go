@@ -2,6 +2,7 @@ package serving
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -157,5 +158,24 @@ func TestVictims(t *testing.T) {
 		if !slices.Equal(keep, tc.keep) || !slices.Equal(victims, tc.victim) {
 			t.Errorf("Victims(n=%d) = %v, %v; want %v, %v", tc.n, keep, victims, tc.keep, tc.victim)
 		}
+	}
+}
+
+// No two replicas are told to publish KV events on one port, even when the
+// kernel offers a port again before the first replica's engine binds it
+// (here no engine ever binds: every port goes back to the kernel at once).
+func TestKVPortsDistinct(t *testing.T) {
+	e, _, _ := newEngine(t)
+	seen := map[int]string{}
+	for i := range 300 {
+		id := fmt.Sprintf("r%d", i)
+		p, err := e.kvPort(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := seen[p]; dup {
+			t.Fatalf("port %d given to %s and %s", p, other, id)
+		}
+		seen[p] = id
 	}
 }
