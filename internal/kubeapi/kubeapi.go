@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,7 +131,7 @@ func (h *Handler) groupList(w http.ResponseWriter, r *http.Request) {
 // verbs this Handler adds, a watch, a table, a filtered list, or what
 // Options.APIs answers.
 func (h *Handler) apis(w http.ResponseWriter, r *http.Request) {
-	gv, rest, ok := h.groupVersion(r.URL.Path)
+	rest, ok := h.groupVersion(r.URL.Path)
 	if !ok {
 		h.o.APIs.ServeHTTP(w, r)
 		return
@@ -150,7 +151,7 @@ func (h *Handler) apis(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.watch {
-		h.watch(w, r, gv, q)
+		h.watch(w, r, q)
 		return
 	}
 	code, body, hdr := h.call(r, r.URL.Path)
@@ -178,16 +179,16 @@ func (h *Handler) apis(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// groupVersion finds the group version of Options.Groups a path under
-// /apis/ names, and the rest of the path after it.
-func (h *Handler) groupVersion(p string) (schema.GroupVersion, string, bool) {
+// groupVersion reports whether a path under /apis/ is in a group version
+// of Options.Groups, and the rest of the path after it.
+func (h *Handler) groupVersion(p string) (string, bool) {
 	for _, gv := range h.o.Groups {
 		base := "/apis/" + gv.String()
 		if rest, ok := strings.CutPrefix(p, base); ok && (rest == "" || rest[0] == '/') {
-			return gv, strings.Trim(rest, "/"), true
+			return strings.Trim(rest, "/"), true
 		}
 	}
-	return schema.GroupVersion{}, "", false
+	return "", false
 }
 
 // discovery passes a group version's resource list through with the verbs
@@ -205,10 +206,10 @@ func (h *Handler) discovery(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := range l.APIResources {
 		res := &l.APIResources[i]
-		if !strings.Contains(res.Name, "/") && !containsString(res.Verbs, "watch") {
+		if !strings.Contains(res.Name, "/") && !slices.Contains(res.Verbs, "watch") {
 			res.Verbs = append(res.Verbs, "watch")
 		}
-		if !containsString(res.Categories, "all") {
+		if !slices.Contains(res.Categories, "all") {
 			res.Categories = append(res.Categories, "all")
 		}
 	}
@@ -265,15 +266,6 @@ func setListVersion(v map[string]any) {
 	}
 	md["resourceVersion"] = fmt.Sprint(newest)
 	v["metadata"] = md
-}
-
-func containsString(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // passThrough writes an answer of Options.APIs as it came.

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -22,7 +21,7 @@ import (
 // leaves, timeoutSeconds (at most MaxWatch) pass, or a read fails (an
 // ERROR event). Without a resourceVersion (or with "0") it first sends
 // every object as ADDED; with one, the objects changed since.
-func (h *Handler) watch(w http.ResponseWriter, r *http.Request, _ schema.GroupVersion, q query) {
+func (h *Handler) watch(w http.ResponseWriter, r *http.Request, q query) {
 	h.watchWith(w, r, q, func() ([]any, map[string]any, error) { return h.snapshot(r, q) })
 }
 
