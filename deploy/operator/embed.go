@@ -25,20 +25,24 @@ var Files embed.FS
 // CRDs are the custom resource definitions of crds/, decoded: capstan
 // serve answers kubectl from the same ones (printer columns, OpenAPI
 // schemas, server-side apply's types).
-func CRDs() ([]apiextv1.CustomResourceDefinition, error) {
-	files, err := fs.Glob(Files, "crds/*.yaml")
+func CRDs() ([]apiextv1.CustomResourceDefinition, error) { return ReadCRDs(Files) }
+
+// ReadCRDs decodes the custom resource definitions of fsys's crds/*.yaml,
+// files as controller-gen writes them.
+func ReadCRDs(fsys fs.FS) ([]apiextv1.CustomResourceDefinition, error) {
+	files, err := fs.Glob(fsys, "crds/*.yaml")
 	if err != nil {
 		return nil, err
 	}
 	var out []apiextv1.CustomResourceDefinition
 	for _, f := range files {
-		raw, err := fs.ReadFile(Files, f)
+		raw, err := fs.ReadFile(fsys, f)
 		if err != nil {
 			return nil, err
 		}
 		var crd apiextv1.CustomResourceDefinition
 		if err := yaml.Unmarshal([]byte(strings.TrimPrefix(string(raw), "---\n")), &crd); err != nil {
-			return nil, fmt.Errorf("deploy/operator: %s: %w", f, err)
+			return nil, fmt.Errorf("deploy: %s: %w", f, err)
 		}
 		out = append(out, crd)
 	}

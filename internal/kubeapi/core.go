@@ -63,9 +63,8 @@ type kindResource struct {
 func (h *Handler) resources(r *http.Request) []kindResource {
 	var out []kindResource
 	for _, gv := range h.o.Groups {
-		code, body, _ := h.call(r, "/apis/"+gv.String())
-		var l metav1.APIResourceList
-		if code != http.StatusOK || json.Unmarshal(body, &l) != nil {
+		l, err := h.resourceList(r, "/apis/"+gv.String())
+		if err != nil {
 			continue
 		}
 		for _, res := range l.APIResources {

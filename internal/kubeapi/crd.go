@@ -4,6 +4,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	operatormanifests "github.com/capstan-dev/capstan/deploy/operator"
+	spacesmanifests "github.com/capstan-dev/capstan/deploy/spaces"
 )
 
 // column is one printer column of a kind's table.
@@ -12,10 +13,21 @@ type column struct {
 	Priority                                  int32
 }
 
-// crds are the CRDs the operator installs (deploy/operator/crds): the
-// kinds whose printer columns and OpenAPI schemas this server answers with,
-// as the operator's kube-apiserver does.
-func crds() ([]apiextv1.CustomResourceDefinition, error) { return operatormanifests.CRDs() }
+// crds are the CRDs the operator installs (deploy/operator/crds) and those
+// of the spaces' kinds (deploy/spaces/crds): the kinds whose printer
+// columns and OpenAPI schemas this server answers with, as a kube-apiserver
+// with them installed does.
+func crds() ([]apiextv1.CustomResourceDefinition, error) {
+	inference, err := operatormanifests.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	spaces, err := spacesmanifests.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	return append(inference, spaces...), nil
+}
 
 // printerColumns are the served versions' printer columns, by kind.
 func printerColumns(defs []apiextv1.CustomResourceDefinition) map[string][]column {

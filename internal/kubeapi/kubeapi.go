@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	goruntime "runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -86,6 +85,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case p == "/version" && get:
 		writeJSON(w, http.StatusOK, serverVersion())
+	case (p == "/api" || p == "/apis") && get && acceptsAggregated(r.Header.Get("Accept")):
+		h.aggregated(w, r, p == "/api")
 	case p == "/api" && get:
 		writeJSON(w, http.StatusOK, &metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"},
 			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host}}})
@@ -170,7 +171,13 @@ func (h *Handler) apis(w http.ResponseWriter, r *http.Request) {
 	w.Header().Del("Content-Length")
 	if items, isList := listItems(v); isList {
 		v["items"] = q.filter(items)
-		setListVersion(v)
+		setListVersion(v) // of the whole list, not of a page
+		items, next, remaining := q.page(v["items"].([]any))
+		v["items"] = items
+		if next != "" {
+			md := v["metadata"].(map[string]any)
+			md["continue"], md["remainingItemCount"] = next, remaining
+		}
 	}
 	if q.table != "" {
 		writeJSON(w, http.StatusOK, h.table(v, q))
@@ -199,21 +206,12 @@ func (h *Handler) discovery(w http.ResponseWriter, r *http.Request) {
 		passThrough(w, code, hdr, body)
 		return
 	}
-	var l metav1.APIResourceList
-	if err := json.Unmarshal(body, &l); err != nil {
-		writeStatus(w, fmt.Errorf("kubeapi: discovery of %s: %w", r.URL.Path, err))
+	l, err := parseResourceList(r.URL.Path, body)
+	if err != nil {
+		writeStatus(w, err)
 		return
 	}
-	for i := range l.APIResources {
-		res := &l.APIResources[i]
-		if !strings.Contains(res.Name, "/") && !slices.Contains(res.Verbs, "watch") {
-			res.Verbs = append(res.Verbs, "watch")
-		}
-		if !slices.Contains(res.Categories, "all") {
-			res.Categories = append(res.Categories, "all")
-		}
-	}
-	writeJSON(w, http.StatusOK, &l)
+	writeJSON(w, http.StatusOK, l)
 }
 
 // call asks Options.APIs for GET path with r's credentials and returns its

@@ -121,3 +121,46 @@ func TestPrinterColumnsFromCRDs(t *testing.T) {
 		}
 	}
 }
+
+func TestQueryPage(t *testing.T) {
+	obj := func(ns, name string) any {
+		return map[string]any{"metadata": map[string]any{"namespace": ns, "name": name}}
+	}
+	items := func() []any { return []any{obj("b", "x"), obj("a", "z"), obj("a", "y"), obj("c", "w")} }
+	names := func(l []any) string {
+		var out []string
+		for _, it := range l {
+			md := metadataOf(it)
+			out = append(out, md["namespace"].(string)+"/"+md["name"].(string))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tt := range []struct {
+		name, query, want string
+		remaining         int
+		more              bool
+	}{
+		{"no limit", "", "b/x,a/z,a/y,c/w", 0, false},
+		{"first page", "limit=2", "a/y,a/z", 2, true},
+		{"a limit past the end", "limit=9", "a/y,a/z,b/x,c/w", 0, false},
+		{"from a token", "limit=2&continue=" + encodeContinue("a/z"), "b/x,c/w", 0, false},
+		{"a token past every key", "limit=2&continue=" + encodeContinue("d/a"), "", 0, false},
+		{"a huge limit", "limit=99999999999", "a/y,a/z,b/x,c/w", 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			q, err := readQuery(httptest.NewRequest("GET", "/apis/g/v1/xs?"+tt.query, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, next, remaining := q.page(items())
+			if names(got) != tt.want || (next != "") != tt.more || remaining != tt.remaining {
+				t.Fatalf("page = %s, continue %q, remaining %d; want %s, more %v, remaining %d", names(got), next, remaining, tt.want, tt.more, tt.remaining)
+			}
+		})
+	}
+	for _, bad := range []string{"limit=-1", "limit=x", "continue=not-a-token", "continue=" + strings.Repeat("a", 2000)} {
+		if _, err := readQuery(httptest.NewRequest("GET", "/apis/g/v1/xs?"+bad, nil)); err == nil {
+			t.Errorf("readQuery(%s) accepted it", bad)
+		}
+	}
+}

@@ -1,10 +1,13 @@
 package kubeapi
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +28,10 @@ type query struct {
 	timeout           time.Duration // 0: the Handler's MaxWatch
 	table             string        // meta.k8s.io Table version, "" for none
 	includeObject     metav1.IncludeObjectPolicy
+	// limit and after page a list: at most limit items (0: all), those
+	// whose namespace/name key sorts after after (a continue token's).
+	limit int
+	after string
 }
 
 // maxSelector bounds a selector's length before it is parsed.
@@ -80,6 +87,20 @@ func readQuery(r *http.Request) (query, error) {
 		}
 		q.labels = sel
 	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return q, apierrors.NewBadRequest(fmt.Sprintf("limit=%q must be a whole number of items", s))
+		}
+		q.limit = int(min(n, maxItems)) // no list holds more
+	}
+	if s := v.Get("continue"); s != "" {
+		after, err := decodeContinue(s)
+		if err != nil {
+			return q, err
+		}
+		q.after = after
+	}
 	if s := v.Get("timeoutSeconds"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 || n > 1<<31 {
@@ -88,6 +109,65 @@ func readQuery(r *http.Request) (query, error) {
 		q.timeout = time.Duration(n) * time.Second
 	}
 	return q, nil
+}
+
+// maxItems is above any collection's size (the stores hold at most 1,000
+// objects of a kind): a larger limit is the same as it.
+const maxItems = 1 << 20
+
+// page sorts items by namespace and name, keeps those after q.after and at
+// most q.limit of them, and returns the continue token of the rest ("" when
+// none are left) and how many are left. Unlike the API server's, a page
+// reads the collection as it is now, not as it was at the first page: an
+// object added or removed between pages shows up or goes accordingly, and
+// the token never expires.
+func (q query) page(items []any) (kept []any, next string, remaining int) {
+	key := func(it any) string {
+		md := metadataOf(it)
+		ns, _ := md["namespace"].(string)
+		name, _ := md["name"].(string)
+		return ns + "/" + name
+	}
+	if q.limit == 0 && q.after == "" {
+		return items, "", 0
+	}
+	slices.SortFunc(items, func(a, b any) int { return strings.Compare(key(a), key(b)) })
+	start, _ := slices.BinarySearchFunc(items, q.after, func(it any, after string) int {
+		if k := key(it); k <= after {
+			return -1
+		}
+		return 1
+	})
+	items = items[start:]
+	if q.limit == 0 || len(items) <= q.limit {
+		return items, "", 0
+	}
+	kept = items[:q.limit]
+	return kept, encodeContinue(key(kept[len(kept)-1])), len(items) - q.limit
+}
+
+// A continue token is the key of the last item a page held, encoded so
+// that clients treat it as opaque.
+type continueToken struct {
+	After string `json:"after"`
+}
+
+func encodeContinue(after string) string {
+	b, _ := json.Marshal(continueToken{After: after})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(s string) (string, error) {
+	bad := apierrors.NewBadRequest(fmt.Sprintf("continue=%q is not a continue token of this server", s))
+	if len(s) > 1024 {
+		return "", bad
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	var t continueToken
+	if err != nil || json.Unmarshal(b, &t) != nil || t.After == "" {
+		return "", bad
+	}
+	return t.After, nil
 }
 
 // selectorLen refuses a selector longer than maxSelector before it is

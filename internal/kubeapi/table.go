@@ -35,6 +35,10 @@ func (h *Handler) table(v map[string]any, q query) *metav1.Table {
 		ColumnDefinitions: []metav1.TableColumnDefinition{nameColumn}}
 	if md, ok := v["metadata"].(map[string]any); ok && isList {
 		t.ResourceVersion, _ = md["resourceVersion"].(string)
+		t.Continue, _ = md["continue"].(string)
+		if n, ok := md["remainingItemCount"].(int); ok {
+			t.RemainingItemCount = new(int64(n))
+		}
 	}
 	for _, c := range cols {
 		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{Name: c.Name, Type: c.Type,

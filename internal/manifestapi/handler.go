@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 
+	operatormanifests "github.com/capstan-dev/capstan/deploy/operator"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/manifest"
 )
@@ -66,9 +67,8 @@ type Handler struct {
 	log     *slog.Logger
 	maxBody int64
 	maxDocs int
-	// fieldManagers do server-side apply, by kind (ssa.go).
-	fieldManagers fieldManagers
-	clock         clock.Clock
+	// kube are Kubernetes' write verbs over the store (kube.go).
+	kube *kubeVerbs
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -78,14 +78,15 @@ func New(o Options) (*Handler, error) {
 	if o.Store == nil {
 		return nil, errors.New("manifestapi: Options.Store is required")
 	}
-	fms, err := newFieldManagers()
+	defs, err := operatormanifests.CRDs()
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{store: o.Store, log: o.Logger, maxBody: o.MaxBodyBytes, maxDocs: o.MaxDocuments, fieldManagers: fms, clock: o.Clock}
-	if h.clock == nil {
-		h.clock = clock.Real{}
+	fms, err := newFieldManagers(defs)
+	if err != nil {
+		return nil, err
 	}
+	h := &Handler{store: o.Store, log: o.Logger, maxBody: o.MaxBodyBytes, maxDocs: o.MaxDocuments}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -95,7 +96,60 @@ func New(o Options) (*Handler, error) {
 	if h.maxDocs <= 0 {
 		h.maxDocs = manifest.MaxDocuments
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	h.kube = &kubeVerbs{kinds: manifestKinds{h}, apiVersion: manifest.APIVersion, applyPath: ApplyPath, maxBody: h.maxBody,
+		fieldManagers: fms, clock: o.Clock}
 	return h, nil
+}
+
+// manifestKinds are the manifests as the Kubernetes verbs see them.
+type manifestKinds struct{ h *Handler }
+
+func (k manifestKinds) get(ctx context.Context, res Resource, ns, name string) (object, error) {
+	o, err := k.h.store.Get(ctx, res.Kind, ns, name)
+	if err != nil {
+		return nil, storeErr(res, ns, name, "get", err)
+	}
+	return o, nil
+}
+
+func (k manifestKinds) load(body []byte, ns string) ([]object, error) {
+	objs, err := k.h.load(body, ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]object, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out, nil
+}
+
+func (manifestKinds) decode(raw []byte) error {
+	_, err := manifest.Decode(raw)
+	return err
+}
+
+func (manifestKinds) checkUpdate(live, next object) error {
+	return manifest.ValidateUpdate(live.(manifest.Object), next.(manifest.Object))
+}
+
+func (k manifestKinds) delete(ctx context.Context, res Resource, ns, name string) error {
+	if err := k.h.store.Delete(ctx, res.Kind, ns, name); err != nil {
+		return storeErr(res, ns, name, "delete", err)
+	}
+	k.h.log.InfoContext(ctx, "manifest deleted", "kind", res.Kind, "namespace", ns, "name", name)
+	return nil
+}
+
+func (k manifestKinds) applyWith(ctx context.Context, o object, pre manifest.Preconditions) (manifest.ApplyResult, error) {
+	ar, err := k.h.applyWith(ctx, o.(manifest.Object), pre)
+	if err != nil {
+		return manifest.ApplyResult{}, err
+	}
+	return ar.ApplyResult, nil
 }
 
 // reDNSLabel is RFC 1123's label, the rule for names and namespaces.
@@ -153,7 +207,7 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		return resourceList(manifest.APIVersion, Resources), http.StatusOK, nil
 	case t.name == "":
 		if r.Method == http.MethodPost && t.ns != "" {
-			return h.create(r, *t.res, t.ns)
+			return h.kube.create(r, *t.res, t.ns)
 		}
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
@@ -161,8 +215,11 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		return h.list(ctx, *t.res, t.ns)
 	}
 	res, ns, name := *t.res, t.ns, t.name
-	if t.sub == "scale" {
+	switch t.sub {
+	case "scale":
 		return h.scale(r, res, ns, name)
+	case "status":
+		return h.kube.status(r, res, ns, name)
 	}
 	if t.sub != "" {
 		kvs, kvOK := h.store.(KVCacheStore)
@@ -185,16 +242,11 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		}
 		return obj, http.StatusOK, nil
 	case http.MethodPut:
-		return h.put(r, res, ns, name)
+		return h.kube.put(r, res, ns, name)
 	case http.MethodPatch:
-		return h.patch(r, res, ns, name)
+		return h.kube.patch(r, res, ns, name)
 	case http.MethodDelete:
-		if err := h.store.Delete(ctx, res.Kind, ns, name); err != nil {
-			return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "delete", err))
-		}
-		h.log.InfoContext(ctx, "manifest deleted", "kind", res.Kind, "namespace", ns, "name", name)
-		return &Status{Kind: "Status", APIVersion: "v1", Status: StatusSuccess, Code: http.StatusOK,
-			Details: &StatusDetails{Name: name, Group: Group, Kind: res.Kind}}, http.StatusOK, nil
+		return h.kube.delete(r, res, ns, name)
 	default:
 		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT, PATCH or DELETE)", r.Method, p)
 	}
@@ -257,16 +309,19 @@ func kvCache(ctx context.Context, kvs KVCacheStore, res Resource, ns, name strin
 	return &KVCacheReport{APIVersion: manifest.APIVersion, Kind: "KVCacheReport", KVCacheReport: rep}, http.StatusOK, nil
 }
 
-// readBody reads the request body up to the limit.
-func (h *Handler) readBody(r *http.Request) ([]byte, error) {
-	if r.ContentLength > h.maxBody {
-		return nil, fail(errTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, h.maxBody)
+// readBody reads the request body up to h's limit.
+func (h *Handler) readBody(r *http.Request) ([]byte, error) { return readBody(r, h.maxBody) }
+
+// readBody reads the request body up to limit bytes.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, fail(errTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, h.maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, fail(errTooLarge, "request body is larger than the limit of %d bytes", h.maxBody)
+			return nil, fail(errTooLarge, "request body is larger than the limit of %d bytes", limit)
 		}
 		return nil, fail(errBadRequest, "read body: %v", err)
 	}
@@ -345,73 +400,6 @@ func (h *Handler) checkUpdates(ctx context.Context, docs []Document, objs []mani
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// putMatchesURL refuses a PUT body that is not exactly one object of the
-// URL's kind, name and namespace (first reads the one object).
-func putMatchesURL(n int, applyPath string, res Resource, ns, name string, first func() (string, *manifest.ObjectMeta)) error {
-	if n != 1 {
-		return fail(errBadRequest, "PUT takes exactly one manifest, got %d; POST %s takes several", n, applyPath)
-	}
-	kind, m := first()
-	switch {
-	case kind != res.Kind:
-		return fail(errBadRequest, "the body is a %s but the URL is for %s", kind, res.Plural)
-	case m.Name != name:
-		return fail(errBadRequest, "the name of the object (%s) does not match the name on the URL (%s)", m.Name, name)
-	case m.Namespace != ns:
-		return fail(errBadRequest, "the namespace of the object (%s) does not match the namespace on the URL (%s)", m.Namespace, ns)
-	}
-	return nil
-}
-
-func (h *Handler) put(r *http.Request, res Resource, ns, name string) (any, int, error) {
-	ctx := r.Context()
-	body, err := h.readBody(r)
-	if err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	objs, err := h.load(body, ns)
-	if err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	if err := putMatchesURL(len(objs), ApplyPath, res, ns, name, func() (string, *manifest.ObjectMeta) {
-		return objs[0].GetKind(), objs[0].GetMeta()
-	}); err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	o := objs[0]
-	docs := SplitDocuments(body)
-	if err := h.checkUpdates(ctx, docs, objs); err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	// A body that carries the resourceVersion it was read at (kubectl
-	// replace, client-go Update) is an update of that version: a stale
-	// one is a conflict, as in Kubernetes. Without one, PUT applies.
-	var pre manifest.Preconditions
-	if read, err := manifest.Decode(body); err == nil && len(read) == 1 {
-		pre.ResourceVersion = read[0].GetMeta().ResourceVersion
-	}
-	live, err := h.store.Get(ctx, res.Kind, ns, name)
-	if err != nil && !errors.Is(err, manifest.ErrNotFound) {
-		return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "get", err))
-	}
-	if err := h.track(r, live, o); err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	ar, err := h.applyWith(ctx, o, pre)
-	if err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	code := http.StatusOK
-	if ar.Action == manifest.ActionCreated {
-		code = http.StatusCreated
-	}
-	stored, err := h.store.Get(ctx, res.Kind, ns, name)
-	if err != nil {
-		return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "get", err))
-	}
-	return stored, code, nil
 }
 
 func (h *Handler) apply(ctx context.Context, o manifest.Object) (*ApplyResponse, error) {

@@ -823,6 +823,28 @@ func TestKubernetesVerbs(t *testing.T) {
 		{"server-side apply without a field manager", http.MethodPatch, ssaObj, applyPatch, ssaDoc(3), http.StatusBadRequest, ReasonBadRequest, nil},
 		{"server-side apply of an unknown field", http.MethodPatch, ssaObj + "?fieldManager=alice", applyPatch,
 			strings.Replace(ssaDoc(3), "replicas: 3", "replicaz: 3", 1), http.StatusUnprocessableEntity, ReasonInvalid, nil},
+		{"status", http.MethodGet, obj + "/status", "", "", http.StatusOK, "", func(b []byte) {
+			if !bytes.Contains(b, []byte(`"status": {`)) || replicas(b) != 1 {
+				t.Errorf("status: %s", b)
+			}
+		}},
+		{"status is read-only", http.MethodPut, obj + "/status", "application/json", `{}`, http.StatusMethodNotAllowed, ReasonMethodNotAllowed, nil},
+		{"delete orphaning the replicas", http.MethodDelete, obj, "application/json", `{"propagationPolicy":"Orphan"}`, http.StatusBadRequest, ReasonBadRequest, nil},
+		{"delete with a stale precondition", http.MethodDelete, obj, "application/json", `{"preconditions":{"resourceVersion":"1"}}`, http.StatusConflict, ReasonConflict, func(b []byte) {
+			if st := decodeStatus(t, b); !strings.HasPrefix(st.Message, "Precondition failed: ResourceVersion in precondition: 1,") {
+				t.Errorf("precondition: %s", b)
+			}
+		}},
+		{"delete as a dry run", http.MethodDelete, obj + "?dryRun=All", "application/json", `{"propagationPolicy":"Foreground"}`, http.StatusOK, "", func(b []byte) {
+			if code, _ := h.do(t, http.MethodGet, obj, ""); code != http.StatusOK || replicas(b) != 1 {
+				t.Errorf("a dry-run delete: the object answers %d; the answer was %s", code, b)
+			}
+		}},
+		{"delete", http.MethodDelete, obj, "application/json", `{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"}`, http.StatusOK, "", func(b []byte) {
+			if st := decodeStatus(t, b); st.Status != StatusSuccess {
+				t.Errorf("delete: %s", b)
+			}
+		}},
 	} {
 		code, b := h.doAs(t, step.method, step.path, step.contentType, step.body)
 		if code != step.wantCode {

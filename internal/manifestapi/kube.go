@@ -1,14 +1,20 @@
 package manifestapi
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
+	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/manifest"
 )
 
@@ -28,68 +34,169 @@ const (
 // changes between its read and its write.
 const maxPatchRetries = 5
 
+// object is a stored object of any kind the handlers serve.
+type object interface {
+	GetKind() string
+	GetMeta() *manifest.ObjectMeta
+}
+
+// kindStore is one API group's kinds as the Kubernetes verbs read and
+// write them: the manifests' (Handler) and the spaces' (WorkspaceHandler).
+type kindStore interface {
+	// get is the stored object; a missing one is an error worded for the
+	// wire, wrapping errNotFound.
+	get(ctx context.Context, res Resource, ns, name string) (object, error)
+	// load decodes, defaults and validates body's documents; one without a
+	// namespace takes ns.
+	load(body []byte, ns string) ([]object, error)
+	// decode reads a partial object (an applied configuration) strictly,
+	// for its field errors.
+	decode(raw []byte) error
+	// checkUpdate runs the rules that compare next with live, the stored
+	// object, before next is stored.
+	checkUpdate(live, next object) error
+	// applyWith stores o under pre.
+	applyWith(ctx context.Context, o object, pre manifest.Preconditions) (manifest.ApplyResult, error)
+	// delete deletes an object, with get's error wording.
+	delete(ctx context.Context, res Resource, ns, name string) error
+}
+
+// kubeVerbs are Kubernetes' writes over one group's kinds, beside
+// capstan's multi-document apply: create (POST to a collection), update
+// (PUT), patch (JSON merge patch, JSON patch, server-side apply). Each goes
+// through the same decoding, validation and update rules as an apply, and
+// answers the stored object, as a Kubernetes API server does.
+type kubeVerbs struct {
+	kinds      kindStore
+	apiVersion string // of the group's kinds
+	applyPath  string // the group's multi-document apply
+	maxBody    int64
+	// fieldManagers do server-side apply, by kind (ssa.go).
+	fieldManagers fieldManagers
+	clock         clock.Clock
+}
+
+// matchesURL refuses a body that is not exactly one object of the URL's
+// kind, namespace and (for all but a create) name.
+func (v *kubeVerbs) matchesURL(method string, objs []object, res Resource, ns, name string) error {
+	if len(objs) != 1 {
+		return fail(errBadRequest, "%s takes exactly one manifest, got %d; POST %s takes several", method, len(objs), v.applyPath)
+	}
+	m := objs[0].GetMeta()
+	switch {
+	case objs[0].GetKind() != res.Kind:
+		return fail(errBadRequest, "the body is a %s but the URL is for %s", objs[0].GetKind(), res.Plural)
+	case name != "" && m.Name != name:
+		return fail(errBadRequest, "the name of the object (%s) does not match the name on the URL (%s)", m.Name, name)
+	case m.Namespace != ns:
+		return fail(errBadRequest, "the namespace of the object (%s) does not match the namespace on the URL (%s)", m.Namespace, ns)
+	}
+	return nil
+}
+
 // create stores one new object (POST to the namespace's collection);
 // manifest.ErrAlreadyExists when it exists.
-func (h *Handler) create(r *http.Request, res Resource, ns string) (any, int, error) {
-	body, err := h.readBody(r)
+func (v *kubeVerbs) create(r *http.Request, res Resource, ns string) (any, int, error) {
+	body, err := readBody(r, v.maxBody)
 	if err != nil {
 		return nil, 0, err
 	}
-	objs, err := h.load(body, ns)
+	objs, err := v.kinds.load(body, ns)
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(objs) != 1 {
-		return nil, 0, fail(errBadRequest, "POST takes exactly one manifest, got %d; POST %s takes several", len(objs), ApplyPath)
+	if err := v.matchesURL(http.MethodPost, objs, res, ns, ""); err != nil {
+		return nil, 0, err
 	}
-	o, m := objs[0], objs[0].GetMeta()
-	switch {
-	case o.GetKind() != res.Kind:
-		return nil, 0, fail(errBadRequest, "the body is a %s but the URL is for %s", o.GetKind(), res.Plural)
-	case m.Namespace != ns:
-		return nil, 0, fail(errBadRequest, "the namespace of the object (%s) does not match the namespace on the URL (%s)", m.Namespace, ns)
+	o, name := objs[0], objs[0].GetMeta().Name
+	if err := v.track(r, nil, o); err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
 	}
-	if err := h.track(r, nil, o); err != nil {
-		return nil, 0, withObject(res.Kind, m.Name, err)
+	if _, err := v.kinds.applyWith(r.Context(), o, manifest.Preconditions{Create: true}); err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
 	}
-	if _, err := h.applyWith(r.Context(), o, manifest.Preconditions{Create: true}); err != nil {
-		return nil, 0, withObject(res.Kind, m.Name, err)
-	}
-	stored, err := h.store.Get(r.Context(), res.Kind, ns, m.Name)
+	stored, err := v.kinds.get(r.Context(), res, ns, name)
 	if err != nil {
-		return nil, 0, withObject(res.Kind, m.Name, storeErr(res, ns, m.Name, "get", err))
+		return nil, 0, withObject(res.Kind, name, err)
 	}
 	return stored, http.StatusCreated, nil
+}
+
+// put stores the body's one object (PUT on the object's URL). A body that
+// carries the resourceVersion it was read at (kubectl replace, client-go
+// Update) is an update of that version: a stale one is a conflict, as in
+// Kubernetes. Without one, PUT applies.
+func (v *kubeVerbs) put(r *http.Request, res Resource, ns, name string) (any, int, error) {
+	ctx := r.Context()
+	body, err := readBody(r, v.maxBody)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	objs, err := v.kinds.load(body, ns)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	if err := v.matchesURL(http.MethodPut, objs, res, ns, name); err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	o := objs[0]
+	var pre manifest.Preconditions
+	var read struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if raw, err := yaml.YAMLToJSON(body); err == nil && json.Unmarshal(raw, &read) == nil {
+		pre.ResourceVersion = read.Metadata.ResourceVersion
+	}
+	live, err := v.kinds.get(ctx, res, ns, name)
+	switch {
+	case errors.Is(err, errNotFound):
+		live = nil
+	case err != nil:
+		return nil, 0, withObject(res.Kind, name, err)
+	default:
+		if err := v.kinds.checkUpdate(live, o); err != nil {
+			return nil, 0, withObject(res.Kind, name, err)
+		}
+	}
+	if err := v.track(r, live, o); err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	ar, err := v.kinds.applyWith(ctx, o, pre)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	code := http.StatusOK
+	if ar.Action == manifest.ActionCreated {
+		code = http.StatusCreated
+	}
+	stored, err := v.kinds.get(ctx, res, ns, name)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	return stored, code, nil
 }
 
 // patch applies a JSON merge patch or a JSON patch to the stored object and
 // stores the result as an update of the version it read: the object as
 // patched is decoded, defaulted and validated like any apply, and a
 // concurrent write makes it read again.
-func (h *Handler) patch(r *http.Request, res Resource, ns, name string) (any, int, error) {
+func (v *kubeVerbs) patch(r *http.Request, res Resource, ns, name string) (any, int, error) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct == applyPatch {
-		return h.serverSideApply(r, res, ns, name)
+		return v.serverSideApply(r, res, ns, name)
 	}
 	if ct != mergePatch && ct != jsonPatch {
 		return nil, 0, withObject(res.Kind, name, fail(errUnsupportedMediaType,
 			"the body of the request was in an unknown format %q - accepted media types include: %s, %s, %s", ct, jsonPatch, mergePatch, applyPatch))
 	}
-	body, err := h.readBody(r)
+	body, err := readBody(r, v.maxBody)
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	stored, err := h.patchWith(r, res, ns, name, func(doc []byte) ([]byte, error) {
-		if ct == mergePatch {
-			return jsonpatch.MergePatch(doc, body)
-		}
-		p, err := jsonpatch.DecodePatch(body)
-		if err != nil {
-			return nil, err
-		}
-		opts := jsonpatch.NewApplyOptions()
-		opts.AccumulatedCopySizeLimit = h.maxBody // copies cannot grow the object past a body's size
-		return p.ApplyWithOptions(doc, opts)
+	stored, err := v.patchWith(r, res, ns, name, func(doc []byte) ([]byte, error) {
+		return applyPatchBody(ct, doc, body, v.maxBody)
 	})
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
@@ -97,14 +204,28 @@ func (h *Handler) patch(r *http.Request, res Resource, ns, name string) (any, in
 	return stored, http.StatusOK, nil
 }
 
+// applyPatchBody applies a JSON merge patch or JSON patch (ct) to doc.
+func applyPatchBody(ct string, doc, patch []byte, maxBody int64) ([]byte, error) {
+	if ct == mergePatch {
+		return jsonpatch.MergePatch(doc, patch)
+	}
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, err
+	}
+	opts := jsonpatch.NewApplyOptions()
+	opts.AccumulatedCopySizeLimit = maxBody // copies cannot grow the object past a body's size
+	return p.ApplyWithOptions(doc, opts)
+}
+
 // patchWith stores change(the stored object's JSON) as an update of the
 // version read, reading again when another write came first.
-func (h *Handler) patchWith(r *http.Request, res Resource, ns, name string, change func([]byte) ([]byte, error)) (manifest.Object, error) {
+func (v *kubeVerbs) patchWith(r *http.Request, res Resource, ns, name string, change func([]byte) ([]byte, error)) (object, error) {
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
-		cur, err := h.store.Get(ctx, res.Kind, ns, name)
+		cur, err := v.kinds.get(ctx, res, ns, name)
 		if err != nil {
-			return nil, storeErr(res, ns, name, "get", err)
+			return nil, err
 		}
 		doc, err := json.Marshal(cur)
 		if err != nil {
@@ -114,33 +235,27 @@ func (h *Handler) patchWith(r *http.Request, res Resource, ns, name string, chan
 		if err != nil {
 			return nil, fail(errBadRequest, "the patch does not apply: %v", err)
 		}
-		objs, err := h.load(patched, ns)
+		objs, err := v.kinds.load(patched, ns)
 		if err != nil {
 			return nil, err
 		}
-		if err := putMatchesURL(len(objs), ApplyPath, res, ns, name, func() (string, *manifest.ObjectMeta) {
-			return objs[0].GetKind(), objs[0].GetMeta()
-		}); err != nil {
+		if err := v.matchesURL(http.MethodPatch, objs, res, ns, name); err != nil {
 			return nil, err
 		}
-		if err := manifest.ValidateUpdate(cur, objs[0]); err != nil {
+		if err := v.kinds.checkUpdate(cur, objs[0]); err != nil {
 			return nil, err
 		}
-		if err := h.track(r, cur, objs[0]); err != nil {
+		if err := v.track(r, cur, objs[0]); err != nil {
 			return nil, err
 		}
-		_, err = h.applyWith(ctx, objs[0], manifest.Preconditions{ResourceVersion: cur.GetMeta().ResourceVersion})
+		_, err = v.kinds.applyWith(ctx, objs[0], manifest.Preconditions{ResourceVersion: cur.GetMeta().ResourceVersion})
 		if errors.Is(err, manifest.ErrConflict) && attempt < maxPatchRetries {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		stored, err := h.store.Get(ctx, res.Kind, ns, name)
-		if err != nil {
-			return nil, storeErr(res, ns, name, "get", err)
-		}
-		return stored, nil
+		return v.kinds.get(ctx, res, ns, name)
 	}
 }
 
@@ -196,12 +311,12 @@ func (h *Handler) scale(r *http.Request, res Resource, ns, name string) (any, in
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	stored, err := h.patchWith(r, res, ns, name, func(doc []byte) ([]byte, error) {
+	stored, err := h.kube.patchWith(r, res, ns, name, func(doc []byte) ([]byte, error) {
 		var cur map[string]any
 		if err := json.Unmarshal(doc, &cur); err != nil {
 			return nil, err
 		}
-		replicas, err := scaledReplicas(r.Method, ct, body, doc, h.maxBody)
+		replicas, err := scaledReplicas(r.Method, ct, body, doc, h.kube.maxBody)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +331,7 @@ func (h *Handler) scale(r *http.Request, res Resource, ns, name string) (any, in
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	return scaleOf(stored), http.StatusOK, nil
+	return scaleOf(stored.(manifest.Object)), http.StatusOK, nil
 }
 
 // scaledReplicas reads the replicas a scale write asks for: a PUT's Scale,
@@ -231,16 +346,8 @@ func scaledReplicas(method, ct string, body, doc []byte, maxBody int64) (int32, 
 		return 0, err
 	}
 	next := body
-	switch {
-	case method == http.MethodPatch && ct == mergePatch:
-		next, err = jsonpatch.MergePatch(cur, body)
-	case method == http.MethodPatch:
-		var p jsonpatch.Patch
-		if p, err = jsonpatch.DecodePatch(body); err == nil {
-			opts := jsonpatch.NewApplyOptions()
-			opts.AccumulatedCopySizeLimit = maxBody
-			next, err = p.ApplyWithOptions(cur, opts)
-		}
+	if method == http.MethodPatch {
+		next, err = applyPatchBody(ct, cur, body, maxBody)
 	}
 	if err != nil {
 		return 0, err
@@ -284,4 +391,98 @@ func scaleOf(obj manifest.Object) *Scale {
 	}
 	s.Status.Replicas = obj.GetStatus().Replicas
 	return s
+}
+
+// status serves …/{name}/status: the object, read-only, since capstan's
+// controllers alone write status (a client's write would be overwritten on
+// the next reconcile).
+func (v *kubeVerbs) status(r *http.Request, res Resource, ns, name string) (any, int, error) {
+	if !res.Status {
+		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return nil, 0, withObject(res.Kind, name, fail(errMethodNotAllowed,
+			"%s is not supported on %s: the status of a %s is written by capstan's controllers (use GET)", r.Method, r.URL.Path, res.Kind))
+	}
+	o, err := v.kinds.get(r.Context(), res, ns, name)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	return o, http.StatusOK, nil
+}
+
+// delete deletes an object (DELETE on its URL) under the DeleteOptions a
+// client sends in the body or the query: preconditions on its uid and
+// resourceVersion (409 when they do not hold), dryRun=All (nothing is
+// deleted; the answer is the object) and the propagation policy. An
+// object's replicas or space process are its dependents, and capstan
+// always stops them before the object goes (as a finalizer would), so
+// Background and Foreground both mean that; Orphan, which would leave them
+// running with no object to own them, is refused.
+func (v *kubeVerbs) delete(r *http.Request, res Resource, ns, name string) (any, int, error) {
+	ctx := r.Context()
+	opts, err := deleteOptionsOf(r, v.maxBody)
+	if err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	if p := opts.Preconditions; p != nil || len(opts.DryRun) > 0 {
+		cur, err := v.kinds.get(ctx, res, ns, name)
+		if err != nil {
+			return nil, 0, withObject(res.Kind, name, err)
+		}
+		m := cur.GetMeta()
+		if p != nil && p.UID != nil && string(*p.UID) != m.UID {
+			return nil, 0, withObject(res.Kind, name, fail(errPrecondition, "Precondition failed: UID in precondition: %s, UID in object meta: %s", *p.UID, m.UID))
+		}
+		if p != nil && p.ResourceVersion != nil && *p.ResourceVersion != m.ResourceVersion {
+			return nil, 0, withObject(res.Kind, name, fail(errPrecondition, "Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", *p.ResourceVersion, m.ResourceVersion))
+		}
+		if len(opts.DryRun) > 0 {
+			return cur, http.StatusOK, nil
+		}
+	}
+	if err := v.kinds.delete(ctx, res, ns, name); err != nil {
+		return nil, 0, withObject(res.Kind, name, err)
+	}
+	group, _, _ := strings.Cut(v.apiVersion, "/")
+	return &Status{Kind: "Status", APIVersion: "v1", Status: StatusSuccess, Code: http.StatusOK,
+		Details: &StatusDetails{Name: name, Group: group, Kind: res.Kind}}, http.StatusOK, nil
+}
+
+// deleteOptionsOf reads a DELETE's DeleteOptions from its body (kubectl,
+// client-go) and its query, and checks them.
+func deleteOptionsOf(r *http.Request, maxBody int64) (metav1.DeleteOptions, error) {
+	var opts metav1.DeleteOptions
+	body, err := readBody(r, maxBody)
+	if err != nil {
+		return opts, err
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := json.Unmarshal(body, &opts); err != nil {
+			return opts, fail(errBadRequest, "the DeleteOptions body: %v", err)
+		}
+	}
+	q := r.URL.Query()
+	if p := q.Get("propagationPolicy"); p != "" {
+		opts.PropagationPolicy = new(metav1.DeletionPropagation(p))
+	}
+	opts.DryRun = append(opts.DryRun, q["dryRun"]...)
+	for _, d := range opts.DryRun {
+		if d != metav1.DryRunAll {
+			return opts, fail(errBadRequest, "dryRun %q: the only dry run is %q", d, metav1.DryRunAll)
+		}
+	}
+	if opts.OrphanDependents != nil && *opts.OrphanDependents {
+		opts.PropagationPolicy = new(metav1.DeletePropagationOrphan)
+	}
+	if p := opts.PropagationPolicy; p != nil {
+		switch *p {
+		case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
+		case metav1.DeletePropagationOrphan:
+			return opts, fail(errBadRequest, "propagationPolicy Orphan: capstan stops an object's replicas with it and cannot leave them running without it; use Background or Foreground")
+		default:
+			return opts, fail(errBadRequest, "propagationPolicy %q must be Background, Foreground or Orphan", *p)
+		}
+	}
+	return opts, nil
 }

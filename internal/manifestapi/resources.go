@@ -20,24 +20,21 @@ type Resource struct {
 	Plural     string   // inferenceendpointconfigs (the URL segment)
 	Singular   string   // inferenceendpointconfig
 	ShortNames []string // iec
-	// KubeVerbs: the kind takes Kubernetes' create and patch verbs and
-	// serves the scale subresource (kube.go), beside capstan's apply.
-	KubeVerbs bool
+	// Scale: the kind serves the scale subresource (kubectl scale).
+	Scale bool
+	// Status: the kind has a status, served read-only at …/{name}/status.
+	Status bool
 }
 
-// verbs are the Kubernetes verbs r answers.
-func (r Resource) verbs() []string {
-	if r.KubeVerbs {
-		return []string{"create", "delete", "get", "list", "patch", "update"}
-	}
-	return []string{"delete", "get", "list", "update"}
-}
+// verbs are the Kubernetes verbs every kind answers (kube.go), beside
+// capstan's multi-document apply.
+var verbs = []string{"create", "delete", "get", "list", "patch", "update"}
 
 // Resources lists the served kinds. Upstream publishes no short names; iec
 // and jsm are capstan's, in the spirit of kubectl's.
 var Resources = []Resource{
-	{Kind: manifest.KindInferenceEndpointConfig, Plural: "inferenceendpointconfigs", Singular: "inferenceendpointconfig", ShortNames: []string{"iec"}, KubeVerbs: true},
-	{Kind: manifest.KindJumpStartModel, Plural: "jumpstartmodels", Singular: "jumpstartmodel", ShortNames: []string{"jsm"}, KubeVerbs: true},
+	{Kind: manifest.KindInferenceEndpointConfig, Plural: "inferenceendpointconfigs", Singular: "inferenceendpointconfig", ShortNames: []string{"iec"}, Scale: true, Status: true},
+	{Kind: manifest.KindJumpStartModel, Plural: "jumpstartmodels", Singular: "jumpstartmodel", ShortNames: []string{"jsm"}, Scale: true, Status: true},
 }
 
 // GroupResource is the kubectl-style qualified name, e.g.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,7 +20,6 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/yaml"
 
-	operatormanifests "github.com/capstan-dev/capstan/deploy/operator"
 	"github.com/capstan-dev/capstan/internal/manifest"
 )
 
@@ -33,11 +33,7 @@ const applyPatch = "application/apply-patch+yaml"
 // conflicts.
 type fieldManagers map[string]*managedfields.FieldManager
 
-func newFieldManagers() (fieldManagers, error) {
-	defs, err := operatormanifests.CRDs()
-	if err != nil {
-		return nil, err
-	}
+func newFieldManagers(defs []apiextv1.CustomResourceDefinition) (fieldManagers, error) {
 	schemas := map[string]*spec.Schema{}
 	var kinds []schema.GroupVersionKind
 	for _, crd := range defs {
@@ -81,7 +77,7 @@ func newFieldManagers() (fieldManagers, error) {
 // field another manager owns with another value is a conflict unless force
 // is true. A missing object is created. The result goes through the same
 // decoding, validation and update rules as any apply.
-func (h *Handler) serverSideApply(r *http.Request, res Resource, ns, name string) (any, int, error) {
+func (v *kubeVerbs) serverSideApply(r *http.Request, res Resource, ns, name string) (any, int, error) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	manager := q.Get("fieldManager")
@@ -92,11 +88,11 @@ func (h *Handler) serverSideApply(r *http.Request, res Resource, ns, name string
 		return nil, 0, withObject(res.Kind, name, fail(errBadRequest, "fieldManager is %d bytes; the limit is 128", len(manager)))
 	}
 	force := q.Get("force") == "true"
-	fm := h.fieldManagers[res.Kind]
+	fm := v.fieldManagers[res.Kind]
 	if fm == nil {
 		return nil, 0, withObject(res.Kind, name, fail(errUnsupportedMediaType, "%s has no server-side apply here", res.Kind))
 	}
-	body, err := h.readBody(r)
+	body, err := readBody(r, v.maxBody)
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
@@ -110,7 +106,7 @@ func (h *Handler) serverSideApply(r *http.Request, res Resource, ns, name string
 	}
 	// Unknown fields and wrong types get capstan's field errors, as in
 	// every other write, before the field manager types the object.
-	if _, err := manifest.Decode(raw); err != nil {
+	if err := v.kinds.decode(raw); err != nil {
 		if len(manifest.FieldErrors(err)) == 0 {
 			err = fail(errBadRequest, "%v", err)
 		}
@@ -126,7 +122,7 @@ func (h *Handler) serverSideApply(r *http.Request, res Resource, ns, name string
 	}
 	applied.SetNamespace(ns)
 	for attempt := 0; ; attempt++ {
-		live, pre, err := h.liveObject(ctx, res, ns, name)
+		live, cur, pre, err := v.liveObject(ctx, res, ns, name)
 		if err != nil {
 			return nil, 0, withObject(res.Kind, name, err)
 		}
@@ -138,31 +134,32 @@ func (h *Handler) serverSideApply(r *http.Request, res Resource, ns, name string
 			return nil, 0, withObject(res.Kind, name, err)
 		}
 		if u, ok := out.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(stamp(live.(*unstructured.Unstructured).GetManagedFields(), u.GetManagedFields(), h.clock.Now()))
+			u.SetManagedFields(stamp(live.(*unstructured.Unstructured).GetManagedFields(), u.GetManagedFields(), v.clock.Now()))
 		}
 		next, err := json.Marshal(out)
 		if err != nil {
 			return nil, 0, err
 		}
-		objs, err := h.load(next, ns)
+		objs, err := v.kinds.load(next, ns)
+		if err == nil {
+			err = v.matchesURL(http.MethodPatch, objs, res, ns, name)
+		}
+		if err == nil && cur != nil {
+			err = v.kinds.checkUpdate(cur, objs[0])
+		}
 		if err != nil {
 			return nil, 0, withObject(res.Kind, name, err)
 		}
-		if !pre.Create {
-			if err := h.checkUpdates(ctx, SplitDocuments(next), objs); err != nil {
-				return nil, 0, withObject(res.Kind, name, err)
-			}
-		}
-		ar, err := h.applyWith(ctx, objs[0], pre)
+		ar, err := v.kinds.applyWith(ctx, objs[0], pre)
 		if (errors.Is(err, manifest.ErrConflict) || errors.Is(err, manifest.ErrAlreadyExists)) && attempt < maxPatchRetries {
 			continue
 		}
 		if err != nil {
 			return nil, 0, withObject(res.Kind, name, err)
 		}
-		stored, err := h.store.Get(ctx, res.Kind, ns, name)
+		stored, err := v.kinds.get(ctx, res, ns, name)
 		if err != nil {
-			return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "get", err))
+			return nil, 0, withObject(res.Kind, name, err)
 		}
 		code := http.StatusOK
 		if ar.Action == manifest.ActionCreated {
@@ -172,31 +169,32 @@ func (h *Handler) serverSideApply(r *http.Request, res Resource, ns, name string
 	}
 }
 
-// liveObject is the stored object as server-side apply reads it, with the
-// preconditions its write needs: an update of the version read, or a
-// create of an empty object when there is none.
-func (h *Handler) liveObject(ctx context.Context, res Resource, ns, name string) (runtime.Object, manifest.Preconditions, error) {
-	cur, err := h.store.Get(ctx, res.Kind, ns, name)
-	if errors.Is(err, manifest.ErrNotFound) {
+// liveObject is the stored object as server-side apply reads it (and as
+// it is, nil when there is none), with the preconditions its write needs:
+// an update of the version read, or a create of an empty object when there
+// is none.
+func (v *kubeVerbs) liveObject(ctx context.Context, res Resource, ns, name string) (runtime.Object, object, manifest.Preconditions, error) {
+	cur, err := v.kinds.get(ctx, res, ns, name)
+	if errors.Is(err, errNotFound) {
 		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(manifest.APIVersion)
+		u.SetAPIVersion(v.apiVersion)
 		u.SetKind(res.Kind)
 		u.SetNamespace(ns)
 		u.SetName(name)
-		return u, manifest.Preconditions{Create: true}, nil
+		return u, nil, manifest.Preconditions{Create: true}, nil
 	}
 	if err != nil {
-		return nil, manifest.Preconditions{}, storeErr(res, ns, name, "get", err)
+		return nil, nil, manifest.Preconditions{}, err
 	}
 	b, err := json.Marshal(cur)
 	if err != nil {
-		return nil, manifest.Preconditions{}, err
+		return nil, nil, manifest.Preconditions{}, err
 	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(b); err != nil {
-		return nil, manifest.Preconditions{}, err
+		return nil, nil, manifest.Preconditions{}, err
 	}
-	return u, manifest.Preconditions{ResourceVersion: cur.GetMeta().ResourceVersion}, nil
+	return u, cur, manifest.Preconditions{ResourceVersion: cur.GetMeta().ResourceVersion}, nil
 }
 
 // The conversions server-side apply needs for a custom resource that has
@@ -260,8 +258,8 @@ func conflictStatus(err error) (*Status, bool) {
 // manager (its fieldManager parameter, else its User-Agent's product, as
 // the API server names it), so a later server-side apply sees who owns
 // what. live is the stored object, nil for a create.
-func (h *Handler) track(r *http.Request, live, next manifest.Object) error {
-	fm := h.fieldManagers[next.GetKind()]
+func (v *kubeVerbs) track(r *http.Request, live, next object) error {
+	fm := v.fieldManagers[next.GetKind()]
 	if fm == nil {
 		return nil
 	}
@@ -275,7 +273,7 @@ func (h *Handler) track(r *http.Request, live, next manifest.Object) error {
 	if len(manager) > 128 {
 		return fail(errBadRequest, "fieldManager is %d bytes; the limit is 128", len(manager))
 	}
-	toUnstructured := func(o manifest.Object) (*unstructured.Unstructured, error) {
+	toUnstructured := func(o object) (*unstructured.Unstructured, error) {
 		b, err := json.Marshal(o)
 		if err != nil {
 			return nil, err
@@ -310,7 +308,7 @@ func (h *Handler) track(r *http.Request, live, next manifest.Object) error {
 	if live != nil {
 		prev = live.GetMeta().ManagedFields
 	}
-	next.GetMeta().ManagedFields = stamp(prev, acc.GetManagedFields(), h.clock.Now())
+	next.GetMeta().ManagedFields = stamp(prev, acc.GetManagedFields(), v.clock.Now())
 	return nil
 }
 

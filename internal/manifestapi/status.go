@@ -85,6 +85,9 @@ var (
 	errNotFound             = errors.New("not found")
 	errMethodNotAllowed     = errors.New("method not allowed")
 	errTooLarge             = errors.New("request entity too large")
+	// errPrecondition: a DELETE's preconditions do not hold (409, as in
+	// Kubernetes).
+	errPrecondition = errors.New("precondition failed")
 )
 
 // kindError is an error of one of the kinds above whose message is only
@@ -148,7 +151,7 @@ func statusFor(err error) *Status {
 		if oe != nil {
 			st.Message = fmt.Sprintf("Operation cannot be fulfilled on %s %q: %v", groupResourceOf(oe.kind), oe.name, manifest.ErrConflict)
 		}
-	case errors.Is(err, deployment.ErrBeingDeleted), errors.Is(err, spaces.ErrInUse):
+	case errors.Is(err, deployment.ErrBeingDeleted), errors.Is(err, spaces.ErrInUse), errors.Is(err, errPrecondition):
 		st.Code, st.Reason = http.StatusConflict, ReasonConflict
 	case errors.Is(err, manifest.ErrAlreadyExists):
 		st.Code, st.Reason = http.StatusConflict, ReasonAlreadyExists
@@ -176,6 +179,11 @@ func statusFor(err error) *Status {
 func groupResourceOf(kind string) string {
 	if r, ok := ResourceForKind(kind); ok {
 		return r.Plural + "." + Group
+	}
+	for _, r := range WorkspaceResources {
+		if r.Kind == kind {
+			return r.Plural + "." + workspace.Group
+		}
 	}
 	return strings.ToLower(kind) + "." + groupOf(kind)
 }

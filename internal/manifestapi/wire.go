@@ -66,8 +66,11 @@ func resourceList(groupVersion string, resources []Resource) *APIResourceList {
 	l := &APIResourceList{Kind: "APIResourceList", APIVersion: "v1", GroupVersion: groupVersion}
 	for _, r := range resources {
 		l.Resources = append(l.Resources, APIResource{Name: r.Plural, SingularName: r.Singular, Namespaced: true,
-			Kind: r.Kind, Verbs: r.verbs(), ShortNames: r.ShortNames})
-		if r.KubeVerbs {
+			Kind: r.Kind, Verbs: verbs, ShortNames: r.ShortNames})
+		if r.Status {
+			l.Resources = append(l.Resources, APIResource{Name: r.Plural + "/status", Namespaced: true, Kind: r.Kind, Verbs: []string{"get"}})
+		}
+		if r.Scale {
 			l.Resources = append(l.Resources, APIResource{Name: r.Plural + "/scale", Namespaced: true, Group: "autoscaling", Version: "v1",
 				Kind: "Scale", Verbs: []string{"get", "patch", "update"}})
 		}

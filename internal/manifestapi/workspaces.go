@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 
+	spacesmanifests "github.com/capstan-dev/capstan/deploy/spaces"
+	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/workspace"
 )
@@ -21,7 +23,7 @@ const WorkspaceApplyPath = WorkspaceBasePath + "/apply"
 
 // WorkspaceResources are the spaces' kinds, with the names the CLI accepts.
 var WorkspaceResources = []Resource{
-	{Kind: workspace.KindWorkspace, Plural: "workspaces", Singular: "workspace", ShortNames: []string{"ws", "space", "spaces"}},
+	{Kind: workspace.KindWorkspace, Plural: "workspaces", Singular: "workspace", ShortNames: []string{"ws", "space", "spaces"}, Status: true},
 	{Kind: workspace.KindWorkspaceTemplate, Plural: "workspacetemplates", Singular: "workspacetemplate", ShortNames: []string{"wst"}},
 }
 
@@ -51,6 +53,9 @@ type WorkspaceStore interface {
 	// Templates in pending are applied in the same request and count.
 	Check(ctx context.Context, obj workspace.Object, pending []*workspace.WorkspaceTemplate) error
 	Apply(ctx context.Context, obj workspace.Object) (manifest.ApplyResult, error)
+	// ApplyWith is Apply under Kubernetes' create and update
+	// preconditions (manifest.ErrAlreadyExists, manifest.ErrConflict).
+	ApplyWith(ctx context.Context, obj workspace.Object, pre manifest.Preconditions) (manifest.ApplyResult, error)
 	Get(ctx context.Context, kind, namespace, name string) (workspace.Object, error)
 	List(ctx context.Context, kind, namespace string) ([]workspace.Object, error)
 	Delete(ctx context.Context, kind, namespace, name string) error
@@ -63,14 +68,83 @@ type WorkspaceHandler struct {
 	store WorkspaceStore
 	log   *slog.Logger
 	body  *Handler // body limits and JSON writing
+	// kube are Kubernetes' write verbs over the store (kube.go).
+	kube *kubeVerbs
 }
 
-// NewWorkspaces returns the spaces' API over store.
-func NewWorkspaces(store WorkspaceStore, log *slog.Logger) *WorkspaceHandler {
+// NewWorkspaces returns the spaces' API over store; clk stamps
+// managedFields entries (nil: the wall clock).
+func NewWorkspaces(store WorkspaceStore, log *slog.Logger, clk clock.Clock) (*WorkspaceHandler, error) {
+	if store == nil {
+		return nil, errors.New("manifestapi: the workspace store is required")
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &WorkspaceHandler{store: store, log: log, body: &Handler{maxBody: manifest.MaxManifestBytes, maxDocs: manifest.MaxDocuments, log: log}}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	defs, err := spacesmanifests.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	fms, err := newFieldManagers(defs)
+	if err != nil {
+		return nil, err
+	}
+	h := &WorkspaceHandler{store: store, log: log, body: &Handler{maxBody: manifest.MaxManifestBytes, maxDocs: manifest.MaxDocuments, log: log}}
+	h.kube = &kubeVerbs{kinds: workspaceKinds{h}, apiVersion: workspace.APIVersion, applyPath: WorkspaceApplyPath,
+		maxBody: manifest.MaxManifestBytes, fieldManagers: fms, clock: clk}
+	return h, nil
+}
+
+// workspaceKinds are the spaces' kinds as the Kubernetes verbs see them.
+type workspaceKinds struct{ h *WorkspaceHandler }
+
+func (k workspaceKinds) get(ctx context.Context, res Resource, ns, name string) (object, error) {
+	o, err := k.h.store.Get(ctx, res.Kind, ns, name)
+	if err != nil {
+		return nil, wsStoreErr(res, ns, name, err)
+	}
+	return o, nil
+}
+
+func (k workspaceKinds) load(body []byte, ns string) ([]object, error) {
+	objs, _, err := k.h.load(body, ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]object, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out, nil
+}
+
+func (workspaceKinds) decode(raw []byte) error {
+	_, err := workspace.Decode(raw)
+	return err
+}
+
+// checkUpdate has nothing to compare: the store checks a workspace against
+// its template and cluster as it applies it.
+func (workspaceKinds) checkUpdate(_, _ object) error { return nil }
+
+func (k workspaceKinds) delete(ctx context.Context, res Resource, ns, name string) error {
+	if err := k.h.store.Delete(ctx, res.Kind, ns, name); err != nil {
+		return wsStoreErr(res, ns, name, err)
+	}
+	k.h.log.InfoContext(ctx, "workspace object deleted", "kind", res.Kind, "namespace", ns, "name", name)
+	return nil
+}
+
+func (k workspaceKinds) applyWith(ctx context.Context, o object, pre manifest.Preconditions) (manifest.ApplyResult, error) {
+	ar, err := k.h.store.ApplyWith(ctx, o.(workspace.Object), pre)
+	if err != nil {
+		return manifest.ApplyResult{}, err
+	}
+	k.h.log.InfoContext(ctx, "workspace object applied", "kind", ar.Kind, "namespace", ar.Namespace, "name", ar.Name, "action", ar.Action)
+	return ar, nil
 }
 
 func (h *WorkspaceHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -112,12 +186,18 @@ func (h *WorkspaceHandler) route(r *http.Request) (any, int, error) {
 		}
 		return resourceList(workspace.APIVersion, WorkspaceResources), http.StatusOK, nil
 	case t.name == "":
+		if r.Method == http.MethodPost && t.ns != "" {
+			return h.kube.create(r, *t.res, t.ns)
+		}
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
 		return h.list(ctx, *t.res, t.ns)
 	}
 	res, ns, name := *t.res, t.ns, t.name
+	if t.sub == "status" {
+		return h.kube.status(r, res, ns, name)
+	}
 	if t.sub != "" {
 		if t.sub != "events" {
 			return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
@@ -142,16 +222,13 @@ func (h *WorkspaceHandler) route(r *http.Request) (any, int, error) {
 		}
 		return obj, http.StatusOK, nil
 	case http.MethodPut:
-		return h.put(r, res, ns, name)
+		return h.kube.put(r, res, ns, name)
+	case http.MethodPatch:
+		return h.kube.patch(r, res, ns, name)
 	case http.MethodDelete:
-		if err := h.store.Delete(ctx, res.Kind, ns, name); err != nil {
-			return nil, 0, withObject(res.Kind, name, wsStoreErr(res, ns, name, err))
-		}
-		h.log.InfoContext(ctx, "workspace object deleted", "kind", res.Kind, "namespace", ns, "name", name)
-		return &Status{Kind: "Status", APIVersion: "v1", Status: StatusSuccess, Code: http.StatusOK,
-			Details: &StatusDetails{Name: name, Group: workspace.Group, Kind: res.Kind}}, http.StatusOK, nil
+		return h.kube.delete(r, res, ns, name)
 	default:
-		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT or DELETE)", r.Method, r.URL.Path)
+		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT, PATCH or DELETE)", r.Method, r.URL.Path)
 	}
 }
 
@@ -224,31 +301,6 @@ func (h *WorkspaceHandler) load(body []byte, defaultNS string) ([]workspace.Obje
 		seen[k] = i
 	}
 	return objs, docs, errors.Join(errs...)
-}
-
-func (h *WorkspaceHandler) put(r *http.Request, res Resource, ns, name string) (any, int, error) {
-	body, err := h.body.readBody(r)
-	if err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	objs, _, err := h.load(body, ns)
-	if err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	if err := putMatchesURL(len(objs), WorkspaceApplyPath, res, ns, name, func() (string, *manifest.ObjectMeta) {
-		return objs[0].GetKind(), objs[0].GetMeta()
-	}); err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	ar, err := h.store.Apply(r.Context(), objs[0])
-	if err != nil {
-		return nil, 0, withObject(res.Kind, name, err)
-	}
-	code := http.StatusOK
-	if ar.Action == manifest.ActionCreated {
-		code = http.StatusCreated
-	}
-	return ar, code, nil
 }
 
 func (h *WorkspaceHandler) applyMany(r *http.Request) (any, int, error) {

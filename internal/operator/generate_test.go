@@ -10,11 +10,24 @@ import (
 )
 
 // TestGeneratedManifestsCurrent fails when the committed CRDs and
-// ClusterRole under deploy/operator differ from what controller-gen makes
-// of the Go types and markers now: it runs the package's own go:generate
-// line into a temporary directory and compares.
+// ClusterRole under deploy/operator, or the spaces' CRDs under
+// deploy/spaces, differ from what controller-gen makes of the Go types and
+// markers now: it runs each package's own go:generate line into a
+// temporary directory and compares.
 func TestGeneratedManifestsCurrent(t *testing.T) {
-	dir, err := filepath.Abs("../../deploy/operator")
+	for _, pkg := range []struct {
+		dir  string
+		subs []string
+	}{
+		{"../../deploy/operator", []string{"crds", "rbac"}},
+		{"../../deploy/spaces", []string{"crds"}},
+	} {
+		t.Run(filepath.Base(pkg.dir), func(t *testing.T) { checkGenerated(t, pkg.dir, pkg.subs) })
+	}
+}
+
+func checkGenerated(t *testing.T, rel string, subs []string) {
+	dir, err := filepath.Abs(rel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,16 +42,15 @@ func TestGeneratedManifestsCurrent(t *testing.T) {
 		}
 	}
 	if line == "" {
-		t.Fatal("deploy/operator/embed.go has no go:generate line")
+		t.Fatalf("%s/embed.go has no go:generate line", rel)
 	}
 	out := t.TempDir()
 	args := strings.Fields(line)
 	for i, a := range args {
-		switch a {
-		case "output:crd:dir=crds":
-			args[i] = "output:crd:dir=" + filepath.Join(out, "crds")
-		case "output:rbac:dir=rbac":
-			args[i] = "output:rbac:dir=" + filepath.Join(out, "rbac")
+		for _, sub := range subs {
+			if a == "output:"+strings.TrimSuffix(sub, "s")+":dir="+sub {
+				args[i] = "output:" + strings.TrimSuffix(sub, "s") + ":dir=" + filepath.Join(out, sub)
+			}
 		}
 	}
 	cmd := exec.Command(args[0], args[1:]...)
@@ -46,7 +58,7 @@ func TestGeneratedManifestsCurrent(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", line, err, b)
 	}
-	for _, sub := range []string{"crds", "rbac"} {
+	for _, sub := range subs {
 		files, err := filepath.Glob(filepath.Join(out, sub, "*.yaml"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("controller-gen wrote no %s: %v", sub, err)
@@ -55,7 +67,7 @@ func TestGeneratedManifestsCurrent(t *testing.T) {
 			want, _ := os.ReadFile(f)
 			got, err := os.ReadFile(filepath.Join(dir, sub, filepath.Base(f)))
 			if err != nil || !bytes.Equal(got, want) {
-				t.Errorf("deploy/operator/%s/%s is not what controller-gen generates (run go generate ./deploy/operator and commit)", sub, filepath.Base(f))
+				t.Errorf("%s/%s/%s is not what controller-gen generates (run go generate ./%s and commit)", filepath.Base(dir), sub, filepath.Base(f), strings.TrimPrefix(rel, "../../"))
 			}
 		}
 	}

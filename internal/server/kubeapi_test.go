@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -100,6 +102,31 @@ func TestKubernetesClients(t *testing.T) {
 	}
 	if jsm == nil || !slices.Contains(jsm.ShortNames, "jsm") || !slices.Contains(jsm.Verbs, "watch") || !jsm.Namespaced {
 		t.Fatalf("jumpstartmodels in discovery: %+v", jsm)
+	}
+	// Aggregated discovery, which client-go asks for first: every group in
+	// one document, subresources folded into their resources.
+	res, err := cs.Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", discovery.AcceptV2).Do(ctx).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agg apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal(res, &agg); err != nil || agg.Kind != "APIGroupDiscoveryList" {
+		t.Fatalf("aggregated discovery: %v %.300s", err, res)
+	}
+	var subs []string
+	groups := map[string]bool{}
+	for _, g := range agg.Items {
+		groups[g.Name] = true
+		for _, r := range g.Versions[0].Resources {
+			if r.Resource == "jumpstartmodels" {
+				for _, s := range r.Subresources {
+					subs = append(subs, s.Subresource)
+				}
+			}
+		}
+	}
+	if !groups["workspace.jupyter.org"] || !slices.Equal(subs, []string{"status", "scale"}) {
+		t.Fatalf("aggregated discovery: groups %v, jumpstartmodels subresources %v", groups, subs)
 	}
 
 	putJSM(t, h, testAdmin, "alpha", 1)
@@ -245,5 +272,112 @@ func TestKubernetesClients(t *testing.T) {
 	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil || !slices.ContainsFunc(nss.Items, func(n corev1.Namespace) bool { return n.Name == "default" }) {
 		t.Fatalf("namespaces %+v, %v", nss, err)
+	}
+}
+
+var workspaceResource = schema.GroupVersionResource{Group: "workspace.jupyter.org", Version: "v1alpha1", Resource: "workspaces"}
+
+// TestKubernetesWorkspaceWrites drives the spaces' kinds with client-go's
+// dynamic client, as kubectl writes them: create (AlreadyExists the second
+// time), a merge patch, an update of a stale read (Conflict), server-side
+// apply with its field manager, the read-only status subresource, and a
+// list in pages.
+func TestKubernetesWorkspaceWrites(t *testing.T) {
+	h := startHarness(t, config.Config{AdminTokens: []string{testAdmin}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: h.url, BearerToken: testAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spaces := dyn.Resource(workspaceResource).Namespace("default")
+	space := func(name, desired string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "workspace.jupyter.org/v1alpha1", "kind": "Workspace",
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"displayName": name, "desiredStatus": desired}}}
+	}
+	created, err := spaces.Create(ctx, space("my-space", "Stopped"), metav1.CreateOptions{FieldManager: "tests"})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if created.GetUID() == "" || created.GetGeneration() != 1 || len(created.GetManagedFields()) != 1 || created.GetManagedFields()[0].Manager != "tests" {
+		t.Fatalf("created %+v", created.Object["metadata"])
+	}
+	if _, err := spaces.Create(ctx, space("my-space", "Stopped"), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("second create: %v, want AlreadyExists", err)
+	}
+	bad := space("bad", "Stopped")
+	unstructured.SetNestedField(bad.Object, int64(1), "spec", "gpu")
+	if _, err := spaces.Create(ctx, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.gpu") {
+		t.Fatalf("create with an unknown field: %v, want Invalid naming spec.gpu", err)
+	}
+	stale, err := spaces.Get(ctx, "my-space", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := spaces.Patch(ctx, "my-space", types.MergePatchType, []byte(`{"spec":{"displayName":"Mine"}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("merge patch: %v", err)
+	}
+	if n, _, _ := unstructured.NestedString(patched.Object, "spec", "displayName"); n != "Mine" || patched.GetGeneration() != 2 {
+		t.Fatalf("after the patch: displayName %q, generation %d", n, patched.GetGeneration())
+	}
+	if _, err := spaces.Update(ctx, stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("update of a stale read: %v, want Conflict", err)
+	}
+
+	// Server-side apply: the applier owns displayName; a second manager
+	// setting it otherwise conflicts until it forces.
+	if _, err := spaces.Apply(ctx, "my-space", space("my-space", "Stopped"), metav1.ApplyOptions{FieldManager: "ops"}); !apierrors.IsConflict(err) {
+		t.Fatalf("apply over another manager's displayName: %v, want Conflict", err)
+	}
+	applied, err := spaces.Apply(ctx, "my-space", space("my-space", "Stopped"), metav1.ApplyOptions{FieldManager: "ops", Force: true})
+	if err != nil {
+		t.Fatalf("forced apply: %v", err)
+	}
+	if n, _, _ := unstructured.NestedString(applied.Object, "spec", "displayName"); n != "my-space" ||
+		!slices.ContainsFunc(applied.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+			return e.Manager == "ops" && e.Operation == metav1.ManagedFieldsOperationApply
+		}) {
+		t.Fatalf("after the forced apply: displayName %q, managedFields %+v", n, applied.GetManagedFields())
+	}
+	again, err := spaces.Apply(ctx, "my-space", space("my-space", "Stopped"), metav1.ApplyOptions{FieldManager: "ops"})
+	if err != nil || again.GetResourceVersion() != applied.GetResourceVersion() {
+		t.Fatalf("repeated apply: resourceVersion %s then %s, %v", applied.GetResourceVersion(), again.GetResourceVersion(), err)
+	}
+
+	// status is read-only: capstan's controllers write it.
+	st, err := spaces.Get(ctx, "my-space", metav1.GetOptions{}, "status")
+	if phase, _, _ := unstructured.NestedString(st.Object, "status", "phase"); err != nil || phase == "" {
+		t.Fatalf("status subresource: phase %q, %v", phase, err)
+	}
+	if _, err := spaces.UpdateStatus(ctx, st, metav1.UpdateOptions{}); !apierrors.IsMethodNotSupported(err) {
+		t.Fatalf("status write: %v, want MethodNotSupported", err)
+	}
+
+	// A list in pages of one: every space once, then no continue token.
+	for _, n := range []string{"b-space", "c-space"} {
+		if _, err := spaces.Create(ctx, space(n, "Stopped"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	opts := metav1.ListOptions{Limit: 1}
+	for page := 0; ; page++ {
+		l, err := spaces.List(ctx, opts)
+		if err != nil || len(l.Items) != 1 || page > 3 {
+			t.Fatalf("page %d: %d items, %v", page, len(l.Items), err)
+		}
+		names = append(names, l.Items[0].GetName())
+		if opts.Continue = l.GetContinue(); opts.Continue == "" {
+			break
+		}
+	}
+	if !slices.Equal(names, []string{"b-space", "c-space", "my-space"}) {
+		t.Fatalf("pages listed %v", names)
+	}
+	if err := spaces.Delete(ctx, "my-space", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete: %v", err)
 	}
 }

@@ -233,7 +233,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	// capstan's own APIs date their answers by the server's clock (the CLI's AGE columns).
 	var manifestsH, nodeAPIH http.Handler = manifestapi.WithServerDate(manifests, clk), manifestapi.WithServerDate(nodesH, clk)
-	var workspacesH http.Handler = manifestapi.WithServerDate(manifestapi.NewWorkspaces(spc, log), clk)
+	workspaces, err := manifestapi.NewWorkspaces(spc, log, clk)
+	if err != nil {
+		return nil, err
+	}
+	var workspacesH http.Handler = manifestapi.WithServerDate(workspaces, clk)
 	var front http.Handler = openai.NewHandler(gw, openai.Options{Logger: log, Clock: clk})
 	var metricsH, clockH http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), clockHandler(clk)
 	var targetsH, replicaMetricsH http.Handler = observability.TargetsHandler(rt), observability.ReplicaMetricsHandler(rt)

@@ -423,6 +423,14 @@ func (s *Service) Check(ctx context.Context, obj workspace.Object, pending []*wo
 // defaulted and valid on its own; Apply checks a workspace against its
 // template and cluster, and refuses to grow past the limits.
 func (s *Service) Apply(ctx context.Context, obj workspace.Object) (manifest.ApplyResult, error) {
+	return s.ApplyWith(ctx, obj, manifest.Preconditions{})
+}
+
+// ApplyWith is Apply under pre, checked in the same transaction as the
+// write: manifest.ErrAlreadyExists when pre.Create finds the object,
+// manifest.ErrNotFound when pre.ResourceVersion is set and there is none,
+// manifest.ErrConflict when it is not the stored object's.
+func (s *Service) ApplyWith(ctx context.Context, obj workspace.Object, pre manifest.Preconditions) (manifest.ApplyResult, error) {
 	m := obj.GetMeta()
 	res := manifest.ApplyResult{Kind: obj.GetKind(), Namespace: m.Namespace, Name: m.Name}
 	k := key(m.Namespace, m.Name)
@@ -434,9 +442,9 @@ func (s *Service) Apply(ctx context.Context, obj workspace.Object) (manifest.App
 	err := s.o.Store.Update(func(tx *store.Tx) error {
 		switch o := obj.(type) {
 		case *workspace.WorkspaceTemplate:
-			return s.applyTemplate(tx, o, k, now, &res)
+			return s.applyTemplate(tx, o, pre, k, now, &res)
 		case *workspace.Workspace:
-			return s.applySpace(tx, o, co, k, now, &res)
+			return s.applySpace(tx, o, co, pre, k, now, &res)
 		default:
 			return fmt.Errorf("spaces: cannot apply %T", obj)
 		}
@@ -456,10 +464,13 @@ func count(tx *store.Tx, bucket string) (int, error) {
 	return n, err
 }
 
-func (s *Service) applyTemplate(tx *store.Tx, t *workspace.WorkspaceTemplate, k string, now time.Time, res *manifest.ApplyResult) error {
+func (s *Service) applyTemplate(tx *store.Tx, t *workspace.WorkspaceTemplate, pre manifest.Preconditions, k string, now time.Time, res *manifest.ApplyResult) error {
 	var prev workspace.WorkspaceTemplate
 	found, err := tx.Get(bucketTemplates, k, &prev)
 	if err != nil {
+		return err
+	}
+	if err := checkPreconditions(pre, found, prev.Metadata.ResourceVersion, t.GetKind(), k); err != nil {
 		return err
 	}
 	next := *t
@@ -477,8 +488,7 @@ func (s *Service) applyTemplate(tx *store.Tx, t *workspace.WorkspaceTemplate, k 
 		return tx.Put(bucketTemplates, k, &next)
 	}
 	pm := prev.Metadata
-	next.Metadata.UID, next.Metadata.CreationTimestamp, next.Metadata.Generation = pm.UID, pm.CreationTimestamp, pm.Generation
-	next.Metadata.ResourceVersion = pm.ResourceVersion
+	keepServerMeta(&pm, &next.Metadata)
 	if reflect.DeepEqual(prev.Spec, next.Spec) && sameMeta(&pm, &next.Metadata) {
 		res.Action, res.Generation = manifest.ActionUnchanged, pm.Generation
 		return nil
@@ -491,9 +501,35 @@ func (s *Service) applyTemplate(tx *store.Tx, t *workspace.WorkspaceTemplate, k 
 	return tx.Put(bucketTemplates, k, &next)
 }
 
+// checkPreconditions checks a write's Kubernetes preconditions against
+// what is stored under k (found, at version rv).
+func checkPreconditions(pre manifest.Preconditions, found bool, rv, kind, k string) error {
+	switch {
+	case found && pre.Create:
+		return fmt.Errorf("%s %s: %w", kind, k, manifest.ErrAlreadyExists)
+	case !found && pre.ResourceVersion != "":
+		return fmt.Errorf("%s %s: %w", kind, k, manifest.ErrNotFound)
+	case found && pre.ResourceVersion != "" && rv != pre.ResourceVersion:
+		return fmt.Errorf("%s %s: %w", kind, k, manifest.ErrConflict)
+	}
+	return nil
+}
+
+// keepServerMeta gives next the server-set metadata of prev, the stored
+// object's: uid, creation time, generation, resourceVersion, and its
+// managedFields when the write brings none (capstan apply records none).
+func keepServerMeta(prev, next *manifest.ObjectMeta) {
+	next.UID, next.CreationTimestamp, next.Generation = prev.UID, prev.CreationTimestamp, prev.Generation
+	next.ResourceVersion = prev.ResourceVersion
+	if next.ManagedFields == nil {
+		next.ManagedFields = prev.ManagedFields
+	}
+}
+
 func sameMeta(a, b *manifest.ObjectMeta) bool {
 	eq := func(x, y map[string]string) bool { return len(x) == 0 && len(y) == 0 || reflect.DeepEqual(x, y) }
-	return eq(a.Labels, b.Labels) && eq(a.Annotations, b.Annotations)
+	return eq(a.Labels, b.Labels) && eq(a.Annotations, b.Annotations) &&
+		(len(a.ManagedFields) == 0 && len(b.ManagedFields) == 0 || reflect.DeepEqual(a.ManagedFields, b.ManagedFields))
 }
 
 func bump(rv string) string {
@@ -502,10 +538,13 @@ func bump(rv string) string {
 	return fmt.Sprint(n + 1)
 }
 
-func (s *Service) applySpace(tx *store.Tx, w *workspace.Workspace, co clusterOffers, k string, now time.Time, res *manifest.ApplyResult) error {
+func (s *Service) applySpace(tx *store.Tx, w *workspace.Workspace, co clusterOffers, pre manifest.Preconditions, k string, now time.Time, res *manifest.ApplyResult) error {
 	var rec record
 	found, err := tx.Get(bucketSpaces, k, &rec)
 	if err != nil {
+		return err
+	}
+	if err := checkPreconditions(pre, found, rec.Workspace.Metadata.ResourceVersion, w.GetKind(), k); err != nil {
 		return err
 	}
 	if found && rec.Deleting {
@@ -544,8 +583,7 @@ func (s *Service) applySpace(tx *store.Tx, w *workspace.Workspace, co clusterOff
 	}
 	prev := rec.Workspace
 	pm := prev.Metadata
-	next.Metadata.UID, next.Metadata.CreationTimestamp, next.Metadata.Generation = pm.UID, pm.CreationTimestamp, pm.Generation
-	next.Metadata.ResourceVersion = pm.ResourceVersion
+	keepServerMeta(&pm, &next.Metadata)
 	next.Status = prev.Status
 	if reflect.DeepEqual(prev.Spec, next.Spec) && sameMeta(&pm, &next.Metadata) {
 		res.Action, res.Generation = manifest.ActionUnchanged, pm.Generation

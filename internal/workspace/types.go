@@ -68,16 +68,40 @@ type WorkspaceSpec struct {
 
 	// Accepted and answered with a warning (Ignored): Kubernetes pod
 	// settings with no meaning for a process on one machine.
-	ServiceAccountName       string          `json:"serviceAccountName,omitempty"`
-	Volumes                  json.RawMessage `json:"volumes,omitempty"`
-	Affinity                 json.RawMessage `json:"affinity,omitempty"`
-	Tolerations              json.RawMessage `json:"tolerations,omitempty"`
-	Lifecycle                json.RawMessage `json:"lifecycle,omitempty"`
-	ReadinessProbe           json.RawMessage `json:"readinessProbe,omitempty"`
-	AccessStrategy           json.RawMessage `json:"accessStrategy,omitempty"`
-	PodSecurityContext       json.RawMessage `json:"podSecurityContext,omitempty"`
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Volumes json.RawMessage `json:"volumes,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Affinity json.RawMessage `json:"affinity,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Tolerations json.RawMessage `json:"tolerations,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Lifecycle json.RawMessage `json:"lifecycle,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	ReadinessProbe json.RawMessage `json:"readinessProbe,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	AccessStrategy json.RawMessage `json:"accessStrategy,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PodSecurityContext json.RawMessage `json:"podSecurityContext,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	ContainerSecurityContext json.RawMessage `json:"containerSecurityContext,omitempty"`
-	InitContainers           json.RawMessage `json:"initContainers,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	InitContainers json.RawMessage `json:"initContainers,omitempty"`
 }
 
 // Storage is the space's home directory.
@@ -106,6 +130,9 @@ type IdleShutdown struct {
 	IdleTimeoutInMinutes int  `json:"idleTimeoutInMinutes"`
 	// Detection is accepted for compatibility; capstan detects activity
 	// itself (Ignored says so).
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	Detection json.RawMessage `json:"detection,omitempty"`
 }
 
@@ -139,6 +166,9 @@ type WorkspaceStatus struct {
 	GPUs         int    `json:"gpus,omitempty"`
 	MIGSlice     string `json:"migSlice,omitempty"`
 	// LastActivity is when capstan last saw the space in use.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
 	LastActivity       *time.Time  `json:"lastActivity,omitempty"`
 	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
 	Conditions         []Condition `json:"conditions,omitempty"`
@@ -146,10 +176,13 @@ type WorkspaceStatus struct {
 
 // Condition is a metav1.Condition.
 type Condition struct {
-	Type               string    `json:"type"`
-	Status             string    `json:"status"`
-	Reason             string    `json:"reason,omitempty"`
-	Message            string    `json:"message,omitempty"`
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
 	LastTransitionTime time.Time `json:"lastTransitionTime"`
 }
 
@@ -182,11 +215,22 @@ type WorkspaceTemplateSpec struct {
 	IdleShutdownOverrides  *IdleShutdownPolicy `json:"idleShutdownOverrides,omitempty"`
 	AppType                string              `json:"appType,omitempty"`
 
-	AllowSecondaryStorages *bool           `json:"allowSecondaryStorages,omitempty"`
-	DefaultAffinity        json.RawMessage `json:"defaultAffinity,omitempty"`
-	DefaultTolerations     json.RawMessage `json:"defaultTolerations,omitempty"`
-	DefaultAccessStrategy  json.RawMessage `json:"defaultAccessStrategy,omitempty"`
-	DefaultLifecycle       json.RawMessage `json:"defaultLifecycle,omitempty"`
+	AllowSecondaryStorages *bool `json:"allowSecondaryStorages,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	DefaultAffinity json.RawMessage `json:"defaultAffinity,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	DefaultTolerations json.RawMessage `json:"defaultTolerations,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	DefaultAccessStrategy json.RawMessage `json:"defaultAccessStrategy,omitempty"`
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	DefaultLifecycle json.RawMessage `json:"defaultLifecycle,omitempty"`
 }
 
 // ResourceBounds are the ranges a workspace's requests must fall in.

@@ -6,7 +6,9 @@
 # (the CRD's printer columns, -o wide, -o yaml, -o jsonpath, -A, -l), wait
 # --for=condition and --for=jsonpath, get -w seeing a scale, scale, patch
 # (merge and JSON), label, explain, describe with the object's events,
-# events, get namespaces, get nodes (-L, -l, jsonpath), replace of a stale
+# events, get namespaces, get nodes (-L, -l, jsonpath), get in chunks
+# (limit and continue), the documentation's Workspace (apply, server-side,
+# create, patch, wait, status, explain, bad input, delete), replace of a stale
 # read (Conflict), bad input
 # (unknown field, a MIG profile the GPU lacks) shown with capstan's field
 # messages, a field selector capstan does not support, and delete (waiting
@@ -17,6 +19,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib/serve.sh
 source "$here/lib/serve.sh"
+repo=$(cd "$here/../.." && pwd)
 kubectl_bin=kubectl
 if [ -n "${CAPSTAN_K8S_BIN:-}" ] && [ -x "$CAPSTAN_K8S_BIN/kubectl" ]; then
   kubectl_bin="$CAPSTAN_K8S_BIN/kubectl"
@@ -154,6 +157,34 @@ out=$(k get jsm migbad 2>&1) && fail "the refused manifest was stored: $out"
 out=$(k get jsm --field-selector spec.replicas=1 2>&1) && fail "an unsupported field selector was accepted: $out"
 grep -q 'field label not supported: spec.replicas' <<<"$out" || fail "field selector refusal: $out"
 echo "kubectl shows a stale replace as Conflict and bad input with capstan's messages"
+
+out=$(k get jsm --chunk-size=1 -o name 2>&1) || fail "get in chunks: $out"
+[ "$(wc -l <<<"$out")" = 2 ] || fail "get in chunks of one: $out"
+echo "kubectl get --chunk-size=1 pages through limit and continue"
+
+# The spaces' kinds take the same verbs: the documentation's Workspace,
+# applied twice, server-side, patched, waited for, refused with capstan's
+# messages and deleted.
+ws="$repo/internal/workspace/testdata/examples-workspace.yaml"
+out=$(k apply -f "$ws")
+[ "$out" = "workspace.workspace.jupyter.org/my-space created" ] || fail "apply the Workspace: $out"
+out=$(k apply -f "$ws")
+[ "$out" = "workspace.workspace.jupyter.org/my-space unchanged" ] || fail "apply the Workspace again: $out"
+out=$(k apply --server-side -f "$ws" 2>&1)
+[ "$out" = "workspace.workspace.jupyter.org/my-space serverside-applied" ] || fail "apply the Workspace --server-side: $out"
+out=$(k create -f "$ws" 2>&1) && fail "create of an existing Workspace: $out"
+grep -q 'AlreadyExists.*workspaces.workspace.jupyter.org "my-space" already exists' <<<"$out" || fail "create the Workspace again: $out"
+grep -Eq '^NAME +PHASE +DESIRED +NODE +AGE$' <<<"$(k get ws | head -1)" || fail "Workspace columns: $(k get ws)"
+k patch ws my-space --type=merge -p '{"spec":{"desiredStatus":"Stopped"}}' >/dev/null
+out=$(k wait --for=jsonpath='{.status.phase}'=Stopped ws/my-space --timeout=60s 2>&1) || fail "wait for the stopped Workspace: $out"
+[ "$(k get ws my-space --subresource=status -o jsonpath='{.status.phase}')" = Stopped ] || fail "Workspace status subresource"
+out=$(k explain ws.spec.idleShutdown)
+grep -q 'idleTimeoutInMinutes' <<<"$out" || fail "explain ws: $out"
+sed 's/^  desiredStatus: Running$/  desiredStatuz: Running/' "$ws" >"$work/ws-unknown.yaml"
+out=$(k apply -f "$work/ws-unknown.yaml" 2>&1) && fail "a Workspace with an unknown field was accepted: $out"
+grep -q 'spec.desiredStatuz: unknown field' <<<"$out" || fail "Workspace unknown field: $out"
+out=$(k delete ws my-space --timeout=60s 2>&1) || fail "delete the Workspace: $out"
+echo "kubectl applies, patches, waits for and deletes the documentation's Workspace"
 
 out=$(k delete jsm deepseek other --timeout=60s 2>&1) || fail "delete: $out"
 grep -q '"deepseek" deleted' <<<"$out" || fail "delete: $out"
