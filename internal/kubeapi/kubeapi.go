@@ -49,6 +49,7 @@ type Handler struct {
 	log     *slog.Logger
 	columns map[string][]column // printer columns by kind
 	openapi map[string][]byte   // OpenAPI v3 documents by group version
+	v2      *openAPIV2
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -68,7 +69,11 @@ func New(o Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{o: o, log: o.Logger, columns: printerColumns(defs), openapi: openAPIDocs(defs)}
+	v2, err := buildOpenAPIV2(defs)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{o: o, log: o.Logger, columns: printerColumns(defs), openapi: openAPIDocs(defs), v2: v2}
 	h.columns["Node"] = nodeColumns
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -77,7 +82,7 @@ func New(o Options) (*Handler, error) {
 }
 
 // Paths are the paths outside /apis/ the Handler answers.
-var Paths = []string{"/api", "/api/", "/version", "/openapi/v3", "/openapi/v3/"}
+var Paths = []string{"/api", "/api/", "/version", "/openapi/v2", "/openapi/v3", "/openapi/v3/"}
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := strings.TrimSuffix(r.URL.Path, "/")
@@ -94,6 +99,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, coreResources())
 	case strings.HasPrefix(p, "/api/v1/") && get:
 		h.core(w, r)
+	case p == "/openapi/v2" && get:
+		h.v2.serve(w, r)
 	case (p == "/openapi/v3" || strings.HasPrefix(p, "/openapi/v3/")) && get:
 		h.openAPI(w, r, strings.TrimPrefix(strings.TrimPrefix(p, "/openapi/v3"), "/"))
 	case p == "/apis" && get:

@@ -128,6 +128,21 @@ func TestKubernetesClients(t *testing.T) {
 	if !groups["workspace.jupyter.org"] || !slices.Equal(subs, []string{"status", "scale"}) {
 		t.Fatalf("aggregated discovery: groups %v, jumpstartmodels subresources %v", groups, subs)
 	}
+	// OpenAPI v2, which client-go reads in protobuf: every kind's schema.
+	doc, err := cs.Discovery().OpenAPISchema()
+	if err != nil {
+		t.Fatalf("OpenAPI v2: %v", err)
+	}
+	var defs []string
+	for _, d := range doc.GetDefinitions().GetAdditionalProperties() {
+		defs = append(defs, d.GetName())
+	}
+	for _, want := range []string{"com.amazon.aws.sagemaker.inference.v1.JumpStartModel", "com.amazon.aws.sagemaker.inference.v1.InferenceEndpointConfig",
+		"org.jupyter.workspace.v1alpha1.Workspace", "org.jupyter.workspace.v1alpha1.WorkspaceTemplate"} {
+		if !slices.Contains(defs, want) {
+			t.Errorf("OpenAPI v2 lacks %s: %v", want, defs)
+		}
+	}
 
 	putJSM(t, h, testAdmin, "alpha", 1)
 	putJSM(t, h, testAdmin, "beta", 1)

@@ -5,7 +5,7 @@
 # between field managers; --force-conflicts), create (AlreadyExists the second time), get
 # (the CRD's printer columns, -o wide, -o yaml, -o jsonpath, -A, -l), wait
 # --for=condition and --for=jsonpath, get -w seeing a scale, scale, patch
-# (merge and JSON), label, explain, describe with the object's events,
+# (merge and JSON), label, explain (OpenAPI v3 and v2), describe with the object's events,
 # events, get namespaces, get nodes (-L, -l, jsonpath), get in chunks
 # (limit and continue), the documentation's Workspace (apply, server-side,
 # create, patch, wait, status, explain, bad input, delete), replace of a stale
@@ -114,6 +114,8 @@ k label jsm other tier=gold >/dev/null
 [ "$(k get jsm -l tier=gold -o name)" = "jumpstartmodel.inference.sagemaker.aws.amazon.com/other" ] || fail "label"
 out=$(k explain jsm.spec.server)
 { grep -q '^KIND: *JumpStartModel' <<<"$out" && grep -q 'instanceType' <<<"$out"; } || fail "explain: $out"
+out=$(k explain jsm.spec.server --output=plaintext-openapiv2)
+{ grep -q '^KIND: *JumpStartModel' <<<"$out" && grep -q 'instanceType' <<<"$out"; } || fail "explain from OpenAPI v2: $out"
 echo "kubectl get -w sees a scale; apply of a change, patch (merge and JSON), label and explain work"
 
 # Server-side apply: repeated, it changes nothing; another field manager's
