@@ -136,7 +136,7 @@ func (o *manifestsOptions) getNodeKind(cmd *cobra.Command, k nodeKind, name, clu
 				as, c.NodeRecovery, o.ageOf(c.Created))
 		}
 	default:
-		var l nodeapi.List[nodeapi.ObjectView]
+		var l nodeapi.ObjectList
 		if err := json.Unmarshal(raw, &l); err != nil {
 			return fmt.Errorf("decode %s: %w", k.name, err)
 		}
@@ -144,10 +144,25 @@ func (o *manifestsOptions) getNodeKind(cmd *cobra.Command, k nodeKind, name, clu
 			fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
 			return nil
 		}
+		age := func(v *nodeapi.Object) string {
+			if v.Metadata.CreationTimestamp == nil {
+				return o.ageOf(time.Time{})
+			}
+			return o.ageOf(*v.Metadata.CreationTimestamp)
+		}
+		nodeCount := func(v *nodeapi.Object) int {
+			if v.Status == nil {
+				return 0
+			}
+			return v.Status.Nodes
+		}
 		if k.name == "nodepool" {
 			fmt.Fprintln(tw, "NAME\tCLUSTER\tNODECLASS\tNODES\tREADY\tCONSOLIDATION\tLIMITS\tAGE")
 			for _, v := range l.Items {
-				p := v.Pool
+				p, err := v.NodePool()
+				if err != nil {
+					return fmt.Errorf("NodePool %s: %w", v.Metadata.Name, err)
+				}
 				cl := p.Cluster
 				if cl == "" {
 					cl = cluster.DefaultName
@@ -156,14 +171,19 @@ func (o *manifestsOptions) getNodeKind(cmd *cobra.Command, k nodeKind, name, clu
 				if p.Disruption.Never {
 					after = "Never"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%t\t%s after %s\t%s\t%s\n", v.Name, cl, p.NodeClass, v.Nodes, v.Ready,
-					p.Disruption.ConsolidationPolicy, after, limitsText(p.Limits.Nodes, p.Limits.GPUs), o.ageOf(v.Created))
+				ready, _ := v.Ready()
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%t\t%s after %s\t%s\t%s\n", v.Metadata.Name, cl, p.NodeClass, nodeCount(v), ready,
+					p.Disruption.ConsolidationPolicy, after, limitsText(p.Limits.Nodes, p.Limits.GPUs), age(v))
 			}
 			return nil
 		}
 		fmt.Fprintln(tw, "NAME\tINSTANCE GROUPS\tNODES\tAGE")
 		for _, v := range l.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", v.Name, strings.Join(v.Class.InstanceGroups, ","), v.Nodes, o.ageOf(v.Created))
+			c, err := v.NodeClass()
+			if err != nil {
+				return fmt.Errorf("HyperpodNodeClass %s: %w", v.Metadata.Name, err)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", v.Metadata.Name, strings.Join(c.InstanceGroups, ","), nodeCount(v), age(v))
 		}
 	}
 	return nil

@@ -350,10 +350,12 @@ spec:
 		waitText(`[data-testid=apply-results]`, "JumpStartModel default/demo created"),
 	)
 	var pools struct {
-		Items []struct{ Name string } `json:"items"`
+		Items []struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		} `json:"items"`
 	}
 	s.getJSON(t, "/apis/karpenter.sh/v1/nodepools", &pools)
-	if len(pools.Items) != 1 || pools.Items[0].Name != "inference" {
+	if len(pools.Items) != 1 || pools.Items[0].Metadata.Name != "inference" {
 		t.Fatalf("node pools %+v, want inference", pools.Items)
 	}
 	var objs objectList

@@ -1,11 +1,7 @@
 package deployment
 
 import (
-	"github.com/capstan-dev/capstan/internal/engines"
-
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/modelsource"
 	"github.com/capstan-dev/capstan/internal/store"
@@ -148,15 +147,6 @@ func sameSpec(a, b manifest.Object) bool {
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }
 
-func newUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // variant 10
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
-
 // Apply creates or updates obj, which manifest.Load has already decoded,
 // defaulted and validated. Re-applying an unchanged manifest writes nothing
 // and returns ActionUnchanged; a spec change bumps metadata.generation (and
@@ -219,7 +209,7 @@ func (s *Service) ApplyWith(ctx context.Context, obj manifest.Object, pre manife
 			if n >= MaxObjects {
 				return fmt.Errorf("%s %s/%s: %w", next.GetKind(), nm.Namespace, nm.Name, ErrTooMany)
 			}
-			nm.UID = newUID()
+			nm.UID = uuid.NewString()
 			nm.CreationTimestamp = &now
 			nm.Generation = 1
 			*next.GetStatus() = manifest.Status{State: manifest.StateDeploymentPending}

@@ -3,6 +3,7 @@ package kubeapi
 import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	nodepoolmanifests "github.com/capstan-dev/capstan/deploy/nodepools"
 	operatormanifests "github.com/capstan-dev/capstan/deploy/operator"
 	spacesmanifests "github.com/capstan-dev/capstan/deploy/spaces"
 )
@@ -13,20 +14,21 @@ type column struct {
 	Priority                                  int32
 }
 
-// crds are the CRDs the operator installs (deploy/operator/crds) and those
-// of the spaces' kinds (deploy/spaces/crds): the kinds whose printer
-// columns and OpenAPI schemas this server answers with, as a kube-apiserver
-// with them installed does.
+// crds are the CRDs the operator installs (deploy/operator/crds), those of
+// the spaces' kinds (deploy/spaces/crds) and of the node kinds
+// (deploy/nodepools/crds): the kinds whose printer columns and OpenAPI
+// schemas this server answers with, as a kube-apiserver with them
+// installed does.
 func crds() ([]apiextv1.CustomResourceDefinition, error) {
-	inference, err := operatormanifests.CRDs()
-	if err != nil {
-		return nil, err
+	var out []apiextv1.CustomResourceDefinition
+	for _, read := range []func() ([]apiextv1.CustomResourceDefinition, error){operatormanifests.CRDs, spacesmanifests.CRDs, nodepoolmanifests.CRDs} {
+		defs, err := read()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, defs...)
 	}
-	spaces, err := spacesmanifests.CRDs()
-	if err != nil {
-		return nil, err
-	}
-	return append(inference, spaces...), nil
+	return out, nil
 }
 
 // printerColumns are the served versions' printer columns, by kind.

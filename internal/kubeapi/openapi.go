@@ -71,10 +71,10 @@ func openAPIDocs(defs []apiextv1.CustomResourceDefinition) map[string][]byte {
 				}
 				return out
 			}
-			base := "/apis/" + gv + "/namespaces/{namespace}/" + n.Plural
-			d.paths[base] = map[string]any{"parameters": params("namespace"),
+			base, scope := collectionPath(gv, crd.Spec.Scope, n.Plural)
+			d.paths[base] = map[string]any{"parameters": params(scope...),
 				"get": op("list"+n.Kind, false, false), "post": op("create"+n.Kind, true, true)}
-			d.paths[base+"/{name}"] = map[string]any{"parameters": params("namespace", "name"),
+			d.paths[base+"/{name}"] = map[string]any{"parameters": params(append(scope, "name")...),
 				"get": op("read"+n.Kind, false, false), "put": op("replace"+n.Kind, true, true),
 				"patch": op("patch"+n.Kind, true, false), "delete": op("delete"+n.Kind, false, false)}
 		}
@@ -89,6 +89,16 @@ func openAPIDocs(defs []apiextv1.CustomResourceDefinition) map[string][]byte {
 		}
 	}
 	return out
+}
+
+// collectionPath is the path of a kind's collection in OpenAPI's terms,
+// and its path parameters: under /namespaces/{namespace}/ for a namespaced
+// kind.
+func collectionPath(gv string, scope apiextv1.ResourceScope, plural string) (string, []string) {
+	if scope == apiextv1.ClusterScoped {
+		return "/apis/" + gv + "/" + plural, nil
+	}
+	return "/apis/" + gv + "/namespaces/{namespace}/" + plural, []string{"namespace"}
 }
 
 // schemaName is the API server's name for a kind's schema: the group

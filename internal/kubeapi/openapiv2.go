@@ -56,7 +56,8 @@ func buildOpenAPIV2(defs []apiextv1.CustomResourceDefinition) (*openAPIV2, error
 			s.AddExtension("x-kubernetes-group-version-kind", []any{gvk})
 			name := schemaName(g, v.Name, n.Kind)
 			sw.Definitions[name] = *s
-			sw.Paths.Paths["/apis/"+g+"/"+v.Name+"/namespaces/{namespace}/"+n.Plural+"/{name}"] = objectPathV2(name, n.Kind, gvk)
+			base, scope := collectionPath(g+"/"+v.Name, crd.Spec.Scope, n.Plural)
+			sw.Paths.Paths[base+"/{name}"] = objectPathV2(name, n.Kind, gvk, scope)
 		}
 	}
 	js, err := json.Marshal(sw)
@@ -76,7 +77,7 @@ func buildOpenAPIV2(defs []apiextv1.CustomResourceDefinition) (*openAPIV2, error
 
 // objectPathV2 is an object's path: read, replace and patch, the last two
 // declaring the fieldValidation parameter, as in the v3 documents.
-func objectPathV2(definition, kind string, gvk map[string]any) spec.PathItem {
+func objectPathV2(definition, kind string, gvk map[string]any, scope []string) spec.PathItem {
 	ref := spec.MustCreateRef("#/definitions/" + definition)
 	ok := &spec.Responses{ResponsesProps: spec.ResponsesProps{StatusCodeResponses: map[int]spec.Response{
 		http.StatusOK: {ResponseProps: spec.ResponseProps{Description: "OK", Schema: &spec.Schema{SchemaProps: spec.SchemaProps{Ref: ref}}}}}}}
@@ -90,8 +91,12 @@ func objectPathV2(definition, kind string, gvk map[string]any) spec.PathItem {
 		o.AddExtension("x-kubernetes-group-version-kind", gvk)
 		return o
 	}
+	var params []spec.Parameter
+	for _, p := range append(scope, "name") {
+		params = append(params, param(p, "path", ""))
+	}
 	return spec.PathItem{PathItemProps: spec.PathItemProps{
-		Parameters: []spec.Parameter{param("namespace", "path", ""), param("name", "path", "")},
+		Parameters: params,
 		Get:        op("read" + kind), Put: op("replace"+kind, validation), Patch: op("patch"+kind, validation)}}
 }
 

@@ -107,7 +107,7 @@ func New(o Options) (*Handler, error) {
 // manifestKinds are the manifests as the Kubernetes verbs see them.
 type manifestKinds struct{ h *Handler }
 
-func (k manifestKinds) get(ctx context.Context, res Resource, ns, name string) (object, error) {
+func (k manifestKinds) Get(ctx context.Context, res Resource, ns, name string) (KubeObject, error) {
 	o, err := k.h.store.Get(ctx, res.Kind, ns, name)
 	if err != nil {
 		return nil, storeErr(res, ns, name, "get", err)
@@ -115,28 +115,21 @@ func (k manifestKinds) get(ctx context.Context, res Resource, ns, name string) (
 	return o, nil
 }
 
-func (k manifestKinds) load(body []byte, ns string) ([]object, error) {
+func (k manifestKinds) Load(body []byte, ns string) ([]KubeObject, error) {
 	objs, err := k.h.load(body, ns)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]object, len(objs))
-	for i, o := range objs {
-		out[i] = o
-	}
-	return out, nil
+	return kubeObjects(objs), err
 }
 
-func (manifestKinds) decode(raw []byte) error {
+func (manifestKinds) Decode(raw []byte) error {
 	_, err := manifest.Decode(raw)
 	return err
 }
 
-func (manifestKinds) checkUpdate(live, next object) error {
+func (manifestKinds) CheckUpdate(live, next KubeObject) error {
 	return manifest.ValidateUpdate(live.(manifest.Object), next.(manifest.Object))
 }
 
-func (k manifestKinds) delete(ctx context.Context, res Resource, ns, name string) error {
+func (k manifestKinds) Delete(ctx context.Context, res Resource, ns, name string) error {
 	if err := k.h.store.Delete(ctx, res.Kind, ns, name); err != nil {
 		return storeErr(res, ns, name, "delete", err)
 	}
@@ -144,7 +137,7 @@ func (k manifestKinds) delete(ctx context.Context, res Resource, ns, name string
 	return nil
 }
 
-func (k manifestKinds) applyWith(ctx context.Context, o object, pre manifest.Preconditions) (manifest.ApplyResult, error) {
+func (k manifestKinds) ApplyWith(ctx context.Context, o KubeObject, pre manifest.Preconditions) (manifest.ApplyResult, error) {
 	ar, err := k.h.applyWith(ctx, o.(manifest.Object), pre)
 	if err != nil {
 		return manifest.ApplyResult{}, err
@@ -256,7 +249,7 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 // Kubernetes words it rather than repeating the store's text.
 func storeErr(res Resource, ns, name, op string, err error) error {
 	if errors.Is(err, manifest.ErrNotFound) {
-		return fail(errNotFound, "%s %q not found in namespace %q", res.GroupResource(), name, ns)
+		return NotFound(res, ns, name)
 	}
 	return fmt.Errorf("%s %s %q in namespace %q: %w", op, res.GroupResource(), name, ns, err)
 }

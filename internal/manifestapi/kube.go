@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -20,9 +22,9 @@ import (
 
 // The verbs kubectl and client-go write with, beside capstan's own apply:
 // create (POST to a collection), patch (JSON merge patch and JSON patch on
-// an object) and the scale subresource. Each goes through the same
+// an KubeObject) and the scale subresource. Each goes through the same
 // decoding, validation and update rules as an apply, and answers the
-// stored object, as a Kubernetes API server does.
+// stored KubeObject, as a Kubernetes API server does.
 
 // Patch media types a custom resource takes.
 const (
@@ -30,35 +32,56 @@ const (
 	jsonPatch  = "application/json-patch+json"
 )
 
-// maxPatchRetries bounds how often a patch is recomputed when the object
+// maxPatchRetries bounds how often a patch is recomputed when the KubeObject
 // changes between its read and its write.
 const maxPatchRetries = 5
 
-// object is a stored object of any kind the handlers serve.
-type object interface {
+// KubeObject is a stored object of any kind the Kubernetes verbs serve.
+type KubeObject interface {
 	GetKind() string
 	GetMeta() *manifest.ObjectMeta
 }
 
-// kindStore is one API group's kinds as the Kubernetes verbs read and
-// write them: the manifests' (Handler) and the spaces' (WorkspaceHandler).
-type kindStore interface {
-	// get is the stored object; a missing one is an error worded for the
-	// wire, wrapping errNotFound.
-	get(ctx context.Context, res Resource, ns, name string) (object, error)
-	// load decodes, defaults and validates body's documents; one without a
-	// namespace takes ns.
-	load(body []byte, ns string) ([]object, error)
-	// decode reads a partial object (an applied configuration) strictly,
-	// for its field errors.
-	decode(raw []byte) error
-	// checkUpdate runs the rules that compare next with live, the stored
+// KubeKinds is one API group's kinds as the Kubernetes verbs read and
+// write them: the manifests' (Handler), the spaces' (WorkspaceHandler) and
+// the node API's NodePools and HyperpodNodeClasses (through KubeAPI).
+type KubeKinds interface {
+	// Get is the stored object; a missing one is NotFound's error.
+	Get(ctx context.Context, res Resource, ns, name string) (KubeObject, error)
+	// Load decodes, defaults and validates body's documents, dropping
+	// status and server-set metadata; one without a namespace takes ns.
+	// Field errors are a manifest.ErrorList (or anything
+	// manifest.FieldErrors reads).
+	Load(body []byte, ns string) ([]KubeObject, error)
+	// Decode reads a partial object (an applied configuration) for its
+	// field errors; nil leaves them to Load of the merged object.
+	Decode(raw []byte) error
+	// CheckUpdate runs the rules that compare next with live, the stored
 	// object, before next is stored.
-	checkUpdate(live, next object) error
-	// applyWith stores o under pre.
-	applyWith(ctx context.Context, o object, pre manifest.Preconditions) (manifest.ApplyResult, error)
-	// delete deletes an object, with get's error wording.
-	delete(ctx context.Context, res Resource, ns, name string) error
+	CheckUpdate(live, next KubeObject) error
+	// ApplyWith stores o under pre (manifest.ErrAlreadyExists,
+	// manifest.ErrConflict, manifest.ErrNotFound).
+	ApplyWith(ctx context.Context, o KubeObject, pre manifest.Preconditions) (manifest.ApplyResult, error)
+	// Delete deletes an object, with Get's error wording.
+	Delete(ctx context.Context, res Resource, ns, name string) error
+}
+
+// kubeObjects is objs as KubeObjects.
+func kubeObjects[T KubeObject](objs []T) []KubeObject {
+	out := make([]KubeObject, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out
+}
+
+// NotFound is the error KubeKinds return for a missing object, worded as
+// Kubernetes words it.
+func NotFound(res Resource, ns, name string) error {
+	if ns == "" {
+		return fail(errNotFound, "%s %q not found", res.GroupResource(), name)
+	}
+	return fail(errNotFound, "%s %q not found in namespace %q", res.GroupResource(), name, ns)
 }
 
 // kubeVerbs are Kubernetes' writes over one group's kinds, beside
@@ -67,7 +90,7 @@ type kindStore interface {
 // through the same decoding, validation and update rules as an apply, and
 // answers the stored object, as a Kubernetes API server does.
 type kubeVerbs struct {
-	kinds      kindStore
+	kinds      KubeKinds
 	apiVersion string // of the group's kinds
 	applyPath  string // the group's multi-document apply
 	maxBody    int64
@@ -78,7 +101,7 @@ type kubeVerbs struct {
 
 // matchesURL refuses a body that is not exactly one object of the URL's
 // kind, namespace and (for all but a create) name.
-func (v *kubeVerbs) matchesURL(method string, objs []object, res Resource, ns, name string) error {
+func (v *kubeVerbs) matchesURL(method string, objs []KubeObject, res Resource, ns, name string) error {
 	if len(objs) != 1 {
 		return fail(errBadRequest, "%s takes exactly one manifest, got %d; POST %s takes several", method, len(objs), v.applyPath)
 	}
@@ -101,7 +124,7 @@ func (v *kubeVerbs) create(r *http.Request, res Resource, ns string) (any, int, 
 	if err != nil {
 		return nil, 0, err
 	}
-	objs, err := v.kinds.load(body, ns)
+	objs, err := v.kinds.Load(body, ns)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -112,10 +135,10 @@ func (v *kubeVerbs) create(r *http.Request, res Resource, ns string) (any, int, 
 	if err := v.track(r, nil, o); err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	if _, err := v.kinds.applyWith(r.Context(), o, manifest.Preconditions{Create: true}); err != nil {
+	if _, err := v.kinds.ApplyWith(r.Context(), o, manifest.Preconditions{Create: true}); err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	stored, err := v.kinds.get(r.Context(), res, ns, name)
+	stored, err := v.kinds.Get(r.Context(), res, ns, name)
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
@@ -132,7 +155,7 @@ func (v *kubeVerbs) put(r *http.Request, res Resource, ns, name string) (any, in
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	objs, err := v.kinds.load(body, ns)
+	objs, err := v.kinds.Load(body, ns)
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
@@ -149,21 +172,21 @@ func (v *kubeVerbs) put(r *http.Request, res Resource, ns, name string) (any, in
 	if raw, err := yaml.YAMLToJSON(body); err == nil && json.Unmarshal(raw, &read) == nil {
 		pre.ResourceVersion = read.Metadata.ResourceVersion
 	}
-	live, err := v.kinds.get(ctx, res, ns, name)
+	live, err := v.kinds.Get(ctx, res, ns, name)
 	switch {
 	case errors.Is(err, errNotFound):
 		live = nil
 	case err != nil:
 		return nil, 0, withObject(res.Kind, name, err)
 	default:
-		if err := v.kinds.checkUpdate(live, o); err != nil {
+		if err := v.kinds.CheckUpdate(live, o); err != nil {
 			return nil, 0, withObject(res.Kind, name, err)
 		}
 	}
 	if err := v.track(r, live, o); err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	ar, err := v.kinds.applyWith(ctx, o, pre)
+	ar, err := v.kinds.ApplyWith(ctx, o, pre)
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
@@ -171,7 +194,7 @@ func (v *kubeVerbs) put(r *http.Request, res Resource, ns, name string) (any, in
 	if ar.Action == manifest.ActionCreated {
 		code = http.StatusCreated
 	}
-	stored, err := v.kinds.get(ctx, res, ns, name)
+	stored, err := v.kinds.Get(ctx, res, ns, name)
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
@@ -220,10 +243,10 @@ func applyPatchBody(ct string, doc, patch []byte, maxBody int64) ([]byte, error)
 
 // patchWith stores change(the stored object's JSON) as an update of the
 // version read, reading again when another write came first.
-func (v *kubeVerbs) patchWith(r *http.Request, res Resource, ns, name string, change func([]byte) ([]byte, error)) (object, error) {
+func (v *kubeVerbs) patchWith(r *http.Request, res Resource, ns, name string, change func([]byte) ([]byte, error)) (KubeObject, error) {
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
-		cur, err := v.kinds.get(ctx, res, ns, name)
+		cur, err := v.kinds.Get(ctx, res, ns, name)
 		if err != nil {
 			return nil, err
 		}
@@ -235,27 +258,27 @@ func (v *kubeVerbs) patchWith(r *http.Request, res Resource, ns, name string, ch
 		if err != nil {
 			return nil, fail(errBadRequest, "the patch does not apply: %v", err)
 		}
-		objs, err := v.kinds.load(patched, ns)
+		objs, err := v.kinds.Load(patched, ns)
 		if err != nil {
 			return nil, err
 		}
 		if err := v.matchesURL(http.MethodPatch, objs, res, ns, name); err != nil {
 			return nil, err
 		}
-		if err := v.kinds.checkUpdate(cur, objs[0]); err != nil {
+		if err := v.kinds.CheckUpdate(cur, objs[0]); err != nil {
 			return nil, err
 		}
 		if err := v.track(r, cur, objs[0]); err != nil {
 			return nil, err
 		}
-		_, err = v.kinds.applyWith(ctx, objs[0], manifest.Preconditions{ResourceVersion: cur.GetMeta().ResourceVersion})
+		_, err = v.kinds.ApplyWith(ctx, objs[0], manifest.Preconditions{ResourceVersion: cur.GetMeta().ResourceVersion})
 		if errors.Is(err, manifest.ErrConflict) && attempt < maxPatchRetries {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		return v.kinds.get(ctx, res, ns, name)
+		return v.kinds.Get(ctx, res, ns, name)
 	}
 }
 
@@ -393,7 +416,7 @@ func scaleOf(obj manifest.Object) *Scale {
 	return s
 }
 
-// status serves …/{name}/status: the object, read-only, since capstan's
+// status serves …/{name}/status: the KubeObject, read-only, since capstan's
 // controllers alone write status (a client's write would be overwritten on
 // the next reconcile).
 func (v *kubeVerbs) status(r *http.Request, res Resource, ns, name string) (any, int, error) {
@@ -404,7 +427,7 @@ func (v *kubeVerbs) status(r *http.Request, res Resource, ns, name string) (any,
 		return nil, 0, withObject(res.Kind, name, fail(errMethodNotAllowed,
 			"%s is not supported on %s: the status of a %s is written by capstan's controllers (use GET)", r.Method, r.URL.Path, res.Kind))
 	}
-	o, err := v.kinds.get(r.Context(), res, ns, name)
+	o, err := v.kinds.Get(r.Context(), res, ns, name)
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
@@ -414,7 +437,7 @@ func (v *kubeVerbs) status(r *http.Request, res Resource, ns, name string) (any,
 // delete deletes an object (DELETE on its URL) under the DeleteOptions a
 // client sends in the body or the query: preconditions on its uid and
 // resourceVersion (409 when they do not hold), dryRun=All (nothing is
-// deleted; the answer is the object) and the propagation policy. An
+// deleted; the answer is the KubeObject) and the propagation policy. An
 // object's replicas or space process are its dependents, and capstan
 // always stops them before the object goes (as a finalizer would), so
 // Background and Foreground both mean that; Orphan, which would leave them
@@ -426,7 +449,7 @@ func (v *kubeVerbs) delete(r *http.Request, res Resource, ns, name string) (any,
 		return nil, 0, withObject(res.Kind, name, err)
 	}
 	if p := opts.Preconditions; p != nil || len(opts.DryRun) > 0 {
-		cur, err := v.kinds.get(ctx, res, ns, name)
+		cur, err := v.kinds.Get(ctx, res, ns, name)
 		if err != nil {
 			return nil, 0, withObject(res.Kind, name, err)
 		}
@@ -441,7 +464,7 @@ func (v *kubeVerbs) delete(r *http.Request, res Resource, ns, name string) (any,
 			return cur, http.StatusOK, nil
 		}
 	}
-	if err := v.kinds.delete(ctx, res, ns, name); err != nil {
+	if err := v.kinds.Delete(ctx, res, ns, name); err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
 	group, _, _ := strings.Cut(v.apiVersion, "/")
@@ -485,4 +508,84 @@ func deleteOptionsOf(r *http.Request, maxBody int64) (metav1.DeleteOptions, erro
 		}
 	}
 	return opts, nil
+}
+
+// NodeResources are the node API's kinds (internal/nodeapi), which it
+// serves through a KubeAPI: cluster-scoped, as in Karpenter.
+var NodeResources = []Resource{
+	{Kind: "NodePool", Plural: "nodepools", Singular: "nodepool", ShortNames: []string{"np"}, APIGroup: "karpenter.sh",
+		ClusterScoped: true, Status: true},
+	{Kind: "HyperpodNodeClass", Plural: "hyperpodnodeclasses", Singular: "hyperpodnodeclass", ShortNames: []string{"hpnc", "nodeclass"},
+		APIGroup: "karpenter.sagemaker.amazonaws.com", ClusterScoped: true, Status: true},
+}
+
+// KubeAPI serves the Kubernetes verbs over kinds another package stores
+// (the node API's): create, update, patch (JSON merge, JSON patch,
+// server-side apply), delete and the read-only status subresource, with
+// this package's reading of bodies and wording of errors.
+type KubeAPI struct {
+	v   *kubeVerbs
+	log *slog.Logger
+}
+
+// NewKubeAPI returns the verbs over kinds, whose objects are of apiVersion
+// and typed for server-side apply by crds; applyPath is the group's
+// multi-document apply, which errors point to.
+func NewKubeAPI(kinds KubeKinds, apiVersion, applyPath string, crds []apiextv1.CustomResourceDefinition, clk clock.Clock, log *slog.Logger) (*KubeAPI, error) {
+	fms, err := newFieldManagers(crds)
+	if err != nil {
+		return nil, err
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &KubeAPI{v: &kubeVerbs{kinds: kinds, apiVersion: apiVersion, applyPath: applyPath, maxBody: manifest.MaxManifestBytes,
+		fieldManagers: fms, clock: clk}, log: log}, nil
+}
+
+// Serve answers r for res's object name in namespace ns ("" for a
+// cluster-scoped kind): its collection when name is "" (POST creates), the
+// object (PUT, PATCH, DELETE), or its status subresource when sub is
+// "status".
+func (a *KubeAPI) Serve(w http.ResponseWriter, r *http.Request, res Resource, ns, name, sub string) {
+	v, code, err := a.route(r, res, ns, name, sub)
+	if err != nil {
+		st := statusFor(err)
+		code, v = st.Code, st
+		if code >= 500 {
+			a.log.ErrorContext(r.Context(), "kube API request failed", "method", r.Method, "path", r.URL.Path, "error", st.Message)
+		}
+	}
+	writeJSON(w, code, v)
+}
+
+func (a *KubeAPI) route(r *http.Request, res Resource, ns, name, sub string) (any, int, error) {
+	switch {
+	case name == "" && r.Method == http.MethodPost:
+		return a.v.create(r, res, ns)
+	case name == "":
+		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use POST)", r.Method, r.URL.Path)
+	case sub == "status":
+		return a.v.status(r, res, ns, name)
+	case sub != "":
+		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		o, err := a.v.kinds.Get(r.Context(), res, ns, name)
+		if err != nil {
+			return nil, 0, withObject(res.Kind, name, err)
+		}
+		return o, http.StatusOK, nil
+	case http.MethodPut:
+		return a.v.put(r, res, ns, name)
+	case http.MethodPatch:
+		return a.v.patch(r, res, ns, name)
+	case http.MethodDelete:
+		return a.v.delete(r, res, ns, name)
+	}
+	return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT, PATCH or DELETE)", r.Method, r.URL.Path)
 }

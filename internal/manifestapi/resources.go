@@ -20,6 +20,10 @@ type Resource struct {
 	Plural     string   // inferenceendpointconfigs (the URL segment)
 	Singular   string   // inferenceendpointconfig
 	ShortNames []string // iec
+	// Group is the kind's API group when it is not this API's (Group).
+	APIGroup string
+	// ClusterScoped: the kind's objects are in no namespace.
+	ClusterScoped bool
 	// Scale: the kind serves the scale subresource (kubectl scale).
 	Scale bool
 	// Status: the kind has a status, served read-only at …/{name}/status.
@@ -39,7 +43,14 @@ var Resources = []Resource{
 
 // GroupResource is the kubectl-style qualified name, e.g.
 // "inferenceendpointconfig.inference.sagemaker.aws.amazon.com".
-func (r Resource) GroupResource() string { return r.Singular + "." + Group }
+func (r Resource) GroupResource() string { return r.Singular + "." + r.group() }
+
+func (r Resource) group() string {
+	if r.APIGroup != "" {
+		return r.APIGroup
+	}
+	return Group
+}
 
 // ResolveKind finds the resource for a name as a user types it: the kind
 // (any case), plural, singular or a short name, optionally qualified with

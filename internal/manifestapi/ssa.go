@@ -71,7 +71,7 @@ func newFieldManagers(defs []apiextv1.CustomResourceDefinition) (fieldManagers, 
 	return out, nil
 }
 
-// serverSideApply applies body, a partial object, as fieldManager's intent
+// serverSideApply applies body, a partial KubeObject, as fieldManager's intent
 // (PATCH with application/apply-patch+yaml): the fields it sets become the
 // manager's, fields the manager set before and left out are removed, and a
 // field another manager owns with another value is a conflict unless force
@@ -106,7 +106,7 @@ func (v *kubeVerbs) serverSideApply(r *http.Request, res Resource, ns, name stri
 	}
 	// Unknown fields and wrong types get capstan's field errors, as in
 	// every other write, before the field manager types the object.
-	if err := v.kinds.decode(raw); err != nil {
+	if err := v.kinds.Decode(raw); err != nil {
 		if len(manifest.FieldErrors(err)) == 0 {
 			err = fail(errBadRequest, "%v", err)
 		}
@@ -140,24 +140,24 @@ func (v *kubeVerbs) serverSideApply(r *http.Request, res Resource, ns, name stri
 		if err != nil {
 			return nil, 0, err
 		}
-		objs, err := v.kinds.load(next, ns)
+		objs, err := v.kinds.Load(next, ns)
 		if err == nil {
 			err = v.matchesURL(http.MethodPatch, objs, res, ns, name)
 		}
 		if err == nil && cur != nil {
-			err = v.kinds.checkUpdate(cur, objs[0])
+			err = v.kinds.CheckUpdate(cur, objs[0])
 		}
 		if err != nil {
 			return nil, 0, withObject(res.Kind, name, err)
 		}
-		ar, err := v.kinds.applyWith(ctx, objs[0], pre)
+		ar, err := v.kinds.ApplyWith(ctx, objs[0], pre)
 		if (errors.Is(err, manifest.ErrConflict) || errors.Is(err, manifest.ErrAlreadyExists)) && attempt < maxPatchRetries {
 			continue
 		}
 		if err != nil {
 			return nil, 0, withObject(res.Kind, name, err)
 		}
-		stored, err := v.kinds.get(ctx, res, ns, name)
+		stored, err := v.kinds.Get(ctx, res, ns, name)
 		if err != nil {
 			return nil, 0, withObject(res.Kind, name, err)
 		}
@@ -173,8 +173,8 @@ func (v *kubeVerbs) serverSideApply(r *http.Request, res Resource, ns, name stri
 // it is, nil when there is none), with the preconditions its write needs:
 // an update of the version read, or a create of an empty object when there
 // is none.
-func (v *kubeVerbs) liveObject(ctx context.Context, res Resource, ns, name string) (runtime.Object, object, manifest.Preconditions, error) {
-	cur, err := v.kinds.get(ctx, res, ns, name)
+func (v *kubeVerbs) liveObject(ctx context.Context, res Resource, ns, name string) (runtime.Object, KubeObject, manifest.Preconditions, error) {
+	cur, err := v.kinds.Get(ctx, res, ns, name)
 	if errors.Is(err, errNotFound) {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(v.apiVersion)
@@ -257,8 +257,8 @@ func conflictStatus(err error) (*Status, bool) {
 // an apply (create, update, patch, scale) sets, under the request's field
 // manager (its fieldManager parameter, else its User-Agent's product, as
 // the API server names it), so a later server-side apply sees who owns
-// what. live is the stored object, nil for a create.
-func (v *kubeVerbs) track(r *http.Request, live, next object) error {
+// what. live is the stored KubeObject, nil for a create.
+func (v *kubeVerbs) track(r *http.Request, live, next KubeObject) error {
 	fm := v.fieldManagers[next.GetKind()]
 	if fm == nil {
 		return nil
@@ -273,7 +273,7 @@ func (v *kubeVerbs) track(r *http.Request, live, next object) error {
 	if len(manager) > 128 {
 		return fail(errBadRequest, "fieldManager is %d bytes; the limit is 128", len(manager))
 	}
-	toUnstructured := func(o object) (*unstructured.Unstructured, error) {
+	toUnstructured := func(o KubeObject) (*unstructured.Unstructured, error) {
 		b, err := json.Marshal(o)
 		if err != nil {
 			return nil, err

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/capstan-dev/capstan/internal/deployment"
 	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/spaces"
-	"github.com/capstan-dev/capstan/internal/workspace"
 )
 
 // Status is the Kubernetes metav1.Status body: every error the API returns,
@@ -180,9 +180,9 @@ func groupResourceOf(kind string) string {
 	if r, ok := ResourceForKind(kind); ok {
 		return r.Plural + "." + Group
 	}
-	for _, r := range WorkspaceResources {
+	for _, r := range append(slices.Clone(WorkspaceResources), NodeResources...) {
 		if r.Kind == kind {
-			return r.Plural + "." + workspace.Group
+			return r.Plural + "." + r.APIGroup
 		}
 	}
 	return strings.ToLower(kind) + "." + groupOf(kind)
@@ -190,8 +190,10 @@ func groupResourceOf(kind string) string {
 
 // groupOf is the API group of a kind.
 func groupOf(kind string) string {
-	if kind == workspace.KindWorkspace || kind == workspace.KindWorkspaceTemplate {
-		return workspace.Group
+	for _, r := range append(slices.Clone(WorkspaceResources), NodeResources...) {
+		if r.Kind == kind {
+			return r.APIGroup
+		}
 	}
 	return Group
 }

@@ -23,8 +23,8 @@ const WorkspaceApplyPath = WorkspaceBasePath + "/apply"
 
 // WorkspaceResources are the spaces' kinds, with the names the CLI accepts.
 var WorkspaceResources = []Resource{
-	{Kind: workspace.KindWorkspace, Plural: "workspaces", Singular: "workspace", ShortNames: []string{"ws", "space", "spaces"}, Status: true},
-	{Kind: workspace.KindWorkspaceTemplate, Plural: "workspacetemplates", Singular: "workspacetemplate", ShortNames: []string{"wst"}},
+	{Kind: workspace.KindWorkspace, Plural: "workspaces", Singular: "workspace", APIGroup: workspace.Group, ShortNames: []string{"ws", "space", "spaces"}, Status: true},
+	{Kind: workspace.KindWorkspaceTemplate, Plural: "workspacetemplates", Singular: "workspacetemplate", APIGroup: workspace.Group, ShortNames: []string{"wst"}},
 }
 
 // ResolveWorkspaceKind finds a spaces kind by any name a user types.
@@ -101,7 +101,7 @@ func NewWorkspaces(store WorkspaceStore, log *slog.Logger, clk clock.Clock) (*Wo
 // workspaceKinds are the spaces' kinds as the Kubernetes verbs see them.
 type workspaceKinds struct{ h *WorkspaceHandler }
 
-func (k workspaceKinds) get(ctx context.Context, res Resource, ns, name string) (object, error) {
+func (k workspaceKinds) Get(ctx context.Context, res Resource, ns, name string) (KubeObject, error) {
 	o, err := k.h.store.Get(ctx, res.Kind, ns, name)
 	if err != nil {
 		return nil, wsStoreErr(res, ns, name, err)
@@ -109,28 +109,21 @@ func (k workspaceKinds) get(ctx context.Context, res Resource, ns, name string) 
 	return o, nil
 }
 
-func (k workspaceKinds) load(body []byte, ns string) ([]object, error) {
+func (k workspaceKinds) Load(body []byte, ns string) ([]KubeObject, error) {
 	objs, _, err := k.h.load(body, ns)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]object, len(objs))
-	for i, o := range objs {
-		out[i] = o
-	}
-	return out, nil
+	return kubeObjects(objs), err
 }
 
-func (workspaceKinds) decode(raw []byte) error {
+func (workspaceKinds) Decode(raw []byte) error {
 	_, err := workspace.Decode(raw)
 	return err
 }
 
 // checkUpdate has nothing to compare: the store checks a workspace against
 // its template and cluster as it applies it.
-func (workspaceKinds) checkUpdate(_, _ object) error { return nil }
+func (workspaceKinds) CheckUpdate(_, _ KubeObject) error { return nil }
 
-func (k workspaceKinds) delete(ctx context.Context, res Resource, ns, name string) error {
+func (k workspaceKinds) Delete(ctx context.Context, res Resource, ns, name string) error {
 	if err := k.h.store.Delete(ctx, res.Kind, ns, name); err != nil {
 		return wsStoreErr(res, ns, name, err)
 	}
@@ -138,7 +131,7 @@ func (k workspaceKinds) delete(ctx context.Context, res Resource, ns, name strin
 	return nil
 }
 
-func (k workspaceKinds) applyWith(ctx context.Context, o object, pre manifest.Preconditions) (manifest.ApplyResult, error) {
+func (k workspaceKinds) ApplyWith(ctx context.Context, o KubeObject, pre manifest.Preconditions) (manifest.ApplyResult, error) {
 	ar, err := k.h.store.ApplyWith(ctx, o.(workspace.Object), pre)
 	if err != nil {
 		return manifest.ApplyResult{}, err
@@ -234,7 +227,7 @@ func (h *WorkspaceHandler) route(r *http.Request) (any, int, error) {
 
 func wsStoreErr(res Resource, ns, name string, err error) error {
 	if errors.Is(err, manifest.ErrNotFound) {
-		return fail(errNotFound, "%s.%s %q not found in namespace %q", res.Singular, workspace.Group, name, ns)
+		return NotFound(res, ns, name)
 	}
 	return err
 }

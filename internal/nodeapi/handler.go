@@ -8,10 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"time"
 
-	"github.com/capstan-dev/capstan/internal/autoscale/nodes"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/cluster"
@@ -93,12 +91,9 @@ func New(o Options) (*Handler, error) {
 	h.handle("GET "+CapstanPath+"nodes/{name}", h.node)
 	h.handle("POST "+CapstanPath+"nodes/{name}/fail", h.fail)
 	h.handle("POST "+ApplyPath, h.apply)
-	h.handle("GET "+NodePoolPath+"nodepools", h.list(KindNodePool))
-	h.handle("GET "+NodePoolPath+"nodepools/{name}", h.get(KindNodePool))
-	h.handle("DELETE "+NodePoolPath+"nodepools/{name}", h.delete(KindNodePool))
-	h.handle("GET "+NodeClassPath+"hyperpodnodeclasses", h.list(KindNodeClass))
-	h.handle("GET "+NodeClassPath+"hyperpodnodeclasses/{name}", h.get(KindNodeClass))
-	h.handle("DELETE "+NodeClassPath+"hyperpodnodeclasses/{name}", h.delete(KindNodeClass))
+	if err := h.kubeRoutes(); err != nil {
+		return nil, err
+	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotFound, manifestapi.ReasonNotFound, fmt.Sprintf("the server could not find the requested resource %s", r.URL.Path))
 	})
@@ -311,111 +306,4 @@ func (h *Handler) apply(r *http.Request) (any, error) {
 		h.o.Logger.Info("node manifest applied", "kind", a.Kind, "name", a.Name, "action", a.Action)
 	}
 	return List[applied]{Items: res}, nil
-}
-
-// ObjectView is a stored NodePool or HyperpodNodeClass.
-type ObjectView struct {
-	Kind       string           `json:"kind"`
-	Name       string           `json:"name"`
-	Pool       *nodes.NodePool  `json:"pool,omitempty"`
-	Class      *nodes.NodeClass `json:"class,omitempty"`
-	Ready      bool             `json:"ready"`
-	Message    string           `json:"message,omitempty"`
-	Nodes      int              `json:"nodes"`
-	Warnings   []string         `json:"warnings,omitempty"`
-	Generation int64            `json:"generation"`
-	Created    time.Time        `json:"created"`
-	Manifest   string           `json:"manifest"`
-}
-
-func (h *Handler) objects(kind, name string) ([]ObjectView, error) {
-	var recs []record
-	classes := map[string]*nodes.NodeClass{}
-	err := h.o.Store.View(func(tx *store.Tx) error {
-		var err error
-		if recs, err = store.List[record](tx, buckets[kind]); err != nil {
-			return err
-		}
-		cs, err := store.List[record](tx, buckets[KindNodeClass])
-		for _, c := range cs {
-			classes[c.Class.Name] = c.Class
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	pool := h.o.Pool.Nodes()
-	var out []ObjectView
-	for _, r := range recs {
-		if name != "" && r.name() != name {
-			continue
-		}
-		v := ObjectView{Kind: kind, Name: r.name(), Pool: r.Pool, Class: r.Class, Ready: true, Warnings: r.Warnings,
-			Generation: r.Generation, Created: r.Created, Manifest: r.Manifest}
-		var groups []string
-		cl := ""
-		if r.Pool != nil {
-			cl = r.Pool.Cluster
-			if cl == "" {
-				cl = cluster.DefaultName
-			}
-			c, ok := classes[r.Pool.NodeClass]
-			if !ok {
-				v.Ready, v.Message = false, fmt.Sprintf("HyperpodNodeClass %s not found", r.Pool.NodeClass)
-			} else {
-				groups = c.InstanceGroups
-			}
-		} else {
-			groups = r.Class.InstanceGroups
-		}
-		for _, n := range pool {
-			if slices.Contains(groups, n.InstanceGroup) && (cl == "" || n.Cluster == cl) {
-				v.Nodes++
-			}
-		}
-		out = append(out, v)
-	}
-	if name != "" && len(out) == 0 {
-		return nil, fmt.Errorf("%w: %s %s not found", errNotFound, kind, name)
-	}
-	return out, nil
-}
-
-func (h *Handler) list(kind string) func(*http.Request) (any, error) {
-	return func(r *http.Request) (any, error) {
-		vs, err := h.objects(kind, "")
-		if vs == nil {
-			vs = []ObjectView{}
-		}
-		return List[ObjectView]{Items: vs}, err
-	}
-}
-
-func (h *Handler) get(kind string) func(*http.Request) (any, error) {
-	return func(r *http.Request) (any, error) {
-		vs, err := h.objects(kind, r.PathValue("name"))
-		if err != nil {
-			return nil, err
-		}
-		return vs[0], nil
-	}
-}
-
-func (h *Handler) delete(kind string) func(*http.Request) (any, error) {
-	return func(r *http.Request) (any, error) {
-		name := r.PathValue("name")
-		err := h.o.Store.Update(func(tx *store.Tx) error {
-			if !tx.Exists(buckets[kind], name) {
-				return fmt.Errorf("%w: %s %s not found", errNotFound, kind, name)
-			}
-			return tx.Delete(buckets[kind], name)
-		})
-		if err != nil {
-			return nil, err
-		}
-		h.o.Logger.Info("node manifest deleted", "kind", kind, "name", name)
-		return &manifestapi.Status{Kind: "Status", APIVersion: "v1", Status: manifestapi.StatusSuccess, Code: http.StatusOK,
-			Message: fmt.Sprintf("%s %s deleted", kind, name)}, nil
-	}
 }

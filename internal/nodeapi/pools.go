@@ -3,14 +3,19 @@ package nodeapi
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/capstan-dev/capstan/internal/autoscale/nodes"
 	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -36,7 +41,17 @@ type record struct {
 	Manifest   string           `json:"manifest"`
 	Generation int64            `json:"generation"`
 	Created    time.Time        `json:"created"`
+	// The Kubernetes metadata the server keeps beside the manifest (absent
+	// from records written before kubectl could write these kinds: their
+	// uid is derived, their resourceVersion is their generation).
+	UID             string                      `json:"uid,omitempty"`
+	ResourceVersion int64                       `json:"resourceVersion,omitempty"`
+	ManagedFields   []metav1.ManagedFieldsEntry `json:"managedFields,omitempty"`
+	Updated         time.Time                   `json:"updated,omitzero"`
 }
+
+// resourceVersion is the record's metadata.resourceVersion.
+func (r *record) resourceVersion() int64 { return max(r.ResourceVersion, r.Generation) }
 
 func (r *record) kind() string {
 	if r.Pool != nil {
@@ -101,27 +116,10 @@ func apply(st *store.Store, now time.Time, docs []string) ([]applied, error) {
 	recs := make([]*record, 0, len(docs))
 	var errs []error
 	for i, d := range docs {
-		kind, err := kindOf([]byte(d))
+		r, err := parseRecord(d)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("document %d: %w", i+1, err))
+			errs = append(errs, fmt.Errorf("document %d%s: %w", i+1, kindLabel(d), err))
 			continue
-		}
-		r := &record{Manifest: d}
-		switch kind {
-		case KindNodePool:
-			np, warn, err := nodes.ParseNodePool([]byte(d))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("document %d (NodePool): %w", i+1, err))
-				continue
-			}
-			r.Pool, r.Warnings = &np, warn
-		case KindNodeClass:
-			nc, warn, err := nodes.ParseNodeClass([]byte(d))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("document %d (HyperpodNodeClass): %w", i+1, err))
-				continue
-			}
-			r.Class, r.Warnings = &nc, warn
 		}
 		recs = append(recs, r)
 	}
@@ -132,7 +130,7 @@ func apply(st *store.Store, now time.Time, docs []string) ([]applied, error) {
 	err := st.Update(func(tx *store.Tx) error {
 		out = out[:0]
 		for _, r := range recs {
-			action, err := put(tx, now, r)
+			action, err := put(tx, now, r, manifest.Preconditions{})
 			if err != nil {
 				return err
 			}
@@ -143,31 +141,126 @@ func apply(st *store.Store, now time.Time, docs []string) ([]applied, error) {
 	return out, err
 }
 
-// put stores r: unchanged when the same manifest is stored, configured when
-// another is, created (within maxObjects) when none is.
-func put(tx *store.Tx, now time.Time, r *record) (string, error) {
+// parseRecord parses one document into the record that stores it.
+func parseRecord(doc string) (*record, error) {
+	kind, err := kindOf([]byte(doc))
+	if err != nil {
+		return nil, err
+	}
+	r := &record{Manifest: doc}
+	switch kind {
+	case KindNodePool:
+		np, warn, err := nodes.ParseNodePool([]byte(doc))
+		if err != nil {
+			return nil, err
+		}
+		r.Pool, r.Warnings = &np, warn
+	case KindNodeClass:
+		nc, warn, err := nodes.ParseNodeClass([]byte(doc))
+		if err != nil {
+			return nil, err
+		}
+		r.Class, r.Warnings = &nc, warn
+	}
+	return r, nil
+}
+
+// kindLabel is " (Kind)" for a document of a kind this API takes, for
+// errors about it.
+func kindLabel(doc string) string {
+	if kind, err := kindOf([]byte(doc)); err == nil {
+		return " (" + kind + ")"
+	}
+	return ""
+}
+
+// put stores r under Kubernetes' preconditions pre: unchanged when what is
+// stored has the same spec, labels, annotations and field managers,
+// configured when it differs, created (within maxObjects) when there is
+// none. A write without managedFields (capstan apply) keeps the stored ones.
+func put(tx *store.Tx, now time.Time, r *record, pre manifest.Preconditions) (string, error) {
 	bucket := buckets[r.kind()]
 	var old record
 	found, err := tx.Get(bucket, r.name(), &old)
 	if err != nil {
 		return "", err
 	}
-	if found && old.Manifest == r.Manifest {
-		return "unchanged", nil
+	key := r.kind() + " " + r.name()
+	switch {
+	case found && pre.Create:
+		return "", fmt.Errorf("%s: %w", key, manifest.ErrAlreadyExists)
+	case !found && pre.ResourceVersion != "":
+		return "", fmt.Errorf("%s: %w", key, manifest.ErrNotFound)
+	case found && pre.ResourceVersion != "" && strconv.FormatInt(old.resourceVersion(), 10) != pre.ResourceVersion:
+		return "", fmt.Errorf("%s: %w", key, manifest.ErrConflict)
 	}
-	action := "configured"
-	r.Created, r.Generation = old.Created, old.Generation+1
-	if !found {
-		n := 0
-		if err := tx.Each(bucket, func(string, []byte) error { n++; return nil }); err != nil {
-			return "", err
+	r.Updated = now
+	if found {
+		if r.ManagedFields == nil {
+			r.ManagedFields = old.ManagedFields
 		}
-		if n >= maxObjects {
-			return "", &invalidError{fmt.Errorf("%s %s: at most %d %s objects may exist", r.kind(), r.name(), maxObjects, r.kind())}
+		if sameContent(old.Manifest, r.Manifest) && (len(old.ManagedFields) == 0 && len(r.ManagedFields) == 0 || reflect.DeepEqual(old.ManagedFields, r.ManagedFields)) {
+			r.Generation = old.Generation
+			return manifest.ActionUnchanged, nil
 		}
-		action, r.Created = "created", now
+		r.UID, r.Created = old.UID, old.Created
+		r.Generation, r.ResourceVersion = old.Generation, old.resourceVersion()+1
+		if !sameSpec(old.Manifest, r.Manifest) {
+			r.Generation++ // as in Kubernetes: metadata alone keeps the generation
+		}
+		return manifest.ActionConfigured, tx.Put(bucket, r.name(), r)
 	}
-	return action, tx.Put(bucket, r.name(), r)
+	n := 0
+	if err := tx.Each(bucket, func(string, []byte) error { n++; return nil }); err != nil {
+		return "", err
+	}
+	if n >= maxObjects {
+		return "", &invalidError{fmt.Errorf("%s %s: at most %d %s objects may exist", r.kind(), r.name(), maxObjects, r.kind())}
+	}
+	r.UID, r.Created, r.Generation, r.ResourceVersion = uuid.NewString(), now, 1, 1
+	return manifest.ActionCreated, tx.Put(bucket, r.name(), r)
+}
+
+// sameContent reports whether two manifests have the same spec, labels and
+// annotations, however they are written.
+func sameContent(a, b string) bool {
+	ca, okA := contentOf(a)
+	cb, okB := contentOf(b)
+	return okA && okB && reflect.DeepEqual(ca, cb)
+}
+
+// sameSpec reports whether two manifests have the same spec.
+func sameSpec(a, b string) bool {
+	ca, okA := contentOf(a)
+	cb, okB := contentOf(b)
+	return okA && okB && reflect.DeepEqual(ca.Spec, cb.Spec)
+}
+
+// content is what a manifest says, beside its identity.
+type content struct {
+	Labels, Annotations map[string]string
+	Spec                any
+}
+
+func contentOf(doc string) (content, bool) {
+	var m struct {
+		Metadata struct {
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+		Spec any `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+		return content{}, false
+	}
+	c := content{Spec: m.Spec}
+	if len(m.Metadata.Labels) > 0 {
+		c.Labels = m.Metadata.Labels
+	}
+	if len(m.Metadata.Annotations) > 0 {
+		c.Annotations = m.Metadata.Annotations
+	}
+	return c, true
 }
 
 // kindOf reads a document's apiVersion and kind and checks they go together.

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/manifest"
 	"github.com/capstan-dev/capstan/internal/store"
 )
 
@@ -123,6 +126,60 @@ func TestIsNodeDocument(t *testing.T) {
 	} {
 		if got := IsNodeDocument([]byte(doc)); got != want {
 			t.Errorf("IsNodeDocument(%q) = %v, want %v", doc, got, want)
+		}
+	}
+}
+
+// TestPutVersions: a spec change bumps the generation, a label or a field
+// manager alone only the resourceVersion; the same content however written
+// is unchanged; a write without managedFields keeps the stored ones; and
+// the preconditions of Kubernetes' writes hold.
+func TestPutVersions(t *testing.T) {
+	st := openStore(t)
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	type want struct {
+		action         string
+		generation, rv int64
+		managers       int
+	}
+	write := func(doc string, managed []metav1.ManagedFieldsEntry, pre manifest.Preconditions) (want, error) {
+		r, err := parseRecord(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ManagedFields = managed
+		var action string
+		err = st.Update(func(tx *store.Tx) error {
+			var err error
+			action, err = put(tx, now, r, pre)
+			return err
+		})
+		var stored record
+		_ = st.View(func(tx *store.Tx) error { _, err := tx.Get(buckets[KindNodePool], "np", &stored); return err })
+		return want{action, stored.Generation, stored.resourceVersion(), len(stored.ManagedFields)}, err
+	}
+	labelled := strings.Replace(nodePool, "metadata: {name: np}", "metadata: {name: np, labels: {team: a}}", 1)
+	asJSON := `{"apiVersion":"karpenter.sh/v1","kind":"NodePool","metadata":{"name":"np","labels":{"team":"a"}},"spec":{"template":{"spec":{"nodeClassRef":{"group":"karpenter.sagemaker.amazonaws.com","kind":"HyperpodNodeClass","name":"groups"}}},"disruption":{"consolidateAfter":"30s"}}}`
+	manager := []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}
+	for _, step := range []struct {
+		name    string
+		doc     string
+		managed []metav1.ManagedFieldsEntry
+		pre     manifest.Preconditions
+		want    want
+		err     error
+	}{
+		{"create", nodePool, nil, manifest.Preconditions{Create: true}, want{"created", 1, 1, 0}, nil},
+		{"create again", nodePool, nil, manifest.Preconditions{Create: true}, want{"", 1, 1, 0}, manifest.ErrAlreadyExists},
+		{"a label", labelled, nil, manifest.Preconditions{}, want{"configured", 1, 2, 0}, nil},
+		{"the same, as JSON", asJSON, nil, manifest.Preconditions{}, want{"unchanged", 1, 2, 0}, nil},
+		{"a field manager", asJSON, manager, manifest.Preconditions{ResourceVersion: "2"}, want{"configured", 1, 3, 1}, nil},
+		{"a stale update", asJSON, manager, manifest.Preconditions{ResourceVersion: "2"}, want{"", 1, 3, 1}, manifest.ErrConflict},
+		{"a spec change without managers keeps them", strings.Replace(labelled, "30s", "60s", 1), nil, manifest.Preconditions{}, want{"configured", 2, 4, 1}, nil},
+	} {
+		got, err := write(step.doc, step.managed, step.pre)
+		if !errors.Is(err, step.err) || (err == nil && got != step.want) || (err != nil && (got.generation != step.want.generation || got.rv != step.want.rv)) {
+			t.Fatalf("%s: %+v, %v; want %+v, %v", step.name, got, err, step.want, step.err)
 		}
 	}
 }

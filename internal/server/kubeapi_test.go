@@ -396,3 +396,100 @@ func TestKubernetesWorkspaceWrites(t *testing.T) {
 		t.Fatalf("delete: %v", err)
 	}
 }
+
+var (
+	nodePoolResource  = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
+	nodeClassResource = schema.GroupVersionResource{Group: "karpenter.sagemaker.amazonaws.com", Version: "v1", Resource: "hyperpodnodeclasses"}
+)
+
+// TestKubernetesNodePools drives the node kinds, which are cluster-scoped,
+// with client-go's dynamic client: create, a stale update (Conflict), a
+// merge patch, server-side apply, the status a pool's missing class makes
+// not ready, a delete's preconditions, and capstan's own apply of the same
+// object staying unchanged.
+func TestKubernetesNodePools(t *testing.T) {
+	h := startHarness(t, config.Config{AdminTokens: []string{testAdmin}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: h.url, BearerToken: testAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools, classes := dyn.Resource(nodePoolResource), dyn.Resource(nodeClassResource)
+	pool := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": map[string]any{"name": "inference"},
+		"spec": map[string]any{"weight": int64(10), "template": map[string]any{"spec": map[string]any{
+			"nodeClassRef": map[string]any{"group": "karpenter.sagemaker.amazonaws.com", "kind": "HyperpodNodeClass", "name": "groups"}}}}}}
+	created, err := pools.Create(ctx, pool, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create the pool: %v", err)
+	}
+	ready := func(u *unstructured.Unstructured) string {
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m := c.(map[string]any); m["type"] == "Ready" {
+				return m["status"].(string)
+			}
+		}
+		return ""
+	}
+	if created.GetUID() == "" || created.GetGeneration() != 1 || ready(created) != "False" {
+		t.Fatalf("a pool without its class: %+v", created.Object)
+	}
+	if _, err := pools.Create(ctx, pool, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("second create: %v, want AlreadyExists", err)
+	}
+	class := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "karpenter.sagemaker.amazonaws.com/v1", "kind": "HyperpodNodeClass", "metadata": map[string]any{"name": "groups"},
+		"spec": map[string]any{"instanceGroups": []any{"workers"}}}}
+	if _, err := classes.Apply(ctx, "groups", class, metav1.ApplyOptions{FieldManager: "tests"}); err != nil {
+		t.Fatalf("server-side apply of the class: %v", err)
+	}
+	got, err := pools.Get(ctx, "inference", metav1.GetOptions{})
+	if err != nil || ready(got) != "True" {
+		t.Fatalf("the pool with its class: ready %q, %v", ready(got), err)
+	}
+	patched, err := pools.Patch(ctx, "inference", types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}},"spec":{"weight":20}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("merge patch: %v", err)
+	}
+	if w, _, _ := unstructured.NestedInt64(patched.Object, "spec", "weight"); w != 20 || patched.GetGeneration() != 2 || patched.GetLabels()["team"] != "a" {
+		t.Fatalf("after the patch: weight %d, generation %d, labels %v", w, patched.GetGeneration(), patched.GetLabels())
+	}
+	if _, err := pools.Update(ctx, got, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("update of a stale read: %v, want Conflict", err)
+	}
+	if _, err := pools.Patch(ctx, "inference", types.MergePatchType, []byte(`{"spec":{"weight":500}}`), metav1.PatchOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "spec.weight") {
+		t.Fatalf("a weight past 100: %v, want Invalid naming spec.weight", err)
+	}
+	if _, err := pools.UpdateStatus(ctx, patched, metav1.UpdateOptions{}); !apierrors.IsMethodNotSupported(err) {
+		t.Fatalf("status write: %v, want MethodNotSupported", err)
+	}
+
+	// capstan's own apply of what is stored changes nothing.
+	doc := "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: inference, labels: {team: a}}\nspec:\n  weight: 20\n  template: {spec: {nodeClassRef: {group: karpenter.sagemaker.amazonaws.com, kind: HyperpodNodeClass, name: groups}}}\n"
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/apis/karpenter.sh/v1/apply", strings.NewReader(doc))
+	req.Header.Set("Authorization", "Bearer "+testAdmin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied struct{ Items []struct{ Action string } }
+	_ = json.NewDecoder(resp.Body).Decode(&applied)
+	resp.Body.Close()
+	if len(applied.Items) != 1 || applied.Items[0].Action != "unchanged" {
+		t.Fatalf("capstan apply of the stored pool: %d %+v", resp.StatusCode, applied)
+	}
+
+	stale := "1"
+	if err := pools.Delete(ctx, "inference", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &stale}}); !apierrors.IsConflict(err) {
+		t.Fatalf("delete with a stale precondition: %v, want Conflict", err)
+	}
+	if err := pools.Delete(ctx, "inference", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := pools.Get(ctx, "inference", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("get after delete: %v, want NotFound", err)
+	}
+}

@@ -290,9 +290,13 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	apis.Handle("/apis/", manifestsH)
 	apis.Handle(manifestapi.WorkspaceBasePath, workspacesH)
 	apis.Handle(manifestapi.WorkspaceBasePath+"/", workspacesH)
-	apis.Handle(nodeapi.CapstanPath, nodeAPIH)
+	for _, p := range []string{nodeapi.CapstanPath, nodeapi.NodePoolPath, nodeapi.NodeClassPath} {
+		apis.Handle(p, nodeAPIH)
+		apis.Handle(strings.TrimSuffix(p, "/"), nodeAPIH)
+	}
 	kube, err := kubeapi.New(kubeapi.Options{APIs: apis, Clock: clk, Logger: log, NodesPath: nodeapi.CapstanPath + "nodes", Groups: []schema.GroupVersion{
-		{Group: manifestapi.Group, Version: manifestapi.Version}, {Group: workspace.Group, Version: workspace.Version}}})
+		{Group: manifestapi.Group, Version: manifestapi.Version}, {Group: workspace.Group, Version: workspace.Version},
+		{Group: "karpenter.sh", Version: "v1"}, {Group: "karpenter.sagemaker.amazonaws.com", Version: "v1"}}})
 	if err != nil {
 		return nil, err
 	}
@@ -300,16 +304,15 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if cfg.AuthConfigured() {
 		kubeH = bearerAuth(kubeH, "adminTokens", cfg.AdminTokens)
 	}
-	for _, p := range append([]string{"/apis", "/apis/", manifestapi.WorkspaceBasePath, manifestapi.WorkspaceBasePath + "/"}, kubeapi.Paths...) {
+	for _, p := range append([]string{"/apis", "/apis/", manifestapi.WorkspaceBasePath, manifestapi.WorkspaceBasePath + "/",
+		nodeapi.NodePoolPath, nodeapi.NodeClassPath}, kubeapi.Paths...) {
 		rs.handle(p, doorManifests, kubeH)
 	}
 	// Spaces check their own credentials (a browser opens them) and, with
 	// none configured, serve only loopback.
 	rs.handle(spaceproxy.Path, doorAdmin, spaceproxy.New(spaceproxy.Options{Spaces: spc, RequireToken: cfg.AuthConfigured(), AdminTokens: cfg.AdminTokens,
 		LoopbackOnly: !cfg.AuthConfigured(), Logger: log}))
-	for _, p := range []string{nodeapi.CapstanPath, nodeapi.NodePoolPath, nodeapi.NodeClassPath} {
-		rs.handle(p, doorManifests, nodeAPIH)
-	}
+	rs.handle(nodeapi.CapstanPath, doorManifests, nodeAPIH)
 	rs.handle("/metrics", doorAdmin, metricsH)
 	rs.handle(observability.DiscoveryPath, doorAdmin, targetsH)
 	rs.handle("GET "+observability.ReplicaMetricsPath+"{id}/metrics", doorAdmin, replicaMetricsH)

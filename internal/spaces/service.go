@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capstan-dev/capstan/internal/catalog"
@@ -191,7 +192,7 @@ func (s *Service) seedTemplates() error {
 				continue
 			}
 			now := s.o.Clock.Now().UTC().Truncate(time.Second)
-			t.Metadata.UID, t.Metadata.Generation, t.Metadata.CreationTimestamp, t.Metadata.ResourceVersion = newUID(), 1, &now, "1"
+			t.Metadata.UID, t.Metadata.Generation, t.Metadata.CreationTimestamp, t.Metadata.ResourceVersion = uuid.NewString(), 1, &now, "1"
 			if err := tx.Put(bucketTemplates, k, t); err != nil {
 				return err
 			}
@@ -231,13 +232,6 @@ func key(ns, name string) string { return ns + "/" + name }
 func splitKey(k string) (ns, name string) {
 	ns, name, _ = strings.Cut(k, "/")
 	return ns, name
-}
-
-func newUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 func newToken() string {
@@ -482,7 +476,7 @@ func (s *Service) applyTemplate(tx *store.Tx, t *workspace.WorkspaceTemplate, pr
 		if n >= MaxTemplates {
 			return fmt.Errorf("WorkspaceTemplate %s: the limit is %d templates: %w", k, MaxTemplates, ErrTooMany)
 		}
-		next.Metadata.UID, next.Metadata.Generation, next.Metadata.CreationTimestamp = newUID(), 1, &now
+		next.Metadata.UID, next.Metadata.Generation, next.Metadata.CreationTimestamp = uuid.NewString(), 1, &now
 		next.Metadata.ResourceVersion = "1"
 		res.Action, res.Generation = manifest.ActionCreated, 1
 		return tx.Put(bucketTemplates, k, &next)
@@ -573,7 +567,7 @@ func (s *Service) applySpace(tx *store.Tx, w *workspace.Workspace, co clusterOff
 		if n >= MaxSpaces {
 			return fmt.Errorf("Workspace %s: the limit is %d spaces: %w", k, MaxSpaces, ErrTooMany)
 		}
-		next.Metadata.UID, next.Metadata.Generation, next.Metadata.CreationTimestamp = newUID(), 1, &now
+		next.Metadata.UID, next.Metadata.Generation, next.Metadata.CreationTimestamp = uuid.NewString(), 1, &now
 		next.Metadata.ResourceVersion = "1"
 		next.Status = workspace.WorkspaceStatus{Phase: workspace.PhasePending}
 		rec = record{Workspace: next}

@@ -8,7 +8,8 @@
 # (merge and JSON), label, explain (OpenAPI v3 and v2), describe with the object's events,
 # events, get namespaces, get nodes (-L, -l, jsonpath), get in chunks
 # (limit and continue), the documentation's Workspace (apply, server-side,
-# create, patch, wait, status, explain, bad input, delete), replace of a stale
+# create, patch, wait, status, explain, bad input, delete), the NodePool and
+# HyperpodNodeClass of docs/clusters.md, replace of a stale
 # read (Conflict), bad input
 # (unknown field, a MIG profile the GPU lacks) shown with capstan's field
 # messages, a field selector capstan does not support, and delete (waiting
@@ -187,6 +188,29 @@ out=$(k apply -f "$work/ws-unknown.yaml" 2>&1) && fail "a Workspace with an unkn
 grep -q 'spec.desiredStatuz: unknown field' <<<"$out" || fail "Workspace unknown field: $out"
 out=$(k delete ws my-space --timeout=60s 2>&1) || fail "delete the Workspace: $out"
 echo "kubectl applies, patches, waits for and deletes the documentation's Workspace"
+
+# The node kinds too: docs/clusters.md's HyperpodNodeClass and NodePool,
+# applied twice, listed with their printer columns, patched, refused with
+# capstan's messages, seen by capstan's CLI, and deleted.
+awk '/<!-- docs-test: file nodepool.yaml -->/{f=1; next} f && /^```yaml/{next} f && /^```/{exit} f' "$repo/docs/clusters.md" >"$work/nodepool.yaml"
+grep -q '^kind: NodePool$' "$work/nodepool.yaml" || fail "no NodePool in docs/clusters.md: $(cat "$work/nodepool.yaml")"
+out=$(k apply -f "$work/nodepool.yaml")
+[ "$out" = $'hyperpodnodeclass.karpenter.sagemaker.amazonaws.com/inf-groups created\nnodepool.karpenter.sh/inference created' ] || fail "apply the node kinds: $out"
+out=$(k apply -f "$work/nodepool.yaml")
+[ "$out" = $'hyperpodnodeclass.karpenter.sagemaker.amazonaws.com/inf-groups unchanged\nnodepool.karpenter.sh/inference unchanged' ] || fail "apply the node kinds again: $out"
+out=$(k apply --server-side -f "$work/nodepool.yaml" 2>&1) || fail "apply the node kinds --server-side: $out"
+out=$(k get np)
+grep -Eq '^inference +inf-groups +[0-9]+ +True +' <<<"$out" || fail "get np: $out"
+k patch np inference --type=merge -p '{"spec":{"weight":20}}' >/dev/null
+[ "$(k get np inference -o jsonpath='{.spec.weight} {.metadata.generation}')" = "20 2" ] || fail "patch np: $(k get np inference -o yaml)"
+out=$(k patch np inference --type=merge -p '{"spec":{"weight":500}}' 2>&1) && fail "a weight past 100 was accepted: $out"
+grep -q 'spec.weight' <<<"$out" || fail "np weight refusal: $out"
+out=$("$CAPSTAN_BIN" --server "$url" get nodepools)
+grep -Eq '^inference +inf-cluster +inf-groups +' <<<"$out" || fail "capstan get nodepools: $out"
+k delete hpnc inf-groups >/dev/null
+[ "$(k get np inference -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = False ] || fail "np without its class: $(k get np inference -o yaml)"
+k delete np inference --timeout=60s >/dev/null
+echo "kubectl applies, lists, patches and deletes docs/clusters.md's NodePool and HyperpodNodeClass"
 
 out=$(k delete jsm deepseek other --timeout=60s 2>&1) || fail "delete: $out"
 grep -q '"deepseek" deleted' <<<"$out" || fail "delete: $out"
