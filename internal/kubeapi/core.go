@@ -16,7 +16,7 @@ import (
 )
 
 // coreResources is /api/v1: the core kinds capstan answers, read-only
-// (nodes are capstan's cluster nodes).
+// (nodes are capstan's cluster nodes; pods, what runs on them).
 func coreResources() *metav1.APIResourceList {
 	read := metav1.Verbs{"get", "list"}
 	return &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "v1",
@@ -24,6 +24,7 @@ func coreResources() *metav1.APIResourceList {
 			{Name: "events", SingularName: "event", Namespaced: true, Kind: "Event", Verbs: read, ShortNames: []string{"ev"}},
 			{Name: "namespaces", SingularName: "namespace", Kind: "Namespace", Verbs: read, ShortNames: []string{"ns"}},
 			{Name: "nodes", SingularName: "node", Kind: "Node", Verbs: metav1.Verbs{"get", "list", "watch"}, ShortNames: []string{"no"}},
+			{Name: "pods", SingularName: "pod", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get", "list", "watch"}, ShortNames: []string{"po"}},
 		}}
 }
 
@@ -43,6 +44,12 @@ func (h *Handler) core(w http.ResponseWriter, r *http.Request) {
 		h.nodes(w, r, "")
 	case len(seg) == 2 && seg[0] == "nodes":
 		h.nodes(w, r, seg[1])
+	case len(seg) == 1 && seg[0] == "pods":
+		h.pods(w, r, "", "")
+	case len(seg) == 3 && seg[0] == "namespaces" && seg[2] == "pods":
+		h.pods(w, r, seg[1], "")
+	case len(seg) == 4 && seg[0] == "namespaces" && seg[2] == "pods":
+		h.pods(w, r, seg[1], seg[3])
 	case len(seg) == 1 && seg[0] == "namespaces":
 		h.namespaces(w, r, "")
 	case len(seg) == 2 && seg[0] == "namespaces":

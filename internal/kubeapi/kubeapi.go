@@ -75,6 +75,7 @@ func New(o Options) (*Handler, error) {
 	}
 	h := &Handler{o: o, log: o.Logger, columns: printerColumns(defs), openapi: openAPIDocs(defs), v2: v2}
 	h.columns["Node"] = nodeColumns
+	h.columns["Pod"] = podColumns
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -177,14 +178,7 @@ func (h *Handler) apis(w http.ResponseWriter, r *http.Request) {
 	copyHeader(w.Header(), hdr)
 	w.Header().Del("Content-Length")
 	if items, isList := listItems(v); isList {
-		v["items"] = q.filter(items)
-		setListVersion(v) // of the whole list, not of a page
-		items, next, remaining := q.page(v["items"].([]any))
-		v["items"] = items
-		if next != "" {
-			md := v["metadata"].(map[string]any)
-			md["continue"], md["remainingItemCount"] = next, remaining
-		}
+		q.pageList(v, q.filter(items))
 	}
 	if q.table != "" {
 		writeJSON(w, http.StatusOK, h.table(v, q))
@@ -271,6 +265,22 @@ func setListVersion(v map[string]any) {
 	}
 	md["resourceVersion"] = fmt.Sprint(newest)
 	v["metadata"] = md
+}
+
+// pageList sets the list v's items to the page of items q asks for, with
+// the resourceVersion of the whole list and the continue token of the rest.
+func (q query) pageList(v map[string]any, items []any) {
+	if items == nil {
+		items = []any{}
+	}
+	v["items"] = items
+	setListVersion(v) // of the whole list, not of a page
+	page, next, remaining := q.page(items)
+	v["items"] = page
+	if next != "" {
+		md := v["metadata"].(map[string]any)
+		md["continue"], md["remainingItemCount"] = next, remaining
+	}
 }
 
 // passThrough writes an answer of Options.APIs as it came.

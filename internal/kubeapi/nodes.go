@@ -46,8 +46,22 @@ var nodeColumns = []column{
 // nodeList reads capstan's cluster nodes (Options.NodesPath) as a core/v1
 // NodeList, as generic JSON.
 func (h *Handler) nodeList(r *http.Request) (map[string]any, error) {
+	views, err := h.nodeViews(r)
+	if err != nil {
+		return nil, err
+	}
+	l := corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, Items: []corev1.Node{}}
+	for _, v := range views {
+		l.Items = append(l.Items, coreNode(v))
+	}
+	return asJSON(&l)
+}
+
+// nodeViews reads capstan's cluster nodes (Options.NodesPath; none when it
+// is unset).
+func (h *Handler) nodeViews(r *http.Request) ([]nodeapi.NodeView, error) {
 	if h.o.NodesPath == "" {
-		return map[string]any{"kind": "NodeList", "apiVersion": "v1", "metadata": map[string]any{}, "items": []any{}}, nil
+		return nil, nil
 	}
 	code, body, _ := h.call(r, h.o.NodesPath)
 	if code != http.StatusOK {
@@ -59,11 +73,12 @@ func (h *Handler) nodeList(r *http.Request) (map[string]any, error) {
 	if err := json.Unmarshal(body, &views); err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("read the cluster nodes: %w", err))
 	}
-	l := corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, Items: []corev1.Node{}}
-	for _, v := range views.Items {
-		l.Items = append(l.Items, coreNode(v))
-	}
-	raw, err := json.Marshal(&l)
+	return views.Items, nil
+}
+
+// asJSON is a typed list as generic JSON.
+func asJSON(v any) (map[string]any, error) {
+	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
@@ -139,27 +154,37 @@ func coreNode(v nodeapi.NodeView) corev1.Node {
 // nodes answers /api/v1/nodes and /api/v1/nodes/{name}: a list (filtered,
 // as a table when asked), a watch, or one node.
 func (h *Handler) nodes(w http.ResponseWriter, r *http.Request, name string) {
-	q, err := readQuery(r)
+	h.serveCore(w, r, "nodes", "", name, h.nodeList)
+}
+
+// serveCore answers a read-only core/v1 collection that list reads: the
+// list (in namespace ns when set; filtered, paged, as a table when asked),
+// a watch, or the object name. extraFields are the field labels it selects
+// on beside name and namespace.
+func (h *Handler) serveCore(w http.ResponseWriter, r *http.Request, resource, ns, name string, list func(*http.Request) (map[string]any, error), extraFields ...string) {
+	q, err := readQuery(r, extraFields...)
 	if err != nil {
 		writeStatus(w, err)
 		return
 	}
 	read := func() ([]any, map[string]any, error) {
-		l, err := h.nodeList(r)
+		l, err := list(r)
 		if err != nil {
 			return nil, nil, err
 		}
 		items, _ := listItems(l)
-		if name != "" {
-			var one []any
-			for _, it := range items {
-				if n, _ := metadataOf(it)["name"].(string); n == name {
-					one = append(one, it)
-				}
+		var kept []any
+		for _, it := range items {
+			md := metadataOf(it)
+			if n, _ := md["name"].(string); name != "" && n != name {
+				continue
 			}
-			items = one
+			if n, _ := md["namespace"].(string); ns != "" && n != ns {
+				continue
+			}
+			kept = append(kept, it)
 		}
-		return q.filter(items), l, nil
+		return q.filter(kept), l, nil
 	}
 	if q.watch {
 		h.watchWith(w, r, q, read)
@@ -173,13 +198,12 @@ func (h *Handler) nodes(w http.ResponseWriter, r *http.Request, name string) {
 	var v map[string]any
 	if name != "" {
 		if len(items) == 0 {
-			writeStatus(w, apierrors.NewNotFound(corev1.Resource("nodes"), name))
+			writeStatus(w, apierrors.NewNotFound(corev1.Resource(resource), name))
 			return
 		}
 		v = items[0].(map[string]any)
 	} else {
-		l["items"] = items
-		setListVersion(l)
+		q.pageList(l, items)
 		v = l
 	}
 	if q.table != "" {

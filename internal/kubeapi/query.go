@@ -37,7 +37,12 @@ type query struct {
 // maxSelector bounds a selector's length before it is parsed.
 const maxSelector = 4096
 
-func readQuery(r *http.Request) (query, error) {
+// objectFields are the field labels every kind selects on.
+var objectFields = []string{"metadata.name", "metadata.namespace"}
+
+// readQuery reads a request's list and watch parameters; a field selector
+// may name objectFields and extraFields.
+func readQuery(r *http.Request, extraFields ...string) (query, error) {
 	v := r.URL.Query()
 	q := query{resourceVersion: v.Get("resourceVersion"), table: acceptsTable(r.Header.Get("Accept")),
 		includeObject: metav1.IncludeObjectPolicy(v.Get("includeObject")), fields: fields.Everything(), labels: labels.Everything()}
@@ -70,9 +75,10 @@ func readQuery(r *http.Request) (query, error) {
 		if err != nil {
 			return q, apierrors.NewBadRequest(fmt.Sprintf("fieldSelector: %v", err))
 		}
+		allowed := append(slices.Clone(objectFields), extraFields...)
 		for _, req := range sel.Requirements() {
-			if req.Field != "metadata.name" && req.Field != "metadata.namespace" {
-				return q, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s (capstan selects on metadata.name and metadata.namespace)", req.Field))
+			if !slices.Contains(allowed, req.Field) {
+				return q, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s (capstan selects on %s)", req.Field, strings.Join(allowed, ", ")))
 			}
 		}
 		q.fields = sel
@@ -198,9 +204,11 @@ func (q query) filter(items []any) []any {
 
 func (q query) matches(item any) bool {
 	md := metadataOf(item)
-	name, _ := md["name"].(string)
-	ns, _ := md["namespace"].(string)
-	if !q.fields.Matches(fields.Set{"metadata.name": name, "metadata.namespace": ns}) {
+	fs := fields.Set{}
+	for _, req := range q.fields.Requirements() {
+		fs[req.Field] = fieldValue(item, req.Field)
+	}
+	if !q.fields.Matches(fs) {
 		return false
 	}
 	set := labels.Set{}
@@ -212,6 +220,21 @@ func (q query) matches(item any) bool {
 		}
 	}
 	return q.labels.Matches(set)
+}
+
+// fieldValue is the string at a dotted path of an object ("" when there
+// is none), for field selectors.
+func fieldValue(obj any, path string) string {
+	cur := obj
+	for _, seg := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return ""
+		}
+		cur = m[seg]
+	}
+	s, _ := cur.(string)
+	return s
 }
 
 // metadataOf is an object's metadata (nil when it has none).

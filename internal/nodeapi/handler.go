@@ -222,6 +222,8 @@ type NodeView struct {
 	Allocated cluster.Resources `json:"allocated"`
 	Cordoned  bool              `json:"cordoned,omitempty"`
 	Replicas  []string          `json:"replicas,omitempty"`
+	// Placed is what each replica holds (its request and whole GPUs).
+	Placed []cluster.Placement `json:"placed,omitempty"`
 	// Partitions is each GPU's MIG slices by GPU index (none: whole GPUs,
 	// as are the GPUs past its end); Slices says who holds each slice.
 	Partitions [][]string       `json:"partitions,omitempty"`
@@ -232,7 +234,7 @@ type NodeView struct {
 func (h *Handler) view(n hyperpod.Node, pool map[string]cluster.Node) NodeView {
 	v := NodeView{Node: n, Name: n.Name()}
 	if pn, ok := pool[v.Name]; ok {
-		v.Capacity, v.Allocated, v.Cordoned, v.Replicas = pn.Capacity, pn.Allocated, pn.Cordoned, pn.Replicas
+		v.Capacity, v.Allocated, v.Cordoned, v.Replicas, v.Placed = pn.Capacity, pn.Allocated, pn.Cordoned, pn.Replicas, pn.Placed
 		v.Partitions, v.Slices = pn.Partitions, pn.Slices
 	}
 	return v

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/capstan-dev/capstan/internal/config"
 )
@@ -251,12 +253,25 @@ func TestKubernetesClients(t *testing.T) {
 	if _, err := jsms.Update(ctx, stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
 		t.Fatalf("update of a stale read: %v, want Conflict", err)
 	}
-	cur, err := jsms.Get(ctx, "gamma", metav1.GetOptions{})
-	if n, _, _ := unstructured.NestedInt64(cur.Object, "spec", "replicas"); err != nil || n != 3 {
-		t.Fatalf("after the scale: replicas %d, %v", n, err)
-	}
-	unstructured.SetNestedField(cur.Object, int64(1), "spec", "replicas")
-	if upd, err := jsms.Update(ctx, cur, metav1.UpdateOptions{}); err != nil || upd.GetGeneration() != cur.GetGeneration()+1 {
+	// An update of the latest read goes through; the controller's status
+	// writes also move the resourceVersion, so, as every client does, it
+	// reads again on a conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := jsms.Get(ctx, "gamma", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n, _, _ := unstructured.NestedInt64(cur.Object, "spec", "replicas"); n != 3 {
+			t.Fatalf("after the scale: replicas %d", n)
+		}
+		unstructured.SetNestedField(cur.Object, int64(1), "spec", "replicas")
+		upd, err := jsms.Update(ctx, cur, metav1.UpdateOptions{})
+		if err == nil && upd.GetGeneration() != cur.GetGeneration()+1 {
+			t.Fatalf("update of the latest read: generation %d after %d", upd.GetGeneration(), cur.GetGeneration())
+		}
+		return err
+	})
+	if err != nil {
 		t.Fatalf("update of the latest read: %v", err)
 	}
 
@@ -279,6 +294,23 @@ func TestKubernetesClients(t *testing.T) {
 	}
 	if held == 0 {
 		t.Fatal("no g5.8xlarge node holds a replica's GPU")
+	}
+	// What runs on the nodes, as pods: alpha's replica on its node, with
+	// its GPU request, found as kubectl describe node finds it.
+	alphaPods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "capstan.dev/owner-name=alpha"})
+	if err != nil || len(alphaPods.Items) == 0 {
+		t.Fatalf("alpha's pods: %+v, %v", alphaPods, err)
+	}
+	p := alphaPods.Items[0]
+	onNode, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + p.Spec.NodeName + ",status.phase!=Failed,status.phase!=Succeeded"})
+	if err != nil || !slices.ContainsFunc(onNode.Items, func(q corev1.Pod) bool { return q.Name == p.Name }) {
+		t.Fatalf("pods on %s: %+v, %v", p.Spec.NodeName, onNode, err)
+	}
+	if g := p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]; g.Value() != 1 || p.Status.Phase != corev1.PodRunning {
+		t.Fatalf("alpha's pod %s: requests %v, phase %s", p.Name, p.Spec.Containers[0].Resources.Requests, p.Status.Phase)
+	}
+	if _, err := cs.CoreV1().Pods("default").Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("get pod %s: %v", p.Name, err)
 	}
 	if _, err := cs.CoreV1().Nodes().Get(ctx, "nope", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("get of a missing node: %v", err)
@@ -357,9 +389,13 @@ func TestKubernetesWorkspaceWrites(t *testing.T) {
 		}) {
 		t.Fatalf("after the forced apply: displayName %q, managedFields %+v", n, applied.GetManagedFields())
 	}
+	// A repeated apply writes nothing: the same generation and field
+	// managers, their times included (the controller's status writes may
+	// move the resourceVersion meanwhile).
 	again, err := spaces.Apply(ctx, "my-space", space("my-space", "Stopped"), metav1.ApplyOptions{FieldManager: "ops"})
-	if err != nil || again.GetResourceVersion() != applied.GetResourceVersion() {
-		t.Fatalf("repeated apply: resourceVersion %s then %s, %v", applied.GetResourceVersion(), again.GetResourceVersion(), err)
+	if err != nil || again.GetGeneration() != applied.GetGeneration() || !reflect.DeepEqual(again.GetManagedFields(), applied.GetManagedFields()) {
+		t.Fatalf("repeated apply: generation %d then %d, managedFields %+v then %+v, %v", applied.GetGeneration(), again.GetGeneration(),
+			applied.GetManagedFields(), again.GetManagedFields(), err)
 	}
 
 	// status is read-only: capstan's controllers write it.

@@ -6,7 +6,8 @@
 # (the CRD's printer columns, -o wide, -o yaml, -o jsonpath, -A, -l), wait
 # --for=condition and --for=jsonpath, get -w seeing a scale, scale, patch
 # (merge and JSON), label, explain (OpenAPI v3 and v2), describe with the object's events,
-# events, get namespaces, get nodes (-L, -l, jsonpath), get in chunks
+# events, get namespaces, get nodes (-L, -l, jsonpath), describe node with
+# the replicas' pods, get in chunks
 # (limit and continue), the documentation's Workspace (apply, server-side,
 # create, patch, wait, status, explain, bad input, delete), the NodePool and
 # HyperpodNodeClass of docs/clusters.md, replace of a stale
@@ -91,7 +92,15 @@ head -1 <<<"$out" | grep -Eq '^NAME +STATUS +INSTANCE TYPE +CAPACITY TYPE +GPUS 
 grep -Eq '^hyperpod-i-[0-9a-f]+ +Running +ml\.g5\.8xlarge +on-demand +1 ' <<<"$out" || fail "get nodes: $out"
 out=$(k get nodes -l node.kubernetes.io/instance-type=ml.g5.8xlarge -o jsonpath='{range .items[*]}{.metadata.annotations.capstan\.dev/allocated}{"\n"}{end}')
 grep -q '^nvidia.com/gpu=1,' <<<"$out" || fail "no g5.8xlarge node holds deepseek's GPU: $out"
-echo "kubectl get nodes: instance types, GPUs and what the replicas hold"
+# What runs there, as pods: describe node lists deepseek's replica and
+# what it requests.
+node=$(k get pods -l capstan.dev/owner-name=deepseek -o jsonpath='{.items[0].spec.nodeName}')
+[ -n "$node" ] || fail "no pod for deepseek: $(k get pods -A -o wide)"
+out=$(k describe node "$node")
+grep -Eq '^Non-terminated Pods: +\([1-9][0-9]* in total\)' <<<"$out" || fail "describe node lists no pods: $out"
+grep -Eq '^ +default +jsm\.default\.deepseek\.r[0-9]+\.0 ' <<<"$out" || fail "describe node lacks deepseek's replica: $out"
+grep -Eq '^ +nvidia\.com/gpu +1 +1$' <<<"$out" || fail "describe node's allocated GPUs: $out"
+echo "kubectl get nodes: instance types, GPUs and what the replicas hold; describe node lists their pods"
 
 # get -w sees a scale; apply of a changed file, patch and label change it.
 k get jsm deepseek -w --output-watch-events --request-timeout=60s >"$work/watch.out" 2>&1 &
