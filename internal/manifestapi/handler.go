@@ -441,6 +441,12 @@ func (h *Handler) applyMany(r *http.Request) (any, int, error) {
 	if err := h.checkUpdates(ctx, docs, objs); err != nil {
 		return nil, 0, err
 	}
+	for _, o := range objs {
+		res, _ := ResourceForKind(o.GetKind())
+		if err := h.kube.trackApply(r, res, o); err != nil {
+			return nil, 0, withObject(o.GetKind(), o.GetMeta().Name, err)
+		}
+	}
 	out := &ApplyResultList{APIVersion: manifest.APIVersion, Kind: "ApplyResultList", Items: []manifest.ApplyResult{}}
 	for i, o := range objs {
 		res, err := h.apply(ctx, o)

@@ -562,6 +562,13 @@ func (a *KubeAPI) Serve(w http.ResponseWriter, r *http.Request, res Resource, ns
 	writeJSON(w, code, v)
 }
 
+// TrackApply records in o's managedFields the fields a document of the
+// kinds' multi-document apply sets, under ApplyManager (or the request's
+// fieldManager), against the stored object.
+func (a *KubeAPI) TrackApply(r *http.Request, res Resource, o KubeObject) error {
+	return a.v.trackApply(r, res, o)
+}
+
 func (a *KubeAPI) route(r *http.Request, res Resource, ns, name, sub string) (any, int, error) {
 	switch {
 	case name == "" && r.Method == http.MethodPost:

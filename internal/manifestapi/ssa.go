@@ -259,13 +259,39 @@ func conflictStatus(err error) (*Status, bool) {
 // the API server names it), so a later server-side apply sees who owns
 // what. live is the stored KubeObject, nil for a create.
 func (v *kubeVerbs) track(r *http.Request, live, next KubeObject) error {
+	manager, _, _ := strings.Cut(r.UserAgent(), "/")
+	return v.trackAs(r, manager, live, next)
+}
+
+// ApplyManager is the field manager of capstan's multi-document apply
+// (capstan apply, the console), as kubectl's client-side apply has its own.
+const ApplyManager = "capstan-apply"
+
+// trackApply records the fields a document of capstan's multi-document
+// apply sets, under ApplyManager unless the request names a fieldManager,
+// against what is stored.
+func (v *kubeVerbs) trackApply(r *http.Request, res Resource, next KubeObject) error {
+	m := next.GetMeta()
+	live, err := v.kinds.Get(r.Context(), res, m.Namespace, m.Name)
+	switch {
+	case errors.Is(err, errNotFound):
+		live = nil
+	case err != nil:
+		return err
+	}
+	return v.trackAs(r, ApplyManager, live, next)
+}
+
+// trackAs is track with fallback as the manager when the request names
+// none.
+func (v *kubeVerbs) trackAs(r *http.Request, fallback string, live, next KubeObject) error {
 	fm := v.fieldManagers[next.GetKind()]
 	if fm == nil {
 		return nil
 	}
 	manager := r.URL.Query().Get("fieldManager")
 	if manager == "" {
-		manager, _, _ = strings.Cut(r.UserAgent(), "/")
+		manager = fallback
 	}
 	if manager == "" {
 		manager = "unknown"

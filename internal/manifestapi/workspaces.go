@@ -341,6 +341,12 @@ func (h *WorkspaceHandler) applyMany(r *http.Request) (any, int, error) {
 	if len(errs) > 0 {
 		return nil, 0, errors.Join(errs...)
 	}
+	for _, o := range objs {
+		res, _ := ResolveWorkspaceKind(o.GetKind())
+		if err := h.kube.trackApply(r, res, o); err != nil {
+			return nil, 0, withObject(o.GetKind(), o.GetMeta().Name, err)
+		}
+	}
 	out := &ApplyResultList{APIVersion: workspace.APIVersion, Kind: "ApplyResultList", Items: make([]manifest.ApplyResult, len(objs))}
 	var done []string
 	for _, i := range order {

@@ -56,6 +56,8 @@ type Options struct {
 type Handler struct {
 	o   Options
 	mux *http.ServeMux
+	// kube are the Kubernetes verbs over each node kind (kube.go).
+	kube map[string]*manifestapi.KubeAPI
 }
 
 // New returns the handler.
@@ -300,7 +302,17 @@ func (h *Handler) apply(r *http.Request) (any, error) {
 	if len(docs) > maxObjects {
 		return nil, fmt.Errorf("%w: the body holds %d documents; the limit is %d", errBadRequest, len(docs), maxObjects)
 	}
-	res, err := apply(h.o.Store, h.o.Clock.Now(), docs)
+	res, err := apply(h.o.Store, h.o.Clock.Now(), docs, func(rec *record) error {
+		o, err := rec.object()
+		if err != nil {
+			return err
+		}
+		if err := h.kube[rec.kind()].TrackApply(r, resources[rec.kind()], o); err != nil {
+			return err
+		}
+		rec.ManagedFields = o.Metadata.ManagedFields
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -95,6 +95,10 @@ func (h *Handler) kubeRoutes() error {
 		if err != nil {
 			return err
 		}
+		if h.kube == nil {
+			h.kube = map[string]*manifestapi.KubeAPI{}
+		}
+		h.kube[kind] = kube
 		discovery := func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, http.StatusOK, resourceList(apiVersion, res))
 		}

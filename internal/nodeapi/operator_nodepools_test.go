@@ -37,7 +37,7 @@ groups:
 		}
 	}
 	st := openStore(t)
-	res, err := apply(st, time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC), docs)
+	res, err := apply(st, time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC), docs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

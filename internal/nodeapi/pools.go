@@ -111,8 +111,9 @@ type applied struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// apply parses every document and stores them all or none.
-func apply(st *store.Store, now time.Time, docs []string) ([]applied, error) {
+// apply parses every document and stores them all or none; track, when
+// set, records each one's field manager.
+func apply(st *store.Store, now time.Time, docs []string, track func(*record) error) ([]applied, error) {
 	recs := make([]*record, 0, len(docs))
 	var errs []error
 	for i, d := range docs {
@@ -125,6 +126,13 @@ func apply(st *store.Store, now time.Time, docs []string) ([]applied, error) {
 	}
 	if len(errs) > 0 {
 		return nil, &invalidError{errors.Join(errs...)}
+	}
+	if track != nil {
+		for _, r := range recs {
+			if err := track(r); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var out []applied
 	err := st.Update(func(tx *store.Tx) error {

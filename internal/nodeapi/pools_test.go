@@ -48,7 +48,7 @@ func TestApplyAndPools(t *testing.T) {
 	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	actions := func(docs ...string) []string {
 		t.Helper()
-		res, err := apply(st, now, docs)
+		res, err := apply(st, now, docs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestApplyIsAllOrNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := apply(st, time.Now(), tc.docs)
+			_, err := apply(st, time.Now(), tc.docs, nil)
 			var inv *invalidError
 			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("apply: %v, want an invalid error naming %q", err, tc.want)

@@ -51,6 +51,12 @@ func TestKubectlAnswersAlike(t *testing.T) {
 		{args: "apply -f " + bad, fails: []string{"replicaz"}},
 		{args: "apply --server-side --force-conflicts -f " + one},
 		{args: "get jsm alike -o jsonpath={.spec.replicas}"},
+		{args: "get jsm --chunk-size=1 -o name"},
+		{args: "get jsm alike --subresource=status -o jsonpath={.metadata.name}"},
+		{args: "explain jsm.spec.server"},
+		{args: "explain jsm.spec.server --output=plaintext-openapiv2"},
+		{args: "delete jsm alike --dry-run=server"},
+		{args: "get jsm alike -o name"},
 		{args: "delete jsm alike --wait=true"},
 		{args: "get jsm alike", fails: []string{`"alike" not found`}},
 	}

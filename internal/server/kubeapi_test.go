@@ -503,19 +503,31 @@ func TestKubernetesNodePools(t *testing.T) {
 		t.Fatalf("status write: %v, want MethodNotSupported", err)
 	}
 
-	// capstan's own apply of what is stored changes nothing.
-	doc := "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: inference, labels: {team: a}}\nspec:\n  weight: 20\n  template: {spec: {nodeClassRef: {group: karpenter.sagemaker.amazonaws.com, kind: HyperpodNodeClass, name: groups}}}\n"
-	req, _ := http.NewRequest(http.MethodPost, h.url+"/apis/karpenter.sh/v1/apply", strings.NewReader(doc))
-	req.Header.Set("Authorization", "Bearer "+testAdmin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// capstan's own apply of a change records its field manager for what it
+	// changed (as kubectl's client-side apply does); again, it changes
+	// nothing.
+	doc := "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: inference, labels: {team: a}}\nspec:\n  weight: 30\n  template: {spec: {nodeClassRef: {group: karpenter.sagemaker.amazonaws.com, kind: HyperpodNodeClass, name: groups}}}\n"
+	capstanApply := func() string {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/apis/karpenter.sh/v1/apply", strings.NewReader(doc))
+		req.Header.Set("Authorization", "Bearer "+testAdmin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var applied struct{ Items []struct{ Action string } }
+		if err := json.NewDecoder(resp.Body).Decode(&applied); err != nil || len(applied.Items) != 1 {
+			t.Fatalf("capstan apply: %d %+v %v", resp.StatusCode, applied, err)
+		}
+		return applied.Items[0].Action
 	}
-	var applied struct{ Items []struct{ Action string } }
-	_ = json.NewDecoder(resp.Body).Decode(&applied)
-	resp.Body.Close()
-	if len(applied.Items) != 1 || applied.Items[0].Action != "unchanged" {
-		t.Fatalf("capstan apply of the stored pool: %d %+v", resp.StatusCode, applied)
+	if a, b := capstanApply(), capstanApply(); a != "configured" || b != "unchanged" {
+		t.Fatalf("capstan apply of the stored pool, twice: %s, %s; want configured, unchanged", a, b)
+	}
+	got, err = pools.Get(ctx, "inference", metav1.GetOptions{})
+	if err != nil || got.GetGeneration() != 3 ||
+		!slices.ContainsFunc(got.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == "capstan-apply" }) {
+		t.Fatalf("after capstan apply: generation %d, managedFields %+v, %v", got.GetGeneration(), got.GetManagedFields(), err)
 	}
 
 	stale := "1"

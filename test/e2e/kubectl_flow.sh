@@ -143,7 +143,14 @@ grep -q 'conflict with "kubectl": .spec.replicas' <<<"$out" || fail "server-side
 k apply --server-side --field-manager=ops --force-conflicts -f "$work/ssa-ops.yaml" >/dev/null
 [ "$(k get jsm ssa -o jsonpath='{.spec.replicas}')" = 2 ] || fail "forced server-side apply"
 k delete jsm ssa >/dev/null
-echo "kubectl apply --server-side: idempotent, conflicts between field managers, --force-conflicts"
+# capstan apply records its fields too, under capstan-apply.
+jsm byhand c 1 >"$work/byhand.yaml"
+"$CAPSTAN_BIN" --server "$url" apply -f "$work/byhand.yaml" >/dev/null
+jsm byhand c 2 >"$work/byhand-ssa.yaml"
+out=$(k apply --server-side -f "$work/byhand-ssa.yaml" 2>&1) && fail "server-side apply over capstan apply's replicas went through: $out"
+grep -q 'conflict with "capstan-apply"' <<<"$out" || fail "server-side apply over capstan apply: $out"
+k delete jsm byhand >/dev/null
+echo "kubectl apply --server-side: idempotent, conflicts between field managers (capstan apply's too), --force-conflicts"
 
 # A replace of what was read before another write is a conflict.
 k get jsm deepseek -o yaml >"$work/read.yaml"
