@@ -21,10 +21,11 @@ import (
 )
 
 // The verbs kubectl and client-go write with, beside capstan's own apply:
-// create (POST to a collection), patch (JSON merge patch and JSON patch on
-// an KubeObject) and the scale subresource. Each goes through the same
-// decoding, validation and update rules as an apply, and answers the
-// stored KubeObject, as a Kubernetes API server does.
+// create (POST to a collection), update (PUT), patch (JSON merge patch, JSON
+// patch, server-side apply), delete with its options, and the status and
+// scale subresources, over any group's kinds (KubeKinds). Each write goes
+// through the same decoding, validation and update rules as an apply, and
+// answers the stored object, as a Kubernetes API server does.
 
 // Patch media types a custom resource takes.
 const (
@@ -32,7 +33,7 @@ const (
 	jsonPatch  = "application/json-patch+json"
 )
 
-// maxPatchRetries bounds how often a patch is recomputed when the KubeObject
+// maxPatchRetries bounds how often a patch is recomputed when the object
 // changes between its read and its write.
 const maxPatchRetries = 5
 
@@ -416,7 +417,7 @@ func scaleOf(obj manifest.Object) *Scale {
 	return s
 }
 
-// status serves …/{name}/status: the KubeObject, read-only, since capstan's
+// status serves …/{name}/status: the object, read-only, since capstan's
 // controllers alone write status (a client's write would be overwritten on
 // the next reconcile).
 func (v *kubeVerbs) status(r *http.Request, res Resource, ns, name string) (any, int, error) {
@@ -437,7 +438,7 @@ func (v *kubeVerbs) status(r *http.Request, res Resource, ns, name string) (any,
 // delete deletes an object (DELETE on its URL) under the DeleteOptions a
 // client sends in the body or the query: preconditions on its uid and
 // resourceVersion (409 when they do not hold), dryRun=All (nothing is
-// deleted; the answer is the KubeObject) and the propagation policy. An
+// deleted; the answer is the object) and the propagation policy. An
 // object's replicas or space process are its dependents, and capstan
 // always stops them before the object goes (as a finalizer would), so
 // Background and Foreground both mean that; Orphan, which would leave them

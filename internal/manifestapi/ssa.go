@@ -71,7 +71,7 @@ func newFieldManagers(defs []apiextv1.CustomResourceDefinition) (fieldManagers, 
 	return out, nil
 }
 
-// serverSideApply applies body, a partial KubeObject, as fieldManager's intent
+// serverSideApply applies body, a partial object, as fieldManager's intent
 // (PATCH with application/apply-patch+yaml): the fields it sets become the
 // manager's, fields the manager set before and left out are removed, and a
 // field another manager owns with another value is a conflict unless force
@@ -257,7 +257,7 @@ func conflictStatus(err error) (*Status, bool) {
 // an apply (create, update, patch, scale) sets, under the request's field
 // manager (its fieldManager parameter, else its User-Agent's product, as
 // the API server names it), so a later server-side apply sees who owns
-// what. live is the stored KubeObject, nil for a create.
+// what. live is the stored object, nil for a create.
 func (v *kubeVerbs) track(r *http.Request, live, next KubeObject) error {
 	manager, _, _ := strings.Cut(r.UserAgent(), "/")
 	return v.trackAs(r, manager, live, next)
