@@ -168,6 +168,10 @@ func (h *Handler) apis(w http.ResponseWriter, r *http.Request) {
 		passThrough(w, code, hdr, body)
 		return
 	}
+	if q.table == "" && !isList(body) {
+		passThrough(w, code, hdr, body) // one object, answered as it is
+		return
+	}
 	v, err := decode(body)
 	if err != nil { // not a JSON object: passed on as it is
 		passThrough(w, code, hdr, body)
@@ -249,6 +253,16 @@ func listItems(v map[string]any) ([]any, bool) {
 		items = []any{}
 	}
 	return items, true
+}
+
+// isList reports whether body is a JSON object whose kind is a list, which
+// this Handler filters and pages; reading the kind alone keeps a single
+// object's GET from being decoded into maps and written again.
+func isList(body []byte) bool {
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	return json.Unmarshal(body, &head) == nil && strings.HasSuffix(head.Kind, "List")
 }
 
 // setListVersion gives a list the resource version a watch continues from:

@@ -197,7 +197,7 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
-		return resourceList(manifest.APIVersion, Resources), http.StatusOK, nil
+		return ResourceList(manifest.APIVersion, Resources), http.StatusOK, nil
 	case t.name == "":
 		if r.Method == http.MethodPost && t.ns != "" {
 			return h.kube.create(r, *t.res, t.ns)
@@ -227,22 +227,7 @@ func (h *Handler) route(r *http.Request) (any, int, error) {
 		}
 		return h.events(ctx, res, ns, name)
 	}
-	switch r.Method {
-	case http.MethodGet:
-		obj, err := h.store.Get(ctx, res.Kind, ns, name)
-		if err != nil {
-			return nil, 0, withObject(res.Kind, name, storeErr(res, ns, name, "get", err))
-		}
-		return obj, http.StatusOK, nil
-	case http.MethodPut:
-		return h.kube.put(r, res, ns, name)
-	case http.MethodPatch:
-		return h.kube.patch(r, res, ns, name)
-	case http.MethodDelete:
-		return h.kube.delete(r, res, ns, name)
-	default:
-		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT, PATCH or DELETE)", r.Method, p)
-	}
+	return h.kube.serveObject(r, res, ns, name)
 }
 
 // storeErr words a Store failure about one object; NotFound reads as

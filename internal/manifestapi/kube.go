@@ -100,6 +100,26 @@ type kubeVerbs struct {
 	clock         clock.Clock
 }
 
+// serveObject answers r for one object: GET reads it; PUT, PATCH and
+// DELETE write it.
+func (v *kubeVerbs) serveObject(r *http.Request, res Resource, ns, name string) (any, int, error) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		o, err := v.kinds.Get(r.Context(), res, ns, name)
+		if err != nil {
+			return nil, 0, withObject(res.Kind, name, err)
+		}
+		return o, http.StatusOK, nil
+	case http.MethodPut:
+		return v.put(r, res, ns, name)
+	case http.MethodPatch:
+		return v.patch(r, res, ns, name)
+	case http.MethodDelete:
+		return v.delete(r, res, ns, name)
+	}
+	return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT, PATCH or DELETE)", r.Method, r.URL.Path)
+}
+
 // matchesURL refuses a body that is not exactly one object of the URL's
 // kind, namespace and (for all but a create) name.
 func (v *kubeVerbs) matchesURL(method string, objs []KubeObject, res Resource, ns, name string) error {
@@ -219,7 +239,7 @@ func (v *kubeVerbs) patch(r *http.Request, res Resource, ns, name string) (any, 
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	stored, err := v.patchWith(r, res, ns, name, func(doc []byte) ([]byte, error) {
+	stored, err := v.patchWith(r, res, ns, name, func(_ KubeObject, doc []byte) ([]byte, error) {
 		return applyPatchBody(ct, doc, body, v.maxBody)
 	})
 	if err != nil {
@@ -242,9 +262,9 @@ func applyPatchBody(ct string, doc, patch []byte, maxBody int64) ([]byte, error)
 	return p.ApplyWithOptions(doc, opts)
 }
 
-// patchWith stores change(the stored object's JSON) as an update of the
+// patchWith stores change(the stored object, its JSON) as an update of the
 // version read, reading again when another write came first.
-func (v *kubeVerbs) patchWith(r *http.Request, res Resource, ns, name string, change func([]byte) ([]byte, error)) (KubeObject, error) {
+func (v *kubeVerbs) patchWith(r *http.Request, res Resource, ns, name string, change func(KubeObject, []byte) ([]byte, error)) (KubeObject, error) {
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
 		cur, err := v.kinds.Get(ctx, res, ns, name)
@@ -255,7 +275,7 @@ func (v *kubeVerbs) patchWith(r *http.Request, res Resource, ns, name string, ch
 		if err != nil {
 			return nil, fmt.Errorf("encode %s %s/%s: %w", res.Kind, ns, name, err)
 		}
-		patched, err := change(doc)
+		patched, err := change(cur, doc)
 		if err != nil {
 			return nil, fail(errBadRequest, "the patch does not apply: %v", err)
 		}
@@ -335,12 +355,12 @@ func (h *Handler) scale(r *http.Request, res Resource, ns, name string) (any, in
 	if err != nil {
 		return nil, 0, withObject(res.Kind, name, err)
 	}
-	stored, err := h.kube.patchWith(r, res, ns, name, func(doc []byte) ([]byte, error) {
+	stored, err := h.kube.patchWith(r, res, ns, name, func(obj KubeObject, doc []byte) ([]byte, error) {
 		var cur map[string]any
 		if err := json.Unmarshal(doc, &cur); err != nil {
 			return nil, err
 		}
-		replicas, err := scaledReplicas(r.Method, ct, body, doc, h.kube.maxBody)
+		replicas, err := scaledReplicas(r.Method, ct, body, obj.(manifest.Object), h.kube.maxBody)
 		if err != nil {
 			return nil, err
 		}
@@ -359,13 +379,9 @@ func (h *Handler) scale(r *http.Request, res Resource, ns, name string) (any, in
 }
 
 // scaledReplicas reads the replicas a scale write asks for: a PUT's Scale,
-// or the Scale of doc (the object's JSON) as the patch leaves it.
-func scaledReplicas(method, ct string, body, doc []byte, maxBody int64) (int32, error) {
-	objs, err := manifest.Decode(doc)
-	if err != nil || len(objs) != 1 {
-		return 0, fmt.Errorf("read the object: %v", err)
-	}
-	cur, err := json.Marshal(scaleOf(objs[0]))
+// or the Scale of obj (the stored object) as the patch leaves it.
+func scaledReplicas(method, ct string, body []byte, obj manifest.Object, maxBody int64) (int32, error) {
+	cur, err := json.Marshal(scaleOf(obj))
 	if err != nil {
 		return 0, err
 	}
@@ -581,19 +597,5 @@ func (a *KubeAPI) route(r *http.Request, res Resource, ns, name, sub string) (an
 	case sub != "":
 		return nil, 0, fail(errNotFound, "the server could not find the requested resource %s", r.URL.Path)
 	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		o, err := a.v.kinds.Get(r.Context(), res, ns, name)
-		if err != nil {
-			return nil, 0, withObject(res.Kind, name, err)
-		}
-		return o, http.StatusOK, nil
-	case http.MethodPut:
-		return a.v.put(r, res, ns, name)
-	case http.MethodPatch:
-		return a.v.patch(r, res, ns, name)
-	case http.MethodDelete:
-		return a.v.delete(r, res, ns, name)
-	}
-	return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT, PATCH or DELETE)", r.Method, r.URL.Path)
+	return a.v.serveObject(r, res, ns, name)
 }

@@ -61,17 +61,19 @@ type APIResourceList struct {
 	Resources    []APIResource `json:"resources"`
 }
 
-// resourceList is the discovery document of one API group's resources.
-func resourceList(groupVersion string, resources []Resource) *APIResourceList {
+// ResourceList is the discovery document of one API group version's
+// resources, each with the Kubernetes verbs and the subresources it serves.
+func ResourceList(groupVersion string, resources []Resource) *APIResourceList {
 	l := &APIResourceList{Kind: "APIResourceList", APIVersion: "v1", GroupVersion: groupVersion}
 	for _, r := range resources {
-		l.Resources = append(l.Resources, APIResource{Name: r.Plural, SingularName: r.Singular, Namespaced: true,
+		namespaced := !r.ClusterScoped
+		l.Resources = append(l.Resources, APIResource{Name: r.Plural, SingularName: r.Singular, Namespaced: namespaced,
 			Kind: r.Kind, Verbs: verbs, ShortNames: r.ShortNames})
 		if r.Status {
-			l.Resources = append(l.Resources, APIResource{Name: r.Plural + "/status", Namespaced: true, Kind: r.Kind, Verbs: []string{"get"}})
+			l.Resources = append(l.Resources, APIResource{Name: r.Plural + "/status", Namespaced: namespaced, Kind: r.Kind, Verbs: []string{"get"}})
 		}
 		if r.Scale {
-			l.Resources = append(l.Resources, APIResource{Name: r.Plural + "/scale", Namespaced: true, Group: "autoscaling", Version: "v1",
+			l.Resources = append(l.Resources, APIResource{Name: r.Plural + "/scale", Namespaced: namespaced, Group: "autoscaling", Version: "v1",
 				Kind: "Scale", Verbs: []string{"get", "patch", "update"}})
 		}
 	}

@@ -177,7 +177,7 @@ func (h *WorkspaceHandler) route(r *http.Request) (any, int, error) {
 		if err := allow(r, http.MethodGet); err != nil {
 			return nil, 0, err
 		}
-		return resourceList(workspace.APIVersion, WorkspaceResources), http.StatusOK, nil
+		return ResourceList(workspace.APIVersion, WorkspaceResources), http.StatusOK, nil
 	case t.name == "":
 		if r.Method == http.MethodPost && t.ns != "" {
 			return h.kube.create(r, *t.res, t.ns)
@@ -207,22 +207,7 @@ func (h *WorkspaceHandler) route(r *http.Request) (any, int, error) {
 		}
 		return &EventList{APIVersion: workspace.APIVersion, Kind: "EventList", Items: evs}, http.StatusOK, nil
 	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		obj, err := h.store.Get(ctx, res.Kind, ns, name)
-		if err != nil {
-			return nil, 0, withObject(res.Kind, name, wsStoreErr(res, ns, name, err))
-		}
-		return obj, http.StatusOK, nil
-	case http.MethodPut:
-		return h.kube.put(r, res, ns, name)
-	case http.MethodPatch:
-		return h.kube.patch(r, res, ns, name)
-	case http.MethodDelete:
-		return h.kube.delete(r, res, ns, name)
-	default:
-		return nil, 0, fail(errMethodNotAllowed, "%s is not supported on %s (use GET, PUT, PATCH or DELETE)", r.Method, r.URL.Path)
-	}
+	return h.kube.serveObject(r, res, ns, name)
 }
 
 func wsStoreErr(res Resource, ns, name string, err error) error {

@@ -100,7 +100,7 @@ func (h *Handler) kubeRoutes() error {
 		}
 		h.kube[kind] = kube
 		discovery := func(w http.ResponseWriter, _ *http.Request) {
-			writeJSON(w, http.StatusOK, resourceList(apiVersion, res))
+			writeJSON(w, http.StatusOK, manifestapi.ResourceList(apiVersion, []manifestapi.Resource{res}))
 		}
 		h.mux.HandleFunc("GET "+strings.TrimSuffix(base, "/"), discovery)
 		h.mux.HandleFunc("GET "+base+"{$}", discovery)
@@ -131,29 +131,35 @@ func (h *Handler) kubeRoutes() error {
 	return nil
 }
 
-// resourceList is a group version's discovery document: one cluster-scoped
-// kind with its status subresource.
-func resourceList(apiVersion string, res manifestapi.Resource) *manifestapi.APIResourceList {
-	verbs := []string{"create", "delete", "get", "list", "patch", "update"}
-	return &manifestapi.APIResourceList{Kind: "APIResourceList", APIVersion: "v1", GroupVersion: apiVersion,
-		Resources: []manifestapi.APIResource{
-			{Name: res.Plural, SingularName: res.Singular, Kind: res.Kind, Verbs: verbs, ShortNames: res.ShortNames},
-			{Name: res.Plural + "/status", Kind: res.Kind, Verbs: []string{"get"}},
-		}}
-}
-
 // objects reads the stored objects of kind (one, when name is set) with
-// their status: a pool's readiness and how many nodes its groups have.
+// their status: a pool's readiness and how many nodes its groups have. One
+// object is read by its key, with only its pool's class.
 func (h *Handler) objects(kind, name string) ([]*Object, error) {
 	var recs []record
 	classes := map[string]*nodes.NodeClass{}
 	err := h.o.Store.View(func(tx *store.Tx) error {
-		var err error
-		if recs, err = store.List[record](tx, buckets[kind]); err != nil {
+		if name == "" {
+			var err error
+			if recs, err = store.List[record](tx, buckets[kind]); err != nil {
+				return err
+			}
+			cs, err := store.List[record](tx, buckets[KindNodeClass])
+			for _, c := range cs {
+				classes[c.Class.Name] = c.Class
+			}
 			return err
 		}
-		cs, err := store.List[record](tx, buckets[KindNodeClass])
-		for _, c := range cs {
+		var r record
+		if found, err := tx.Get(buckets[kind], name, &r); err != nil || !found {
+			return err
+		}
+		recs = []record{r}
+		if r.Pool == nil {
+			return nil
+		}
+		var c record
+		found, err := tx.Get(buckets[KindNodeClass], r.Pool.NodeClass, &c)
+		if found {
 			classes[c.Class.Name] = c.Class
 		}
 		return err
