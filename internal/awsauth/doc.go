@@ -1,4 +1,4 @@
-// Package sigv4 verifies AWS Signature Version 4 on incoming requests for the
+// Package awsauth verifies AWS Signature Version 4 on incoming requests for the
 // AWS APIs capstan serves (SageMaker, SageMaker Runtime, Application Auto
 // Scaling). It rebuilds the canonical request from the request's own
 // SignedHeaders list, so it accepts what any AWS SDK or the aws CLI signs, and
@@ -10,4 +10,4 @@
 // knows of the APIs only the Scope each is mounted with; refusals are written
 // by the Verifier's Refuse, or without one in the AWS JSON error shape by one
 // function (writeError).
-package sigv4
+package awsauth

@@ -1,4 +1,4 @@
-package sigv4
+package awsauth
 
 import (
 	"bytes"

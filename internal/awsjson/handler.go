@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
+	"github.com/capstan-dev/capstan/internal/awsauth"
 )
 
 // ContentType is the media type of every request and response body.
@@ -67,9 +67,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, op, Errorf(http.StatusBadRequest, CodeUnknownOperation, "Operation %q is not supported.", target))
 		return
 	}
-	// sigv4.ReadBody returns the body the signature check already read, or
+	// awsauth.ReadBody returns the body the signature check already read, or
 	// reads it within MaxBodyBytes.
-	body, err := sigv4.ReadBody(w, r, h.MaxBodyBytes)
+	body, err := awsauth.ReadBody(w, r, h.MaxBodyBytes)
 	if err != nil {
 		h.writeError(w, op, err)
 		return

@@ -13,8 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
+	"github.com/capstan-dev/capstan/internal/awsauth"
 	"github.com/capstan-dev/capstan/internal/kv"
-	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 )
 
 // fakeServer is a small OpenAI-compatible engine for tests: it streams
@@ -48,8 +48,8 @@ func newFakeServer(t testing.TB, ttft, itl time.Duration) *fakeServer {
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { f.serve(w, r, false, false) })
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { f.serve(w, r, true, false) })
 	// capstan's own SigV4 verifier, with the credentials and region runOK sets.
-	v := &sigv4.Verifier{Secrets: map[string]string{"AKIDEXAMPLE": "secret"}, Region: "us-east-1"}
-	mux.Handle("POST /endpoints/{name}/invocations-response-stream", v.Middleware(sigv4.Scope{Service: "sagemaker", MaxBodyBytes: 6_291_456},
+	v := &awsauth.Verifier{Secrets: map[string]string{"AKIDEXAMPLE": "secret"}, Region: "us-east-1"}
+	mux.Handle("POST /endpoints/{name}/invocations-response-stream", v.Middleware(awsauth.Scope{Service: "sagemaker", MaxBodyBytes: 6_291_456},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serve(w, r, true, true) })))
 	mux.HandleFunc("GET /metrics", f.metrics)
 	f.Server = httptest.NewServer(mux)

@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/capstan-dev/capstan/internal/awsauth"
 	"github.com/capstan-dev/capstan/internal/awsjson"
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/metricstore"
-	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 )
 
 // Wire constants of the three protocols.
@@ -146,7 +146,7 @@ func (h *Handler) wire(op string, err error) *Error {
 }
 
 func (h *Handler) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return sigv4.ReadBody(w, r, h.maxBody)
+	return awsauth.ReadBody(w, r, h.maxBody)
 }
 
 // queryErrorHeader is the awsQueryCompatible header: the query code and fault.

@@ -4,3 +4,8 @@
 // wire contract (OpenAI HTTP, SageMaker /invocations and /ping, vLLM-named
 // metrics, KV events); they do not know about endpoints, routing or placement.
 package engine
+
+// MaxRequestBytes is the largest request body an engine takes, part of the
+// wire contract: the front doors refuse a larger body before it is buffered
+// and routed, and the simulated engine refuses one sent to it directly.
+const MaxRequestBytes = 8 << 20

@@ -49,12 +49,24 @@ func (e *CapacityError) Error() string { return fmt.Sprintf("instance group %s: 
 
 func (e *CapacityError) Unwrap() error { return e.Err }
 
-// NodeError is one node a batch call could not act on.
+// NodeError is one node a batch call could not act on, and why; each
+// protocol words Reason in its own codes.
 type NodeError struct {
 	ID      string
-	Code    string // InstanceIdNotFound | InvalidInstanceStatus
+	Reason  NodeErrorReason
 	Message string
 }
+
+// NodeErrorReason is why a node could not be acted on.
+type NodeErrorReason int
+
+const (
+	// NodeNotFound: no node of that id (or logical id) is in the cluster.
+	NodeNotFound NodeErrorReason = iota + 1
+	// NodeNotDeletable: the node is in a status that takes no delete (it
+	// is already shutting down).
+	NodeNotDeletable
+)
 
 // LimitError: the account is at a limit (MaxClusters); the wire says
 // ResourceLimitExceeded.

@@ -856,11 +856,11 @@ func (s *Service) DeleteNodes(_ context.Context, clusterName string, ids []strin
 			id := nodeID(raw)
 			i := slices.IndexFunc(nodes, func(n Node) bool { return n.ID == id })
 			if i < 0 {
-				failed = append(failed, NodeError{ID: raw, Code: "InstanceIdNotFound", Message: fmt.Sprintf("node %s is not in cluster %s", raw, rec.Name)})
+				failed = append(failed, NodeError{ID: raw, Reason: NodeNotFound, Message: fmt.Sprintf("node %s is not in cluster %s", raw, rec.Name)})
 				continue
 			}
 			if nodes[i].Status == NodeShuttingDown {
-				failed = append(failed, NodeError{ID: raw, Code: "InvalidInstanceStatus", Message: fmt.Sprintf("node %s is already %s", raw, NodeShuttingDown)})
+				failed = append(failed, NodeError{ID: raw, Reason: NodeNotDeletable, Message: fmt.Sprintf("node %s is already %s", raw, NodeShuttingDown)})
 				continue
 			}
 			if g := rec.group(nodes[i].Group); g != nil {

@@ -293,7 +293,7 @@ func TestScaleUpDown(t *testing.T) {
 	// DeleteNodes on a busy node: it drains until DrainTimeout.
 	busy := e.nodes("c1")[0]
 	del, failed, err := e.svc.DeleteNodes(ctx, "c1", []string{busy.Name(), "i-00000000000000000", busy.ID}, "")
-	if err != nil || len(del) != 1 || len(failed) != 2 || failed[0].Code != "InstanceIdNotFound" || failed[1].Code != "InvalidInstanceStatus" {
+	if err != nil || len(del) != 1 || len(failed) != 2 || failed[0].Reason != NodeNotFound || failed[1].Reason != NodeNotDeletable {
 		t.Fatalf("DeleteNodes %v %+v %v", del, failed, err)
 	}
 	if c := e.cluster("c1"); c.Groups[0].Target != 2 {

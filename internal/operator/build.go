@@ -23,12 +23,9 @@ import (
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
-// Labels the operator puts on everything it makes; the pod selector is
-// LabelName plus LabelKind, so an IEC and a JSM of one name never select
-// each other's pods.
+// Labels the operator puts on everything it makes, beside apiv1's
+// selector labels.
 const (
-	LabelName      = "inference.capstan.dev/name"
-	LabelKind      = "inference.capstan.dev/kind"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "capstan-operator"
 	// LabelInstanceType is the well-known node label the scheduler matches
@@ -62,21 +59,8 @@ type Desired struct {
 	ScaledObject *unstructured.Unstructured
 }
 
-// kindLabel is the short kind used in labels ("iec", "jsm").
-func kindLabel(kind string) string {
-	if kind == manifest.KindJumpStartModel {
-		return "jsm"
-	}
-	return "iec"
-}
-
-// SelectorLabels select the pods of one manifest.
-func SelectorLabels(kind, name string) map[string]string {
-	return map[string]string{LabelName: name, LabelKind: kindLabel(kind)}
-}
-
 func objectLabels(kind, name string) map[string]string {
-	l := SelectorLabels(kind, name)
+	l := apiv1.SelectorLabels(kind, name)
 	l[LabelManagedBy] = ManagedBy
 	return l
 }
@@ -144,11 +128,11 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: mp, Protocol: corev1.ProtocolTCP})
 		svcPorts = append(svcPorts, corev1.ServicePort{Name: "metrics", Port: mp, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP})
 	}
-	if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == KVEventsPortName }) {
+	if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == apiv1.KVEventsPortName }) {
 		// The engine publishes KV events (configureEngine told it to): the
 		// gateway in the cluster finds the port by name in the Service's
 		// EndpointSlices and subscribes to every ready pod.
-		svcPorts = append(svcPorts, corev1.ServicePort{Name: KVEventsPortName, Port: KVEventsPort, TargetPort: intstr.FromString(KVEventsPortName), Protocol: corev1.ProtocolTCP})
+		svcPorts = append(svcPorts, corev1.ServicePort{Name: apiv1.KVEventsPortName, Port: KVEventsPort, TargetPort: intstr.FromString(apiv1.KVEventsPortName), Protocol: corev1.ProtocolTCP})
 	}
 	if wantsGPU(c.Resources) {
 		// GPU nodes are commonly tainted so that only GPU pods land there.
@@ -157,7 +141,7 @@ func Build(obj manifest.Object, opts BuildOptions) (*Desired, error) {
 	pod.Containers = []corev1.Container{c}
 
 	kind := obj.GetKind()
-	sel := SelectorLabels(kind, m.Name)
+	sel := apiv1.SelectorLabels(kind, m.Name)
 	podLabels := objectLabels(kind, m.Name)
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
+
 	"slices"
 	"testing"
 
@@ -38,10 +40,10 @@ spec:
 			}
 			c := d.Deployment.Spec.Template.Spec.Containers[0]
 			cp := slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
-				return p.Name == KVEventsPortName && p.ContainerPort == KVEventsPort
+				return p.Name == apiv1.KVEventsPortName && p.ContainerPort == KVEventsPort
 			})
 			sp := slices.ContainsFunc(d.Service.Spec.Ports, func(p corev1.ServicePort) bool {
-				return p.Name == KVEventsPortName && p.Port == KVEventsPort && p.TargetPort.StrVal == KVEventsPortName
+				return p.Name == apiv1.KVEventsPortName && p.Port == KVEventsPort && p.TargetPort.StrVal == apiv1.KVEventsPortName
 			})
 			arg := slices.Contains(c.Args, "--kv-events=tcp://*:5557")
 			if cp != tc.wantPort || sp != tc.wantPort || arg != tc.wantArg {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capstan-dev/capstan/internal/manifest"
+	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
 )
 
 func load(t *testing.T, y string) manifest.Object {
@@ -138,7 +139,7 @@ spec:
 				if !strings.Contains(strings.Join(c.Args, " "), "--tensor-parallel 4") || c.Env[0].Name != "X" {
 					t.Errorf("args %v env %v", c.Args, c.Env)
 				}
-				if d.Deployment.Labels[LabelKind] != "jsm" || d.Service.Spec.Selector[LabelKind] != "jsm" {
+				if d.Deployment.Labels[apiv1.LabelKind] != "jsm" || d.Service.Spec.Selector[apiv1.LabelKind] != "jsm" {
 					t.Errorf("labels %v", d.Deployment.Labels)
 				}
 			},
@@ -179,12 +180,12 @@ func TestStatusFor(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.o.selector = map[string]string{LabelName: "x"}
+			tc.o.selector = map[string]string{apiv1.LabelName: "x"}
 			st := statusFor(manifest.Status{}, tc.o, now)
 			if st.State != tc.state || st.DeploymentStatus.Reason != tc.reason {
 				t.Errorf("state %s reason %s, want %s %s", st.State, st.DeploymentStatus.Reason, tc.state, tc.reason)
 			}
-			if st.Selector != LabelName+"=x" {
+			if st.Selector != apiv1.LabelName+"=x" {
 				t.Errorf("selector %q", st.Selector)
 			}
 			// A second pass later with nothing changed keeps the times.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capstan-dev/capstan/internal/operator"
+	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
 )
 
 // TestEndToEnd adds kube-controller-manager (Deployments, ReplicaSets,
@@ -124,7 +125,7 @@ func TestEndToEnd(t *testing.T) {
 		if err := e.client.List(ctx, &ps, client.InNamespace("default")); err != nil {
 			return err
 		}
-		if err := e.client.List(ctx, &ss, client.InNamespace("default"), client.HasLabels{operator.LabelName}); err != nil {
+		if err := e.client.List(ctx, &ss, client.InNamespace("default"), client.HasLabels{apiv1.LabelName}); err != nil {
 			return err
 		}
 		if len(ds.Items)+len(ps.Items)+len(ss.Items) != 0 {
@@ -172,7 +173,7 @@ func (e *env) waitRunning(t *testing.T, name, kind, node string, n int) {
 	eventually(t, "pods of "+name+" running on "+node, func() error {
 		var ps corev1.PodList
 		if err := e.client.List(context.Background(), &ps, client.InNamespace("default"),
-			client.MatchingLabels(operator.SelectorLabels(map[string]string{"jsm": "JumpStartModel", "iec": "InferenceEndpointConfig"}[kind], name))); err != nil {
+			client.MatchingLabels(apiv1.SelectorLabels(map[string]string{"jsm": "JumpStartModel", "iec": "InferenceEndpointConfig"}[kind], name))); err != nil {
 			return err
 		}
 		running, states := 0, []string{}
@@ -204,7 +205,7 @@ func (e *env) versions(t *testing.T) map[string]string {
 	out := map[string]string{}
 	lists := []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}}
 	for _, l := range lists {
-		if err := e.client.List(context.Background(), l, client.InNamespace("default"), client.HasLabels{operator.LabelName}); err != nil {
+		if err := e.client.List(context.Background(), l, client.InNamespace("default"), client.HasLabels{apiv1.LabelName}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,16 +12,17 @@ import (
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
 	"github.com/capstan-dev/capstan/internal/runtime"
 )
 
 // What the engine mapping adds to a pod (docs/operator.md, "Engines in
 // pods: the vLLM mapping").
 const (
-	// KVEventsPortName and KVEventsPort are the model container's KV events
-	// publisher: vLLM's default endpoint tcp://*:5557 (KVEventsConfig).
-	KVEventsPortName = "kv-events"
-	KVEventsPort     = 5557
+	// KVEventsPort is the model container's KV events publisher
+	// (apiv1.KVEventsPortName): vLLM's default endpoint tcp://*:5557
+	// (KVEventsConfig).
+	KVEventsPort = 5557
 	// LMCacheChunkSize is LMCACHE_CHUNK_SIZE, which engines.LMCacheEnv
 	// writes down in the pod as in the local runtime's vLLM replicas.
 	LMCacheChunkSize = engines.LMCacheChunkSize
@@ -134,8 +135,8 @@ func configureEngine(c *corev1.Container, pod *corev1.PodSpec, a *engines.Adapte
 	default:
 		return
 	}
-	if in.kvEventsOn() && a.KVEvents && !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == KVEventsPortName }) {
-		c.Ports = append(c.Ports, corev1.ContainerPort{Name: KVEventsPortName, ContainerPort: KVEventsPort, Protocol: corev1.ProtocolTCP})
+	if in.kvEventsOn() && a.KVEvents && !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == apiv1.KVEventsPortName }) {
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: apiv1.KVEventsPortName, ContainerPort: KVEventsPort, Protocol: corev1.ProtocolTCP})
 	}
 }
 

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
+
 	"maps"
 	"slices"
 	"strings"
@@ -227,7 +229,7 @@ spec:
 				t.Errorf("env:\n got %v\nwant %v", env, tt.env)
 			}
 			hasKV := slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
-				return p.Name == KVEventsPortName && p.ContainerPort == KVEventsPort
+				return p.Name == apiv1.KVEventsPortName && p.ContainerPort == KVEventsPort
 			})
 			if hasKV != tt.kvPort {
 				t.Errorf("kv-events port = %v, want %v (ports %+v)", hasKV, tt.kvPort, c.Ports)

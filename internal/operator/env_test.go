@@ -19,6 +19,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/clock"
 	"github.com/capstan-dev/capstan/internal/operator"
+	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
 	"github.com/capstan-dev/capstan/internal/testutil"
 )
 
@@ -94,7 +95,7 @@ func startEnvWith(t testing.TB, o envOptions) *env {
 	if o.inProcess && !o.bare {
 		stop = startOperator(t, cfg, te.WebhookInstallOptions)
 	}
-	scheme, err := operator.Scheme()
+	scheme, err := apiv1.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -59,23 +57,11 @@ type Options struct {
 // LeaderElectionID names the Lease the replicas compete for.
 const LeaderElectionID = "capstan-operator.inference.capstan.dev"
 
-// Scheme holds client-go's types and both kinds.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := apiv1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 // NewManager builds the manager with both reconcilers, the webhook and the
 // health checks; the caller runs it with mgr.Start(ctx).
 func NewManager(cfg *rest.Config, o Options, log *slog.Logger, clk clock.Clock) (ctrl.Manager, error) {
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
-	scheme, err := Scheme()
+	scheme, err := apiv1.NewScheme()
 	if err != nil {
 		return nil, fmt.Errorf("operator: scheme: %w", err)
 	}

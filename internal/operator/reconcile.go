@@ -85,7 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	m := obj.ToManifest()
 	m.Default()
-	o := observed{generation: obj.GetGeneration(), selector: SelectorLabels(m.GetKind(), obj.GetName())}
+	o := observed{generation: obj.GetGeneration(), selector: apiv1.SelectorLabels(m.GetKind(), obj.GetName())}
 	if err := m.Validate(); err != nil {
 		// The admission webhook refuses these; one can still be here when
 		// it was stored before the webhook ran, or with the webhook off.

@@ -1228,14 +1228,11 @@ type batchDeleteOutput struct {
 	SuccessfulNodeLogicalIds []string                  `json:"SuccessfulNodeLogicalIds,omitempty"`
 }
 
-// nodeErrorCode maps the service's NodeError codes to
+// nodeErrorCode words a NodeError's reason as a
 // BatchDeleteClusterNodesErrorCode.
-func nodeErrorCode(code string) string {
-	switch code {
-	case "InstanceIdNotFound", "NodeIdNotFound":
+func nodeErrorCode(reason hyperpod.NodeErrorReason) string {
+	if reason == hyperpod.NodeNotFound {
 		return "NodeIdNotFound"
-	case "NodeIdInUse":
-		return "NodeIdInUse"
 	}
 	return "InvalidNodeStatus"
 }
@@ -1297,7 +1294,7 @@ func (a *API) batchDeleteClusterNodes(ctx context.Context, body []byte) (any, er
 		}
 	}
 	for _, f := range failed {
-		code := nodeErrorCode(f.Code)
+		code := nodeErrorCode(f.Reason)
 		if logical[f.ID] && !slices.Contains(in.NodeIds, f.ID) {
 			out.FailedNodeLogicalIds = append(out.FailedNodeLogicalIds, batchDeleteLogicalError{Code: code, Message: f.Message, NodeLogicalId: f.ID})
 		} else {

@@ -603,10 +603,9 @@ func TestBatchCodes(t *testing.T) {
 			t.Errorf("addNodesFailure(%v) = %q %v, want %q %v", tc.err, code, ok, tc.code, tc.ok)
 		}
 	}
-	for in, want := range map[string]string{"InstanceIdNotFound": "NodeIdNotFound", "InvalidInstanceStatus": "InvalidNodeStatus",
-		"NodeIdInUse": "NodeIdInUse", "": "InvalidNodeStatus"} {
+	for in, want := range map[hyperpod.NodeErrorReason]string{hyperpod.NodeNotFound: "NodeIdNotFound", hyperpod.NodeNotDeletable: "InvalidNodeStatus"} {
 		if got := nodeErrorCode(in); got != want {
-			t.Errorf("nodeErrorCode(%q) = %q, want %q", in, got, want)
+			t.Errorf("nodeErrorCode(%d) = %q, want %q", in, got, want)
 		}
 	}
 	if got := a.wireMessage(errors.New("secret internals")); got != "An internal error occurred." {

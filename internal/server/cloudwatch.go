@@ -3,12 +3,12 @@ package server
 import (
 	"net/http"
 
+	"github.com/capstan-dev/capstan/internal/awsauth"
 	"github.com/capstan-dev/capstan/internal/cloudwatch"
-	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 )
 
 // cloudwatchScope: the AWS SDKs and CLI sign CloudWatch as "monitoring".
-var cloudwatchScope = sigv4.Scope{Service: "monitoring", MaxBodyBytes: cloudwatch.DefaultMaxBodyBytes, TooLargeCode: cloudwatch.CodeTooLarge}
+var cloudwatchScope = awsauth.Scope{Service: "monitoring", MaxBodyBytes: cloudwatch.DefaultMaxBodyBytes, TooLargeCode: cloudwatch.CodeTooLarge}
 
 // cloudwatchDispatch sends the root's requests that routes.classify made
 // doorCloudWatch's (smithy-rpc-v2-cbor's path, awsJson1_0's

@@ -21,6 +21,7 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/alarm"
 	"github.com/capstan-dev/capstan/internal/appautoscaling"
+	"github.com/capstan-dev/capstan/internal/awsauth"
 	"github.com/capstan-dev/capstan/internal/capacity"
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/clock"
@@ -41,7 +42,6 @@ import (
 	"github.com/capstan-dev/capstan/internal/runtime"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
 	"github.com/capstan-dev/capstan/internal/sagemaker/runtimeapi"
-	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 	"github.com/capstan-dev/capstan/internal/sandbox"
 	"github.com/capstan-dev/capstan/internal/serving"
 	"github.com/capstan-dev/capstan/internal/spaceproxy"
@@ -250,7 +250,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			secrets[c.AccessKeyID] = c.SecretAccessKey
 		}
 		// Wall time even under --dev-clock: clients sign with theirs.
-		v := &sigv4.Verifier{Secrets: secrets, Region: cfg.Region, Clock: clock.Real{}, Refuse: refuseSigV4}
+		v := &awsauth.Verifier{Secrets: secrets, Region: cfg.Region, Clock: clock.Real{}, Refuse: refuseSigV4}
 		control = awsJSONDispatch(v.Middleware(sagemakerScope, api), v.Middleware(autoScalingScope, aas))
 		control = cloudwatchDispatch(v.Middleware(cloudwatchScope, cwAPI), control)
 		runtimeH = v.Middleware(runtimeScope, runtimeH)

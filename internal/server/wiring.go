@@ -5,11 +5,11 @@ import (
 	"net/http"
 
 	"github.com/capstan-dev/capstan/internal/appautoscaling"
+	"github.com/capstan-dev/capstan/internal/awsauth"
 	"github.com/capstan-dev/capstan/internal/config"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/sagemaker"
 	"github.com/capstan-dev/capstan/internal/sagemaker/runtimeapi"
-	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 )
 
 // The SigV4 scope of each AWS API: the signing name the AWS SDKs and CLI use
@@ -17,11 +17,11 @@ import (
 // Application Auto Scaling as "application-autoscaling"), and the API's body
 // limit and error code for a larger body.
 var (
-	sagemakerScope   = sigv4.Scope{Service: "sagemaker", MaxBodyBytes: sagemaker.DefaultMaxBodyBytes, TooLargeCode: sagemaker.CodeTooLarge}
-	autoScalingScope = sigv4.Scope{Service: "application-autoscaling", MaxBodyBytes: appautoscaling.DefaultMaxBodyBytes,
+	sagemakerScope   = awsauth.Scope{Service: "sagemaker", MaxBodyBytes: sagemaker.DefaultMaxBodyBytes, TooLargeCode: sagemaker.CodeTooLarge}
+	autoScalingScope = awsauth.Scope{Service: "application-autoscaling", MaxBodyBytes: appautoscaling.DefaultMaxBodyBytes,
 		TooLargeCode: appautoscaling.CodeRequestTooLarge}
 	// runtimeapi answers an oversized Body with ValidationError (413).
-	runtimeScope = sigv4.Scope{Service: "sagemaker", MaxBodyBytes: runtimeapi.DefaultMaxBodyBytes, TooLargeCode: runtimeapi.CodeValidation}
+	runtimeScope = awsauth.Scope{Service: "sagemaker", MaxBodyBytes: runtimeapi.DefaultMaxBodyBytes, TooLargeCode: runtimeapi.CodeValidation}
 )
 
 // RuntimeAPI mounts the SageMaker runtime handler with the server's identity.

@@ -12,7 +12,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/capstan-dev/capstan/internal/operator"
 	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
 )
 
@@ -57,7 +56,7 @@ func postAsync(g *gw, body string) answer {
 // another and answers 503 in OpenAI's shape when no replica comes.
 func TestGatewayScaleFromZero(t *testing.T) {
 	cfg, te := startAPIServer(t)
-	scheme, err := operator.Scheme()
+	scheme, err := apiv1.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}

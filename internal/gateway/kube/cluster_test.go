@@ -199,10 +199,10 @@ func (e *engine) served(t *testing.T) float64 {
 // pointing at engine e as pod pod.
 func putSlice(t *testing.T, c client.Client, obj, name, pod string, e *engine, ready bool) {
 	t.Helper()
-	l := operator.SelectorLabels("InferenceEndpointConfig", obj)
+	l := apiv1.SelectorLabels("InferenceEndpointConfig", obj)
 	l[operator.LabelManagedBy] = operator.ManagedBy
 	l[discoveryv1.LabelServiceName] = obj
-	http, kv := "http", operator.KVEventsPortName
+	http, kv := "http", apiv1.KVEventsPortName
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "default", Labels: l},
 		AddressType: discoveryv1.AddressTypeIPv4,
@@ -371,7 +371,7 @@ func waitBackends(t *testing.T, gws []*gw, endpoint string, want ...string) {
 // engines, and changes the cluster under them step by step.
 func TestGatewayInCluster(t *testing.T) {
 	cfg, te := startAPIServer(t)
-	scheme, err := operator.Scheme()
+	scheme, err := apiv1.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}

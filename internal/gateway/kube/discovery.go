@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/capstan-dev/capstan/internal/gateway"
-	"github.com/capstan-dev/capstan/internal/operator"
 	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
 )
 
@@ -58,7 +57,7 @@ type Discovery struct {
 
 // New builds a Discovery over the cluster cfg reaches; Run starts it.
 func New(cfg *rest.Config, r Router, o Options) (*Discovery, error) {
-	scheme, err := operator.Scheme()
+	scheme, err := apiv1.NewScheme()
 	if err != nil {
 		return nil, fmt.Errorf("gateway discovery: scheme: %w", err)
 	}
@@ -66,7 +65,7 @@ func New(cfg *rest.Config, r Router, o Options) (*Discovery, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	// Only the slices of the operator's Services: they carry its labels.
-	req, err := labels.NewRequirement(operator.LabelName, selection.Exists, nil)
+	req, err := labels.NewRequirement(apiv1.LabelName, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/manifest"
-	"github.com/capstan-dev/capstan/internal/operator"
 	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
 )
 
@@ -30,7 +29,7 @@ func Routes(objs []apiv1.Object, eps []discoveryv1.EndpointSlice) (routes map[st
 	for name, o := range owners {
 		m := o.ToManifest()
 		m.Default()
-		routes[name] = route(m, name, slicesOf(eps, o.GetNamespace(), operator.SelectorLabels(kindOf(o), o.GetName())))
+		routes[name] = route(m, name, slicesOf(eps, o.GetNamespace(), apiv1.SelectorLabels(kindOf(o), o.GetName())))
 	}
 	return routes, conflicts
 }
@@ -147,7 +146,7 @@ func route(m manifest.Object, name string, eps []discoveryv1.EndpointSlice) gate
 		if !ok {
 			continue
 		}
-		kvPort, hasKV := slicePort(s, operator.KVEventsPortName)
+		kvPort, hasKV := slicePort(s, apiv1.KVEventsPortName)
 		for _, e := range s.Endpoints {
 			if len(e.Addresses) == 0 || (e.Conditions.Ready != nil && !*e.Conditions.Ready) {
 				continue // nil Ready means ready (the API's rule)

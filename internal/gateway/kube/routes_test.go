@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/capstan-dev/capstan/internal/gateway"
-	"github.com/capstan-dev/capstan/internal/operator"
 	apiv1 "github.com/capstan-dev/capstan/internal/operator/apis/v1"
 )
 
@@ -59,7 +58,7 @@ spec:
 
 // withKind relabels a slice as the Service of an object of another kind.
 func withKind(s discoveryv1.EndpointSlice, kind string) discoveryv1.EndpointSlice {
-	for k, v := range operator.SelectorLabels(kind, s.Labels[operator.LabelName]) {
+	for k, v := range apiv1.SelectorLabels(kind, s.Labels[apiv1.LabelName]) {
 		s.Labels[k] = v
 	}
 	return s
@@ -68,7 +67,7 @@ func withKind(s discoveryv1.EndpointSlice, kind string) discoveryv1.EndpointSlic
 // slice is an EndpointSlice of the object's Service as the endpointslice
 // controller writes it (the Service's labels copied).
 func slice(obj, name string, ports map[string]int32, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
-	l := operator.SelectorLabels("InferenceEndpointConfig", obj)
+	l := apiv1.SelectorLabels("InferenceEndpointConfig", obj)
 	l[discoveryv1.LabelServiceName] = obj
 	s := discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: l},
 		AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps}
@@ -109,7 +108,7 @@ func TestRoutes(t *testing.T) {
 		{name: "kvaware subscribes to the kv-events port; slices of other objects ignored",
 			objs: []apiv1.Object{decodeIEC(t, iecYAML("c", "  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n"))},
 			slices: []discoveryv1.EndpointSlice{
-				slice("c", "c-1", map[string]int32{"http": 8000, operator.KVEventsPortName: 5557}, ep("10.0.0.4", "c-p", nil)),
+				slice("c", "c-1", map[string]int32{"http": 8000, apiv1.KVEventsPortName: 5557}, ep("10.0.0.4", "c-p", nil)),
 				slice("other", "o-1", map[string]int32{"http": 8000}, ep("10.0.0.5", "o-p", nil))},
 			want: map[string]gateway.VariantRoute{"c": {Name: VariantName, Weight: 1, RoutingStrategy: "kvaware", Backends: []gateway.Backend{
 				{ID: "default/c-p", Addr: "10.0.0.4:8000", KVEventsEndpoint: "tcp://10.0.0.4:5557"}}}}},
@@ -126,7 +125,7 @@ func TestRoutes(t *testing.T) {
 		{name: "a JumpStartModel takes its SageMaker endpoint name and only its own kind's slices",
 			objs: []apiv1.Object{decodeJSM(t, "j", "  sageMakerEndpoint: {name: jay}\n  intelligentRoutingSpec: {enabled: true, routingStrategy: kvaware}\n")},
 			slices: []discoveryv1.EndpointSlice{
-				withKind(slice("j", "j-1", map[string]int32{"http": 8080, operator.KVEventsPortName: 5557}, ep("10.0.1.1", "j-p", nil)), "JumpStartModel"),
+				withKind(slice("j", "j-1", map[string]int32{"http": 8080, apiv1.KVEventsPortName: 5557}, ep("10.0.1.1", "j-p", nil)), "JumpStartModel"),
 				slice("j", "j-iec", map[string]int32{"http": 8080}, ep("10.0.1.2", "j-iec-p", nil))},
 			want: map[string]gateway.VariantRoute{"jay": {Name: VariantName, Weight: 1, RoutingStrategy: "kvaware", Backends: []gateway.Backend{
 				{ID: "default/j-p", Addr: "10.0.1.1:8080", KVEventsEndpoint: "tcp://10.0.1.1:5557"}}}}},

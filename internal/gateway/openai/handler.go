@@ -17,14 +17,14 @@ import (
 	"time"
 
 	"github.com/capstan-dev/capstan/internal/clock"
-	"github.com/capstan-dev/capstan/internal/engine/sim"
+	"github.com/capstan-dev/capstan/internal/engine"
 	"github.com/capstan-dev/capstan/internal/gateway"
 )
 
 // DefaultMaxBodyBytes bounds a request body: the engine's own limit, so a
 // body the engine would refuse is refused here with OpenAI's 413 before it
 // is buffered and routed.
-const DefaultMaxBodyBytes = sim.MaxBodyBytes
+const DefaultMaxBodyBytes = engine.MaxRequestBytes
 
 // maxModelName bounds the model field before it is looked up.
 const maxModelName = 256

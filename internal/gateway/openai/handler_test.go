@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/capstan-dev/capstan/internal/engine/sim"
+	"github.com/capstan-dev/capstan/internal/engine"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/gateway/openai"
 )
@@ -344,7 +344,7 @@ func TestDefaultBodyLimitIsTheEngines(t *testing.T) {
 	for _, tc := range []struct {
 		size   int
 		status int
-	}{{sim.MaxBodyBytes, http.StatusNotFound}, {sim.MaxBodyBytes + 1, http.StatusRequestEntityTooLarge}} {
+	}{{engine.MaxRequestBytes, http.StatusNotFound}, {engine.MaxRequestBytes + 1, http.StatusRequestEntityTooLarge}} {
 		body := prefix + strings.Repeat("x", tc.size-len(prefix)-2) + `"}`
 		resp, out := post(t, srv.URL+"/v1/completions", body)
 		var e struct {

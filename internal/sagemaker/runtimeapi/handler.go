@@ -12,8 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/capstan-dev/capstan/internal/awsauth"
 	"github.com/capstan-dev/capstan/internal/gateway"
-	"github.com/capstan-dev/capstan/internal/sagemaker/sigv4"
 )
 
 // Header names of the runtime protocol (reference §1.2).
@@ -164,7 +164,7 @@ func (h *handler) parse(w http.ResponseWriter, r *http.Request, name string, str
 	if r.ContentLength > max {
 		return gateway.Invocation{}, tooLarge
 	}
-	body, err := sigv4.ReadBody(w, r, max)
+	body, err := awsauth.ReadBody(w, r, max)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return gateway.Invocation{}, tooLarge
