@@ -413,12 +413,11 @@ func (c *Cluster) Pending() []Pending {
 }
 
 // Place puts replicaID on an uncordoned node of clusterName and
-// instanceType with room for req and returns the node's name. It prefers
-// the most allocated node that fits, so replicas share nodes and whole
-// nodes stay free for large requests; ties go to the node that joined
-// first, so placement is deterministic. Placing a replica that is already
-// placed returns its node. When nothing fits the error is an
-// *UnschedulableError.
+// instanceType with room for req, the one choose picks (ties go to the node
+// that joined first, so placement is deterministic), and returns the node's
+// name. Placing a replica that is already placed returns its node. When
+// nothing fits the error is an *UnschedulableError. Simulate answers the
+// same question without placing.
 func (c *Cluster) Place(replicaID, clusterName, instanceType string, req Resources) (string, error) {
 	if req.GPUs < 0 || req.MilliCPU < 0 || req.MemoryBytes < 0 {
 		return "", fmt.Errorf("cluster: negative request %+v", req)
@@ -431,31 +430,11 @@ func (c *Cluster) Place(replicaID, clusterName, instanceType string, req Resourc
 	if req.MIGProfile != "" && req.GPUs != 0 {
 		return "", fmt.Errorf("cluster: request %+v asks for whole GPUs and a MIG slice at once", req)
 	}
-	nodes := c.eligible(clusterName, instanceType)
+	nodes := eligible(c.nodes, clusterName, instanceType)
 	if len(nodes) == 0 {
 		return "", &UnschedulableError{InstanceType: instanceType}
 	}
-	var best *node
-	bestSlice := -1
-	bestScore := -1.0
-	for _, n := range nodes {
-		if !fits(n, req) {
-			continue
-		}
-		s, slice := allocatedShare(n), -1
-		if req.MIGProfile != "" {
-			// Slices pack: the GPU with the most slices held goes first, so
-			// a GPU fills before the next one is touched.
-			var used int
-			if slice, used = freeSlice(n, req.MIGProfile); slice < 0 {
-				continue
-			}
-			s = float64(used)*1000 + s
-		}
-		if s > bestScore {
-			best, bestSlice, bestScore = n, slice, s
-		}
-	}
+	best, bestSlice := choose(nodes, req)
 	if best == nil {
 		return "", unschedulable(instanceType, nodes, req)
 	}
@@ -469,6 +448,35 @@ func (c *Cluster) Place(replicaID, clusterName, instanceType string, req Resourc
 		gpus: best.holdGPUs(replicaID, req.GPUs)}
 	delete(c.pending, replicaID)
 	return best.Name, nil
+}
+
+// choose is the node of nodes that Place puts req on, and the MIG slice it
+// takes there (-1 for none); nil when none has room. It prefers the most
+// allocated node that fits, GPUs first, so replicas share nodes and whole
+// nodes stay free for large requests; a MIG slice goes to the node and GPU
+// whose slices are most held, so a GPU fills before the next one is
+// touched. Ties go to the earlier node.
+func choose(nodes []*node, req Resources) (*node, int) {
+	var best *node
+	bestSlice := -1
+	bestScore := -1.0
+	for _, n := range nodes {
+		if !fits(n, req) {
+			continue
+		}
+		s, slice := allocatedShare(n), -1
+		if req.MIGProfile != "" {
+			var used int
+			if slice, used = freeSlice(n, req.MIGProfile); slice < 0 {
+				continue
+			}
+			s = float64(used)*1000 + s
+		}
+		if s > bestScore {
+			best, bestSlice, bestScore = n, slice, s
+		}
+	}
+	return best, bestSlice
 }
 
 // partitioned marks a MIG-partitioned GPU in node.gpuHolder.
@@ -509,9 +517,9 @@ func freeSlice(n *node, profile string) (slice, used int) {
 }
 
 // eligible is the uncordoned nodes of a cluster and instance type.
-func (c *Cluster) eligible(clusterName, instanceType string) []*node {
+func eligible(nodes []*node, clusterName, instanceType string) []*node {
 	var out []*node
-	for _, n := range c.nodes {
+	for _, n := range nodes {
 		if n.Cluster == clusterName && n.InstanceType == instanceType && !n.Cordoned {
 			out = append(out, n)
 		}
@@ -659,7 +667,7 @@ func (c *Cluster) snapshot(n *node) Node {
 func (c *Cluster) CouldFit(clusterName, instanceType string, req Resources) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range c.eligible(clusterName, instanceType) {
+	for _, n := range eligible(c.nodes, clusterName, instanceType) {
 		if req.GPUs > n.whole || req.MilliCPU > n.Capacity.MilliCPU || req.MemoryBytes > n.Capacity.MemoryBytes {
 			continue
 		}

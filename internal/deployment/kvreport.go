@@ -116,37 +116,16 @@ func engineKVOf(st engines.Stats) *engineKV {
 			if keep != nil && !keep(s) {
 				continue
 			}
-			if t, ok := engineTier[label(s, "tier")]; ok {
-				into[t] += sampleValue(s)
+			if t, ok := engineTier[engines.LabelValue(s, "tier")]; ok {
+				into[t] += engines.SampleValue(s)
 			}
 		}
 	}
 	byTier(metricTierHits, m.tierHits, nil)
-	byTier(metricTierBytes, m.tierLoad, func(s *dto.Metric) bool { return label(s, "direction") == "load" })
+	byTier(metricTierBytes, m.tierLoad, func(s *dto.Metric) bool { return engines.LabelValue(s, "direction") == "load" })
 	byTier(metricTierUsed, m.tierUsed, nil)
 	byTier(metricTierCapacity, m.tierCap, nil)
 	return m
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
-func sampleValue(m *dto.Metric) float64 {
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetUntyped() != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return 0
 }
 
 // kvReport aggregates the replicas into tiers: GPU always, and each lower

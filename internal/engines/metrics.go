@@ -111,7 +111,7 @@ func ReadMetrics(r io.Reader, m MetricMap) (Stats, error) {
 		}
 		v := 0.0
 		for _, mt := range f.GetMetric() {
-			v += value(mt)
+			v += SampleValue(mt)
 		}
 		return v, true
 	}
@@ -143,7 +143,19 @@ func ReadMetrics(r io.Reader, m MetricMap) (Stats, error) {
 	return st, nil
 }
 
-func value(m *dto.Metric) float64 {
+// LabelValue is the value of m's label name ("" when it has none).
+func LabelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// SampleValue is m's value: a gauge's, counter's or untyped sample's, or a
+// histogram's sum.
+func SampleValue(m *dto.Metric) float64 {
 	switch {
 	case m.GetGauge() != nil:
 		return m.GetGauge().GetValue()

@@ -194,22 +194,19 @@ func (s *autoscalerState) Nodes() []nodes.NodeState {
 			// GPUs split into MIG slices take no whole-GPU replica.
 			partitioned, _ := nodes.MIGRoom(pn.Partitions)
 			ns.Capacity.GPUs -= partitioned
-			for _, sl := range pn.Slices {
-				if sl.ReplicaID == "" {
-					if ns.MIGFree == nil {
-						ns.MIGFree = map[string]int{}
-					}
-					ns.MIGFree[sl.Profile]++
-				}
-			}
+			ns.Slices = pn.Slices
 			for _, p := range pn.Placed {
 				ns.Replicas = append(ns.Replicas, nodes.PlacedReplica{ID: p.ReplicaID, Request: p.Request, InstanceType: p.InstanceType})
 			}
 		} else if parts, err := s.svc.Partitions(h.InstanceType, h.MIGLayout); err == nil {
 			// Launching: every slice of its layout will be free.
-			partitioned, slices := nodes.MIGRoom(parts)
+			partitioned, _ := nodes.MIGRoom(parts)
 			ns.Capacity.GPUs -= partitioned
-			ns.MIGFree = slices
+			for gpu, profiles := range parts {
+				for _, p := range profiles {
+					ns.Slices = append(ns.Slices, cluster.Slice{GPU: gpu, Profile: p})
+				}
+			}
 		}
 		out = append(out, ns)
 	}

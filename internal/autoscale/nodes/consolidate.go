@@ -108,19 +108,18 @@ func utilisation(n *NodeState) float64 {
 	return 0
 }
 
-// simulate places node i's replicas, largest first, on the first other
-// ready, non-deleting node of its cluster and of the replica's instance type
-// with room; nil if one fits nowhere. As Karpenter does, the room others are
-// about to take is taken first: pending replicas' on the nodes nominated for
-// them (a node that just became ready is empty for a moment before its
-// replicas land), then the replicas still on deleting nodes (without this,
-// every pass while a drain ran saw the same free GPU, and one scale-in
-// disrupted four full nodes whose replicas then waited for new ones). A
-// replica on a MIG slice is not moved (the simulation does not track
-// slices), so its node stays.
+// simulate asks cluster.Simulate, the placer's own rules, where node i's
+// replicas would go, largest first, on the other ready, non-deleting nodes
+// of its cluster; nil if one fits nowhere. As Karpenter does, the room
+// others are about to take is taken first: pending replicas' on the nodes
+// nominated for them (a node that just became ready is empty for a moment
+// before its replicas land), then the replicas still on deleting nodes
+// (without this, every pass while a drain ran saw the same free GPU, and
+// one scale-in disrupted four full nodes whose replicas then waited for new
+// ones). A replica on a MIG slice moves to a free slice of its profile.
 func simulate(nodes []NodeState, i int, pending []PendingReplica, nominated map[string]string) map[string]string {
 	from := &nodes[i]
-	var targets []target
+	var targets []cluster.Node
 	var leaving []PlacedReplica
 	for j := range nodes {
 		n := &nodes[j]
@@ -131,58 +130,35 @@ func simulate(nodes []NodeState, i int, pending []PendingReplica, nominated map[
 			leaving = append(leaving, n.Replicas...)
 			continue
 		}
-		targets = append(targets, target{n.Name, n.InstanceType, sub(n.Capacity, n.Allocated)})
+		targets = append(targets, cluster.Node{NodeSpec: cluster.NodeSpec{Name: n.Name, Cluster: n.Cluster, InstanceType: n.InstanceType,
+			Capacity: n.Capacity}, Allocated: n.Allocated, Slices: n.Slices})
 	}
-	slices.SortFunc(targets, func(a, b target) int { return cmp.Compare(a.name, b.name) })
-	at := make(map[string]int, len(targets))
-	for k, t := range targets {
-		at[t.name] = k
-	}
+	slices.SortFunc(targets, func(a, b cluster.Node) int { return cmp.Compare(a.Name, b.Name) })
+	var reqs []cluster.Request
 	for _, r := range pending {
-		if k, ok := at[nominated[r.ID]]; ok {
-			targets[k].free = sub(targets[k].free, r.Request)
+		if to, ok := nominated[r.ID]; ok {
+			reqs = append(reqs, cluster.Request{ID: r.ID, Cluster: from.Cluster, Node: to, Resources: r.Request})
 		}
 	}
+	// One leaving replica that fits nowhere waits for a new node; it takes
+	// no room here.
 	for _, r := range largestFirst(leaving) {
-		// One that fits nowhere waits for a new node; it takes no room here.
-		if r.Request.MIGProfile == "" {
-			placeOn(targets, r)
-		}
+		reqs = append(reqs, cluster.Request{ID: r.ID, Cluster: from.Cluster, InstanceType: r.InstanceType, Resources: r.Request})
 	}
+	first := len(reqs)
 	reps := largestFirst(from.Replicas)
-	moves := make(map[string]string, len(reps))
 	for _, r := range reps {
-		if r.Request.MIGProfile != "" {
+		reqs = append(reqs, cluster.Request{ID: r.ID, Cluster: from.Cluster, InstanceType: r.InstanceType, Resources: r.Request})
+	}
+	to := cluster.Simulate(targets, reqs)
+	moves := make(map[string]string, len(reps))
+	for k, r := range reps {
+		if to[first+k] == "" {
 			return nil
 		}
-		to, ok := placeOn(targets, r)
-		if !ok {
-			return nil
-		}
-		moves[r.ID] = to
+		moves[r.ID] = to[first+k]
 	}
 	return moves
-}
-
-// target is a node a replica could move to, with the room it has left.
-type target struct {
-	name, instanceType string
-	free               cluster.Resources
-}
-
-// placeOn takes r's request from the first target of r's instance type with
-// room and names it.
-func placeOn(targets []target, r PlacedReplica) (string, bool) {
-	for k := range targets {
-		if r.InstanceType != "" && targets[k].instanceType != r.InstanceType {
-			continue
-		}
-		if fits(targets[k].free, r.Request) {
-			targets[k].free = sub(targets[k].free, r.Request)
-			return targets[k].name, true
-		}
-	}
-	return "", false
 }
 
 // largestFirst is a copy of reps sorted by GPUs, then CPU, then memory,

@@ -177,14 +177,38 @@ func TestConsolidate(t *testing.T) {
 			pools: after30s,
 		},
 		{
-			name: "a replica on a MIG slice is not moved",
+			name: "a replica on a MIG slice stays where no slice of its profile is free",
 			nodes: []NodeState{
 				with(node("a", 1, t0), func(n *NodeState) {
 					n.Replicas = []PlacedReplica{{ID: "slice", Request: cluster.Resources{MIGProfile: "1g.10gb"}}}
 				}),
-				with(node("b", 1, t0), func(n *NodeState) { n.Managed = false }),
+				with(node("b", 1, t0), func(n *NodeState) {
+					n.Managed = false
+					n.Slices = []cluster.Slice{{GPU: 0, Profile: "3g.40gb"}, {GPU: 1, Profile: "1g.10gb", ReplicaID: "other"}}
+				}),
 			},
 			pools: after30s,
+		},
+		{
+			// As the placer packs slices: the GPU whose slices are most held
+			// fills first, so the move goes to c, not to the first node.
+			name: "a replica on a MIG slice moves to a free slice of its profile, as the placer would put it",
+			nodes: []NodeState{
+				with(node("a", 1, t0), func(n *NodeState) {
+					n.Replicas = []PlacedReplica{{ID: "slice", Request: cluster.Resources{MIGProfile: "1g.10gb"}}}
+				}),
+				with(node("b", 1, t0), func(n *NodeState) {
+					n.Managed = false
+					n.Slices = []cluster.Slice{{GPU: 0, Profile: "1g.10gb"}, {GPU: 0, Profile: "1g.10gb"}}
+				}),
+				with(node("c", 1, t0), func(n *NodeState) {
+					n.Managed = false
+					n.Slices = []cluster.Slice{{GPU: 0, Profile: "1g.10gb", ReplicaID: "held"}, {GPU: 0, Profile: "1g.10gb"}}
+				}),
+			},
+			pools: after30s,
+			want: []Disruption{{Cluster: "c", Node: "a", NodePool: "p", Reason: ReasonUnderutilized,
+				Moves: map[string]string{"slice": "c"}}},
 		},
 		{
 			name:  "default pool for a cluster no pool names; other clusters are not move targets",

@@ -3,7 +3,6 @@ package nodes
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/capstan-dev/capstan/internal/cluster"
@@ -126,7 +125,7 @@ func Provision(pending []PendingReplica, nodes []NodeState, offerings []hyperpod
 			continue
 		}
 		existing[n.Cluster] = append(existing[n.Cluster], slot{name: n.Name, typ: n.InstanceType, free: sub(n.Capacity, n.Allocated),
-			mig: maps.Clone(n.MIGFree)})
+			mig: n.freeSlices()})
 		if n.Managed {
 			if p := ps.poolOf(n); p != nil {
 				u := used[p]

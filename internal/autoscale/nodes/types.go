@@ -30,9 +30,9 @@ type NodeState struct {
 	CapacityType                       hyperpod.CapacityType
 	PricePerHour                       float64
 	Capacity, Allocated                cluster.Resources
-	// MIGFree counts the free MIG slices of its partitioned GPUs by
-	// profile (Capacity.GPUs counts only its whole GPUs).
-	MIGFree  map[string]int
+	// Slices are the MIG slices of its partitioned GPUs, held ones with
+	// their replica (Capacity.GPUs counts only its whole GPUs).
+	Slices   []cluster.Slice
 	Replicas []PlacedReplica
 	// Launching is a Pending node: in-flight capacity that counts for
 	// pending replicas and is never consolidated.
@@ -197,10 +197,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func fits(free, req cluster.Resources) bool {
-	return req.GPUs <= free.GPUs && req.MilliCPU <= free.MilliCPU && req.MemoryBytes <= free.MemoryBytes
-}
-
 func add(a, b cluster.Resources) cluster.Resources {
 	return cluster.Resources{GPUs: a.GPUs + b.GPUs, MilliCPU: a.MilliCPU + b.MilliCPU, MemoryBytes: a.MemoryBytes + b.MemoryBytes}
 }
@@ -226,6 +222,20 @@ func MIGRoom(parts [][]string) (partitioned int, slices map[string]int) {
 		}
 	}
 	return partitioned, slices
+}
+
+// freeSlices counts n's free MIG slices by profile.
+func (n *NodeState) freeSlices() map[string]int {
+	var free map[string]int
+	for _, s := range n.Slices {
+		if s.ReplicaID == "" {
+			if free == nil {
+				free = map[string]int{}
+			}
+			free[s.Profile]++
+		}
+	}
+	return free
 }
 
 func negative(r cluster.Resources) bool { return r.GPUs < 0 || r.MilliCPU < 0 || r.MemoryBytes < 0 }
