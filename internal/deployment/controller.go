@@ -32,12 +32,9 @@ import (
 // again (a spec change retries at once).
 const modelRetry = 30 * time.Second
 
-// rollout is how a deployment moves to a new replica template: every new
-// replica starts at once beside the old ones (a surge), old replicas retire
-// as new ones become healthy, and when capacity has no room for a new
-// replica and none is starting, one old replica retires first to make room.
-// With no old revision it is plain scaling to the desired count.
-var rollout = serving.RollingStrategy{Batch: serving.Size{Unit: serving.Percent, Value: 100}, MakeRoom: 1}
+// surge starts every replica asked for at once: scaling, and a rollout
+// without the rollout annotations.
+var surge = rolloutOf(manifest.RollingUpdate{})
 
 // Controller drives manifest deployments to their spec. Reconcile moves one
 // object a step (or several) towards it and is safe to call at any time;
@@ -660,7 +657,25 @@ func (c *Controller) plan(k string, rec *record, p *plan, st *objState, desired 
 			prog.NewBlocked++
 		}
 	}
-	step := rollout.Next(prog)
+	now := c.o.Clock.Now()
+	if !rec.StepAt.IsZero() {
+		prog.Since = now.Sub(rec.StepAt)
+	}
+	// p.rollout moves a deployment to a new replica template: new replicas
+	// start a batch at a time beside the old ones, old replicas retire as
+	// new ones become healthy, and when capacity has no room for a new
+	// replica and none is starting, one old replica retires first to make
+	// room. With no old revision it is plain scaling to the desired count,
+	// all at once, however the batches are set.
+	strategy := p.rollout
+	if len(old) == 0 {
+		strategy = surge
+	}
+	step := strategy.Next(prog)
+	if serving.Changed(prog, step) {
+		rec.StepAt = now.UTC()
+		changed = true
+	}
 	defer func() {
 		keep := c.keepLeaving(k, rec, p, st, leaving, desired-prog.NewHealthy-step.Old)
 		for _, r := range leaving[keep:] {

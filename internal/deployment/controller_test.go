@@ -715,3 +715,73 @@ func TestRequestLimitsBoundTheRoute(t *testing.T) {
 		t.Fatalf("route limits %d/%d, want 16/8", r.MaxConcurrency, r.MaxQueue)
 	}
 }
+
+// TestRolloutInBatches: with capstan.dev/rollout-batch and -wait, a new
+// replica template starts one replica at a time, each healthy batch
+// serving for the wait (by the injected clock) before the next starts, the
+// old replicas retiring as new ones serve; scaling after the rollout is
+// not held back by the batches.
+func TestRolloutInBatches(t *testing.T) {
+	h := newHarness(t)
+	annotated := func(model string, replicas int) string {
+		doc := strings.Replace(iec("demo", replicas, 1, ""), "metadata: {name: demo, namespace: default}",
+			`metadata: {name: demo, namespace: default, annotations: {capstan.dev/rollout-batch: "1", capstan.dev/rollout-wait: 30s}}`, 1)
+		return strings.Replace(doc, "modelLocation: llama-3.1-8b-instruct", "modelLocation: "+model, 1)
+	}
+	k := kIEC("demo")
+	healthy := func() {
+		for _, id := range h.running("iec.default.demo.") {
+			h.rt.SetState(id, runtime.StateHealthy, "")
+		}
+		h.reconcile(k)
+	}
+	h.apply(annotated("llama-3.1-8b-instruct", 3))
+	h.reconcile(k)
+	if n := len(h.running("iec.default.demo.")); n != 3 {
+		t.Fatalf("first deploy started %d replicas, want all 3 at once", n)
+	}
+	healthy()
+	old := h.running("iec.default.demo.")
+
+	h.apply(annotated("llama-3.1-8b-instruct-v2", 3))
+	fresh := func() []string {
+		var out []string
+		for _, id := range h.running("iec.default.demo.") {
+			if !slices.Contains(old, id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	for batch := 1; batch <= 3; batch++ {
+		h.reconcile(k)
+		if n := len(fresh()); n != batch {
+			t.Fatalf("batch %d: %d new replicas running (%v)", batch, n, h.running("iec.default.demo."))
+		}
+		healthy()
+		if n := len(h.running("iec.default.demo.")); n != 3 {
+			t.Fatalf("batch %d healthy: %d replicas running, want 3 (an old one retired)", batch, n)
+		}
+		if batch == 3 {
+			break
+		}
+		h.clk.Step(29 * time.Second)
+		h.reconcile(k)
+		if n := len(fresh()); n != batch {
+			t.Fatalf("batch %d started %v before its 30s wait", batch+1, fresh())
+		}
+		h.clk.Step(time.Second)
+	}
+	if got := h.get(manifest.KindInferenceEndpointConfig, "demo").GetStatus().State; got != manifest.StateDeploymentComplete {
+		t.Fatalf("state %s after the last batch", got)
+	}
+	if b := h.backends("demo"); len(b) != 3 || slices.ContainsFunc(b, func(id string) bool { return slices.Contains(old, id) }) {
+		t.Fatalf("route %v, want the 3 new replicas", b)
+	}
+	// Scaling out is not a rollout: both new replicas start at once.
+	h.apply(annotated("llama-3.1-8b-instruct-v2", 5))
+	h.reconcile(k)
+	if n := len(h.running("iec.default.demo.")); n != 5 {
+		t.Fatalf("scale 3 → 5 runs %d replicas, want 5 at once", n)
+	}
+}

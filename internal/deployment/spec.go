@@ -1,8 +1,6 @@
 package deployment
 
 import (
-	"github.com/capstan-dev/capstan/internal/engines"
-
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,7 +11,9 @@ import (
 
 	"github.com/capstan-dev/capstan/internal/catalog"
 	"github.com/capstan-dev/capstan/internal/cluster"
+	"github.com/capstan-dev/capstan/internal/engines"
 	"github.com/capstan-dev/capstan/internal/manifest"
+	"github.com/capstan-dev/capstan/internal/serving"
 )
 
 // VariantName is the one production variant a manifest deployment has.
@@ -37,9 +37,12 @@ type plan struct {
 	modelHint string // catalog id or alias from the manifest, when it names one
 	env       map[string]string
 	strategy  string
-	kvaware   bool
-	l1        bool
-	l2URL     string
+	// rollout replaces the replicas when the template changes (the
+	// capstan.dev/rollout-* annotations).
+	rollout serving.RollingStrategy
+	kvaware bool
+	l1      bool
+	l2URL   string
 	// l1Size is kvCacheSpec.l1CacheSize in bytes (0: the default, l1Bytes).
 	l1Size int64
 	// tiered switches the tieredstorage tier on; l2Size is the model's
@@ -90,7 +93,8 @@ func (p *plan) owner() string { return p.kind + "/" + p.namespace + "/" + p.name
 // machine has.
 func planFor(obj manifest.Object, installed engines.Machine) (*plan, error) {
 	m := obj.GetMeta()
-	p := &plan{kind: obj.GetKind(), namespace: m.Namespace, name: m.Name, env: map[string]string{}, cluster: manifest.ClusterOf(m)}
+	p := &plan{kind: obj.GetKind(), namespace: m.Namespace, name: m.Name, env: map[string]string{}, cluster: manifest.ClusterOf(m),
+		rollout: rolloutOf(manifest.RollingUpdateOf(m))}
 	image := ""
 	if iec, ok := obj.(*manifest.InferenceEndpointConfig); ok && iec.Spec.Worker != nil {
 		image = iec.Spec.Worker.Image
@@ -420,4 +424,19 @@ func sortedEnvKeys(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// rolloutOf is the rolling update the annotations ask for: a batch of new
+// replicas at a time (all of them by default), each batch serving for the
+// wait before the next starts. When new replicas find no room, old ones
+// retire one at a time to make it.
+func rolloutOf(ru manifest.RollingUpdate) serving.RollingStrategy {
+	batch := serving.Size{Unit: serving.Percent, Value: 100}
+	switch {
+	case ru.Batch > 0 && ru.BatchPercent:
+		batch.Value = ru.Batch
+	case ru.Batch > 0:
+		batch = serving.Size{Unit: serving.Instances, Value: ru.Batch}
+	}
+	return serving.RollingStrategy{Batch: batch, Wait: ru.Wait, MakeRoom: 1}
 }

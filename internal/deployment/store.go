@@ -64,6 +64,9 @@ type record struct {
 	Desired *int `json:"desired,omitempty"`
 	// DeployStart is when the current rollout began (zero once complete).
 	DeployStart time.Time `json:"deployStart,omitzero"`
+	// StepAt is when the replica set last took a rollout step (a batch
+	// started or old replicas retired): a batch's wait counts from it.
+	StepAt time.Time `json:"stepAt,omitzero"`
 	// Registered is the SageMaker endpoint name this object holds.
 	Registered string `json:"registered,omitempty"`
 	// Activated is when the activator last brought the deployment up from

@@ -289,6 +289,7 @@ func validateMeta(m *ObjectMeta, errs *ErrorList) {
 	if c, ok := m.Annotations[AnnotationCluster]; ok && (c == "" || len(c) > 63 || !reClusterName.MatchString(c)) {
 		errs.add(mp.child("annotations").child(AnnotationCluster), "%q must be a HyperPod cluster name: 1 to 63 letters, digits and '-', starting and ending with a letter or digit", c)
 	}
+	validateRollout(m, mp, errs)
 }
 
 // AnnotationCluster names the HyperPod cluster an object runs on; without
