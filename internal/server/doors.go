@@ -107,7 +107,7 @@ type refusal struct {
 // refuse answers r with rf in the shape of r's door.
 func refuse(w http.ResponseWriter, r *http.Request, rf refusal) { doorOf(r).write(w, r, rf) }
 
-// refuseSigV4 is the SigV4 verifier's refusal (sigv4.Verifier.Refuse).
+// refuseSigV4 is the SigV4 verifier's refusal (awsauth.Verifier.Refuse).
 func refuseSigV4(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	kind := refuseUnauthorized
 	if status == http.StatusRequestEntityTooLarge {

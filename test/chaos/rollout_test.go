@@ -4,7 +4,10 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,4 +110,148 @@ func waitStatus(ctx context.Context, t *testing.T, c *clients, want smtypes.Endp
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestManifestRolloutResumesAfterKill is the manifest door's half: a
+// JumpStartModel rolling out one replica at a time (capstan.dev/rollout-
+// batch and -wait) on nodes with no room to spare, killed with SIGKILL
+// while its first new replica serves beside an old one and the wait runs,
+// comes back and finishes on the new revision with exactly its replicas:
+// none lost, no orphan from either revision.
+func TestManifestRolloutResumesAfterKill(t *testing.T) {
+	srv := newServer(t, capstanBinary(t), t.TempDir())
+	if err := srv.start(); err != nil {
+		t.Fatal(err)
+	}
+	c := newClients(srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const n = 2 // the default cluster's two ml.g5.12xlarge nodes, one replica each
+	doc := func(revision string) []byte {
+		return []byte(fmt.Sprintf(`apiVersion: inference.sagemaker.aws.amazon.com/v1
+kind: JumpStartModel
+metadata:
+  name: mroll
+  namespace: default
+  annotations: {capstan.dev/rollout-batch: "1", capstan.dev/rollout-wait: 5s}
+spec:
+  sageMakerEndpoint: {name: mroll}
+  model: {modelHubName: SageMakerPublicHub, modelId: deepseek-llm-r1-distill-qwen-1-5b}
+  server: {instanceType: ml.g5.12xlarge}
+  replicas: %d
+  environmentVariables: [{name: REVISION, value: %q}]
+`, n, revision))
+	}
+	if _, err := c.do(ctx, http.MethodPut, manifestBase+"mroll", doc("one")); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	waitRollout(ctx, t, c, ".r1.", n, time.Minute)
+	if _, err := c.do(ctx, http.MethodPut, manifestBase+"mroll", doc("two")); err != nil {
+		t.Fatalf("apply the new revision: %v", err)
+	}
+	// Kill once a new replica serves beside an old one, within the wait.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		reps, ready := manifestReplicas(ctx, t, c)
+		revs := map[string]int{}
+		for _, id := range reps {
+			revs[revisionOf(id)]++
+		}
+		if revs["r2"] == 1 && revs["r1"] == 1 && ready == n {
+			break
+		}
+		if revs["r1"] == 0 {
+			t.Fatalf("the rollout finished before the kill (replicas %v); slow it down", reps)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new replica served beside an old one within a minute: %v, %d ready", reps, ready)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	srv.kill()
+	if err := srv.start(); err != nil {
+		t.Fatal(err)
+	}
+	waitRollout(ctx, t, c, ".r2.", n, 2*time.Minute)
+	if left := orphans(ctx, srv.dataDir, srv.pid(), 10*time.Second); len(left) > 0 {
+		t.Fatalf("engines not run by the live server: %v", left)
+	}
+	if got := len(engines(srv.dataDir)); got != n {
+		t.Fatalf("%d engine processes run, want the deployment's %d", got, n)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.invoke(ctx, "mroll"))
+}
+
+// waitRollout waits until mroll is DeploymentComplete with want replicas,
+// every one of them of the revision whose ids hold rev (".r2.").
+func waitRollout(ctx context.Context, t *testing.T, c *clients, rev string, want int, bound time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		o, err := c.getJSM(ctx, "mroll")
+		reps, ready := manifestReplicas(ctx, t, c)
+		all := len(reps) == want
+		for _, id := range reps {
+			all = all && strings.Contains(id, rev)
+		}
+		if err == nil && o != nil && o.Status.State == "DeploymentComplete" && ready == want && all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mroll not complete on %s within %v: %+v %v, replicas %v, %d ready", rev, bound, o, err, reps, ready)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// manifestReplicas reads mroll's replicas from the pods on the cluster's
+// nodes, and its ready count from its status.
+func manifestReplicas(ctx context.Context, t *testing.T, c *clients) (ids []string, ready int) {
+	t.Helper()
+	b, err := c.do(ctx, http.MethodGet, "/api/v1/namespaces/default/pods", nil)
+	if err != nil {
+		t.Fatalf("list pods: %v", err)
+	}
+	var pods struct {
+		Items []struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(b, &pods); err != nil {
+		t.Fatalf("decode pods: %v", err)
+	}
+	for _, p := range pods.Items {
+		if id := p.Metadata.Labels["capstan.dev/replica"]; strings.HasPrefix(id, "jsm.default.mroll.") {
+			ids = append(ids, id)
+		}
+	}
+	b, err = c.do(ctx, http.MethodGet, manifestBase+"mroll", nil)
+	if err != nil {
+		t.Fatalf("get mroll: %v", err)
+	}
+	var o struct {
+		Status struct {
+			ReadyReplicas int `json:"readyReplicas"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		t.Fatalf("decode mroll: %v", err)
+	}
+	return ids, o.Status.ReadyReplicas
+}
+
+// revisionOf is "r2" of replica id "jsm.default.mroll.r2.0".
+func revisionOf(id string) string {
+	parts := strings.Split(id, ".")
+	if len(parts) < 2 {
+		return ""
+	}
+	return parts[len(parts)-2]
 }
