@@ -2,6 +2,9 @@ package deployment
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -107,5 +110,42 @@ func TestApplyRefusesUnknownImage(t *testing.T) {
 	}
 	if _, err := h.svc.Get(context.Background(), manifest.KindInferenceEndpointConfig, "default", "demo"); !errors.Is(err, manifest.ErrNotFound) {
 		t.Fatalf("the refused manifest was stored: %v", err)
+	}
+}
+
+// TestTemplateHashEngine: a new image that picks another engine is a new
+// replica template (it rolls out), while a simulated deployment's hash is
+// the one records stored before the engine was part of it.
+func TestTemplateHashEngine(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	llama := filepath.Join(t.TempDir(), "llama-server")
+	if err := os.WriteFile(llama, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	installed := engines.Machine{engines.LlamaCpp: {Binary: llama}}
+	hash := func(image string) string {
+		p, err := planFor(mustLoad(t, withImage(iec("demo", 1, 1, ""), image)), installed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.templateHash("m", "/models/m")
+	}
+	sim, simAgain, llamaCpp := hash("capstan/sim"), hash("lmcache/vllm-openai:latest"), hash("ghcr.io/ggml-org/llama.cpp:server")
+	if sim != simAgain {
+		t.Fatalf("two images the simulator serves hash apart: %s, %s", sim, simAgain)
+	}
+	if llamaCpp == sim {
+		t.Fatal("moving from the simulator to llama.cpp is not a new replica template")
+	}
+	// The hash a simulated deployment had before the engine was hashed.
+	p, err := planFor(mustLoad(t, withImage(iec("demo", 1, 1, ""), "capstan/sim")), installed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(template{InstanceTypes: p.instanceTypes, Req: p.req, GPUs: p.gpus, Env: p.env, KVAware: p.kvaware,
+		L1: p.l1, L2: p.l2URL, Model: "m", ModelDir: "/models/m", Route: p.route})
+	sum := sha256.Sum256(b)
+	if want := hex.EncodeToString(sum[:8]); sim != want {
+		t.Fatalf("a simulated deployment's hash changed: %s, was %s", sim, want)
 	}
 }

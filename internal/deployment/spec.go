@@ -387,11 +387,18 @@ type template struct {
 	L1Size int64 `json:"l1Size,omitempty"`
 	Tiered bool  `json:"tiered,omitempty"`
 	L2Size int64 `json:"l2Size,omitempty"`
+	// Engine is the adapter (worker.image's) when it is not the
+	// simulator: a new image that picks another engine rolls out, and the
+	// hashes of simulated deployments' records stay valid.
+	Engine string `json:"engine,omitempty"`
 }
 
 func (p *plan) templateHash(model, dir string) string {
 	t := template{InstanceTypes: p.instanceTypes, Req: p.req, GPUs: p.gpus, Env: p.env, KVAware: p.kvaware,
 		L1: p.l1, L2: p.l2URL, Model: model, ModelDir: dir, Route: p.route, L1Size: p.l1Size, Tiered: p.tiered, L2Size: p.l2Size}
+	if p.engine != engines.Sim {
+		t.Engine = p.engine
+	}
 	b, _ := json.Marshal(t) // maps marshal in key order: stable
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
