@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	engineapi "github.com/capstan-dev/capstan/internal/engine"
 	"github.com/capstan-dev/capstan/internal/engine/sim"
 	"github.com/capstan-dev/capstan/internal/gateway"
 	"github.com/capstan-dev/capstan/internal/testutil"
@@ -286,7 +287,7 @@ func TestHeldInputsBounded(t *testing.T) {
 }
 
 // The finding end to end on capstan's simulated engine (capstan engine sim,
-// whose request bodies are limited to sim.MaxBodyBytes): an input over that
+// whose request bodies are limited to engineapi.MaxRequestBytes): an input over that
 // limit is sent once, refused with the engine's 400, and its failure object
 // carries the engine's message; the engine is not asked again.
 func TestInputOverSimEngineLimitFailsOnce(t *testing.T) {
@@ -303,7 +304,7 @@ func TestInputOverSimEngineLimitFailsOnce(t *testing.T) {
 	f := newFixture(t)
 	f.route(engine(t, func(w http.ResponseWriter, r *http.Request) { tries.Add(1); srv.ServeHTTP(w, r) }))
 	m := f.manager(t, Options{RetryInterval: time.Second})
-	big := append([]byte(`{"inputs":"`), bytes.Repeat([]byte("x"), 3*sim.MaxBodyBytes)...)
+	big := append([]byte(`{"inputs":"`), bytes.Repeat([]byte("x"), 3*engineapi.MaxRequestBytes)...)
 	f.s3.put("s3://b/in/big.json", append(big, `"}`...))
 	if _, err := m.Submit(context.Background(), Request{Endpoint: "ep", InputLocation: "s3://b/in/big.json", InferenceID: "big", ContentType: "application/json"}); err != nil {
 		t.Fatal(err)
@@ -316,7 +317,7 @@ func TestInputOverSimEngineLimitFailsOnce(t *testing.T) {
 	if !ok {
 		t.Fatalf("no failure object after %d tries", tries.Load())
 	}
-	want := fmt.Sprintf("request body exceeds the %d-byte limit", sim.MaxBodyBytes)
+	want := fmt.Sprintf("request body exceeds the %d-byte limit", engineapi.MaxRequestBytes)
 	if !strings.Contains(string(got), "Received client error (400) from AllTraffic") || !strings.Contains(string(got), want) {
 		t.Fatalf("failure object %q, want the engine's 400 and %q", got, want)
 	}

@@ -516,11 +516,12 @@ func freeSlice(n *node, profile string) (slice, used int) {
 	return slice, used
 }
 
-// eligible is the uncordoned nodes of a cluster and instance type.
+// eligible is the uncordoned nodes of a cluster and instance type ("" for
+// any type: a simulated request that names none).
 func eligible(nodes []*node, clusterName, instanceType string) []*node {
 	var out []*node
 	for _, n := range nodes {
-		if n.Cluster == clusterName && n.InstanceType == instanceType && !n.Cordoned {
+		if n.Cluster == clusterName && (instanceType == "" || n.InstanceType == instanceType) && !n.Cordoned {
 			out = append(out, n)
 		}
 	}

@@ -46,11 +46,7 @@ func Simulate(nodes []Node, reqs []Request) []string {
 				slice, _ = freeSlice(to, r.MIGProfile)
 			}
 		} else {
-			cands := eligibleAnyType(sim, r.Cluster)
-			if r.InstanceType != "" {
-				cands = eligible(sim, r.Cluster, r.InstanceType)
-			}
-			to, slice = choose(cands, r.Resources)
+			to, slice = choose(eligible(sim, r.Cluster, r.InstanceType), r.Resources)
 		}
 		if to == nil {
 			continue
@@ -60,17 +56,6 @@ func Simulate(nodes []Node, reqs []Request) []string {
 			to.slices[slice].ReplicaID = holder
 		}
 		out[i] = to.Name
-	}
-	return out
-}
-
-// eligibleAnyType is the uncordoned nodes of a cluster.
-func eligibleAnyType(nodes []*node, clusterName string) []*node {
-	var out []*node
-	for _, n := range nodes {
-		if n.Cluster == clusterName && !n.Cordoned {
-			out = append(out, n)
-		}
 	}
 	return out
 }

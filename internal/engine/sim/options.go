@@ -6,8 +6,6 @@ import (
 	"math"
 	"strings"
 	"time"
-
-	"github.com/capstan-dev/capstan/internal/engine"
 )
 
 // Defaults for Options. Bandwidths: a PCIe Gen5 x16 link moves ≈ 25 GB/s in
@@ -33,9 +31,6 @@ const (
 	// capstan picks 256 (vLLM would use the remaining context).
 	DefaultMaxTokensCompletion = 16
 	DefaultMaxTokensChat       = 256
-	// MaxBodyBytes bounds a request body (the engines' contract); larger
-	// bodies get a 400.
-	MaxBodyBytes = engine.MaxRequestBytes
 	// l2LookupTimeout bounds the admission-time L2 lookup; a slow or dead
 	// Redis degrades to cache misses.
 	l2LookupTimeout = 50 * time.Millisecond

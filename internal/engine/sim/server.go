@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/capstan-dev/capstan/internal/clock"
+	"github.com/capstan-dev/capstan/internal/engine"
 	"github.com/capstan-dev/capstan/internal/kv"
 )
 
@@ -122,14 +123,14 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// readBody reads at most MaxBodyBytes; a larger body is a 400.
+// readBody reads at most engine.MaxRequestBytes; a larger body is a 400.
 func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	b, err := io.ReadAll(io.LimitReader(r.Body, engine.MaxRequestBytes+1))
 	if err != nil {
 		return nil, invalid("", "reading request body: %v", err)
 	}
-	if len(b) > MaxBodyBytes {
-		return nil, invalid("", "request body exceeds the %d-byte limit", MaxBodyBytes)
+	if len(b) > engine.MaxRequestBytes {
+		return nil, invalid("", "request body exceeds the %d-byte limit", engine.MaxRequestBytes)
 	}
 	return b, nil
 }

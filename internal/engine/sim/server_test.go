@@ -20,6 +20,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/capstan-dev/capstan/internal/engine"
 )
 
 // harness is an in-process engine behind a real HTTP server.
@@ -211,7 +213,7 @@ func TestOpenAISDKCompletionStreamAndUnary(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	h := startHarness(t, Options{})
-	big := `{"prompt":"` + strings.Repeat("a", MaxBodyBytes) + `"}`
+	big := `{"prompt":"` + strings.Repeat("a", engine.MaxRequestBytes) + `"}`
 	tests := []struct {
 		name, path, body string
 		status           int
